@@ -1,0 +1,1 @@
+"""Learned policies (stable-baselines3)."""

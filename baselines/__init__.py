@@ -1,0 +1,53 @@
+"""Hand-coded base schedulers and stoppers, by name.
+
+Adding one is one new file in this package plus one line in a registry below.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from evalstop_gym.config import ConfigError
+from evalstop_gym.policy import Policy, Scheduler, Stopper
+
+from .evalstop import EvalStop
+from .fifo import FIFO
+
+SCHEDULERS: dict[str, type[Scheduler]] = {
+    "fifo": FIFO,
+}
+
+STOPPERS: dict[str, type[Stopper] | None] = {
+    "none": None,
+    "evalstop": EvalStop,
+}
+
+
+def stopper_params(stopper: str) -> list[str]:
+    """Names of the keyword parameters a stopper takes (besides ``base``)."""
+    cls = STOPPERS[stopper]
+    if cls is None:
+        return []
+    return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "base")]
+
+
+def make_policy(scheduler: str = "fifo", stopper: str = "none", **params) -> Policy:
+    """Build ``stopper(scheduler)`` from registry names and the stopper's parameters.
+
+    Parameters that the chosen stopper does not take raise :class:`ConfigError`.
+    """
+    if scheduler not in SCHEDULERS:
+        raise ConfigError("scheduler", scheduler, f"must be one of {', '.join(SCHEDULERS)}")
+    if stopper not in STOPPERS:
+        raise ConfigError("stopper", stopper, f"must be one of {', '.join(STOPPERS)}")
+    base = SCHEDULERS[scheduler]()
+    allowed = stopper_params(stopper)
+    for p in params:
+        if p not in allowed:
+            raise ConfigError(p, params[p], f"is not a parameter of stopper {stopper!r}"
+                              f" (it takes: {', '.join(allowed) or 'nothing'})")
+    cls = STOPPERS[stopper]
+    return base if cls is None else cls(base, **params)
+
+
+__all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "EvalStop"]

@@ -1,0 +1,17 @@
+"""evalstop-gym: a multi-tenant LLM fine-tuning GPU cluster as a simulator and
+Gymnasium environments, with the EvalStop scheduling primitive."""
+
+from .api import run_policy, simulate
+from .config import PRESETS, ConfigError, CurveModel, JobTypeModel, WorkloadConfig
+from .metrics import compute_metrics
+from .policy import Plan, Policy, Scheduler, Stopper, drive
+from .simulator import Simulator
+from .workload import Workload, generate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "simulate", "run_policy", "WorkloadConfig", "CurveModel", "JobTypeModel", "PRESETS", "ConfigError",
+    "compute_metrics", "Plan", "Policy", "Scheduler", "Stopper", "drive", "Simulator", "Workload",
+    "generate",
+]

@@ -1,0 +1,47 @@
+"""The ``evalstop-gym`` command line.
+
+Each subcommand lives in its own module exposing ``add_parser(subparsers)``,
+which registers its flags and sets ``func`` (called with the parsed args,
+returning an exit code). Bad input exits 2 with a one-line error, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .config import ConfigError
+
+# subcommand modules, in the order shown by --help
+COMMANDS = [
+    "evalstop_gym.commands.simulate",
+]
+
+
+class UsageError(ValueError):
+    """Bad command-line input that is not a config field (paths, names, ...)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evalstop-gym",
+        description="Simulate a multi-tenant LLM fine-tuning GPU cluster with EvalStop.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for mod in COMMANDS:
+        importlib.import_module(mod).add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, UsageError) as e:
+        print(f"evalstop-gym {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

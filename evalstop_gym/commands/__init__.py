@@ -1,0 +1,1 @@
+"""Subcommands of the ``evalstop-gym`` CLI, one module each."""

@@ -1,0 +1,52 @@
+"""Flags shared by subcommands: workload knobs and policy choice."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..config import PRESETS, WorkloadConfig
+
+_DEFAULT = WorkloadConfig()
+
+
+def add_workload_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workload")
+    g.add_argument("--workload", default=_DEFAULT.workload, metavar="NAME",
+                   help=f"preset: {', '.join(PRESETS)} (default {_DEFAULT.workload})")
+    g.add_argument("--jobs", type=int, default=_DEFAULT.jobs, help="number of jobs (default %(default)s)")
+    g.add_argument("--gpus", type=int, default=_DEFAULT.gpus, help="cluster GPUs (default %(default)s)")
+    g.add_argument("--load", type=float, default=_DEFAULT.load,
+                   help="offered load, GPU demand over capacity (default %(default)s)")
+    g.add_argument("--noise", type=float, default=_DEFAULT.noise,
+                   help="eval-score noise sigma (default %(default)s)")
+    g.add_argument("--hacking-fraction", type=float, default=_DEFAULT.hacking_fraction,
+                   help="fraction of RLHF runs that hack (default %(default)s)")
+    g.add_argument("--evals-per-job", type=int, default=_DEFAULT.evals_per_job,
+                   help="eval checkpoints per job (default %(default)s)")
+    g.add_argument("--seed", type=int, default=_DEFAULT.seed, help="random seed (default %(default)s)")
+
+
+def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(workload=args.workload, jobs=args.jobs, gpus=args.gpus, load=args.load, noise=args.noise,
+                hacking_fraction=args.hacking_fraction, evals_per_job=args.evals_per_job, seed=args.seed)
+
+
+def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    from baselines import SCHEDULERS, STOPPERS
+
+    g = p.add_argument_group("policy")
+    g.add_argument("--scheduler", default="fifo", metavar="NAME",
+                   help=f"base scheduler: {'|'.join(SCHEDULERS)} (default %(default)s)")
+    g.add_argument("--stopper", default="none", metavar="NAME",
+                   help=f"stopper: {'|'.join(STOPPERS)} (default %(default)s)")
+    g.add_argument("--k", type=int, default=None, help="EvalStop: consecutive declines to stop (default 2)")
+
+
+# stopper parameter flags (argparse dest names); helpers add theirs here
+STOPPER_FLAGS = ("k",)
+
+
+def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Stopper parameters the user set; a flag the chosen stopper does not take is an error."""
+    return {name: getattr(args, name) for name in STOPPER_FLAGS if getattr(args, name, None) is not None}

@@ -1,0 +1,147 @@
+"""Policy interfaces and the driver loop that runs a policy on the simulator.
+
+A :class:`Policy` answers two questions, both from public views only:
+
+* ``schedule(cluster) -> Plan``: which jobs to preempt and which to start;
+* ``should_stop(job, cluster) -> bool``: at an eval checkpoint, stop this job?
+
+A base :class:`Scheduler` only orders jobs (``key``); the greedy allocation
+lives here, once. A :class:`Stopper` wraps any policy, delegating scheduling to
+it and adding a stop rule, so stoppers compose over every base scheduler.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from .simulator import DONE, EVAL, Outcome, Simulator
+from .view import ClusterView, JobView
+
+
+class Plan(NamedTuple):
+    """Scheduling decision: preemptions are applied before starts."""
+
+    preempt: Sequence[int] = ()
+    start: Sequence[int] = ()
+    wakeup_h: float | None = None   # ask to be called again at this time (hours)
+
+
+NO_CHANGE = Plan()
+
+
+class Policy:
+    """Base of every hand-coded policy. Subclasses override one or both methods."""
+
+    name = "policy"
+
+    def reset(self) -> None:
+        """Forget per-episode state (called before each episode)."""
+
+    def schedule(self, cluster: ClusterView) -> Plan:
+        return NO_CHANGE
+
+    def should_stop(self, job: JobView, cluster: ClusterView) -> bool:
+        return False
+
+
+class Scheduler(Policy):
+    """A base scheduler: orders jobs by ``key`` (lowest first) and allocates greedily.
+
+    Non-preemptive schedulers start waiting jobs in key order, skipping any job
+    that does not fit in the free GPUs (first-fit). Preemptive ones rank every
+    active job, keep the best set that fits, preempt running jobs outside it
+    and start waiting jobs inside it. Ties keep running jobs first, then
+    waiting jobs in the order they started waiting.
+    """
+
+    preemptive = False
+
+    def key(self, job: JobView, cluster: ClusterView):
+        raise NotImplementedError
+
+    def wakeup(self, cluster: ClusterView) -> float | None:
+        """Time (hours) at which priorities change by themselves, if any."""
+        return None
+
+    def schedule(self, cluster: ClusterView) -> Plan:
+        key = self.key
+        if not self.preemptive:
+            free = cluster.free_gpus
+            if free == 0 or not cluster.waiting:
+                return Plan(wakeup_h=self.wakeup(cluster))
+            start = []
+            for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
+                if v.gpus <= free:
+                    start.append(v.job_id)
+                    free -= v.gpus
+                    if free == 0:
+                        break
+            return Plan((), start, self.wakeup(cluster))
+        free = cluster.total_gpus
+        keep = set()
+        active = [*cluster.running.values(), *cluster.waiting.values()]
+        for v in sorted(active, key=lambda v: key(v, cluster)):
+            if v.gpus <= free:
+                keep.add(v.job_id)
+                free -= v.gpus
+                if free == 0:
+                    break
+        return Plan([j for j in cluster.running if j not in keep],
+                    [j for j in cluster.waiting if j in keep], self.wakeup(cluster))
+
+
+class Stopper(Policy):
+    """Wraps a base policy: scheduling is the base's, ``should_stop`` is the stopper's.
+
+    Stopping composes: if the wrapped policy would stop a job, so does this one.
+    """
+
+    def __init__(self, base: Policy):
+        if not isinstance(base, Policy):
+            raise TypeError(f"base must be a Policy, got {type(base).__name__}")
+        self.base = base
+
+    @property
+    def name(self) -> str:
+        return f"{self.base.name}+{self.rule_name}"
+
+    rule_name = "stopper"
+
+    def reset(self) -> None:
+        self.base.reset()
+
+    def schedule(self, cluster: ClusterView) -> Plan:
+        return self.base.schedule(cluster)
+
+    def should_stop(self, job: JobView, cluster: ClusterView) -> bool:
+        return self.rule(job, cluster) or self.base.should_stop(job, cluster)
+
+    def rule(self, job: JobView, cluster: ClusterView) -> bool:
+        raise NotImplementedError
+
+
+def apply_plan(sim: Simulator, plan: Plan) -> None:
+    """Apply a :class:`Plan` to the simulator (preemptions first)."""
+    for j in plan.preempt:
+        sim.preempt(j)
+    for j in plan.start:
+        sim.start(j)
+    if plan.wakeup_h is not None and plan.wakeup_h > sim.cluster.now_h:
+        sim.request_wakeup(plan.wakeup_h)
+
+
+def drive(sim: Simulator, policy: Policy) -> Outcome:
+    """Run ``policy`` on ``sim`` until every job has ended; return the outcome."""
+    policy.reset()
+    cluster = sim.cluster
+    should_stop, schedule = policy.should_stop, policy.schedule
+    while True:
+        kind = sim.advance()
+        if kind == EVAL:
+            job = sim.decision_job
+            if should_stop(job, cluster):
+                sim.stop(job.job_id)
+        elif kind == DONE:
+            return sim.outcome()
+        else:
+            apply_plan(sim, schedule(cluster))

@@ -1,0 +1,29 @@
+"""Readable tables of metrics (tabulate)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from tabulate import tabulate
+
+from .metrics import METRIC_KEYS
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def format_metrics(metrics: Mapping[str, Any], title: str = "") -> str:
+    """One episode's metrics as a two-column table."""
+    rows = [(k, fmt(metrics[k])) for k in METRIC_KEYS if k in metrics]
+    table = tabulate(rows, headers=("metric", "value"), tablefmt="github")
+    return f"{title}\n{table}" if title else table
+
+
+def format_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], fmt_: str = "github") -> str:
+    """Rows of dicts as a table with the given columns (Markdown by default)."""
+    return tabulate([[fmt(r.get(c)) for c in columns] for r in rows], headers=list(columns), tablefmt=fmt_)

@@ -1,0 +1,245 @@
+"""Discrete-event simulator of a shared cluster of homogeneous GPUs.
+
+Events: job arrival, eval checkpoint (the last checkpoint is the completion),
+and scheduler wake-ups. They sit in one heap keyed by ``(time, counter)``, so
+simultaneous events always resolve in the order they were pushed.
+
+The simulator is driven step by step: :meth:`Simulator.advance` processes
+events until a decision is due and says which kind:
+
+* ``EVAL``: a running job just reached an eval checkpoint (``decision_job``);
+  the driver may call :meth:`stop` on it before advancing again.
+* ``SCHEDULE``: every event of the current instant is processed and something
+  changed (an arrival, a completion, a stop or a wake-up); the driver may
+  :meth:`preempt` and :meth:`start` jobs.
+* ``DONE``: every job has completed or been stopped.
+
+Hand-coded policies run through :func:`run`; the Gymnasium and PettingZoo
+environments drive the same methods, so both give identical results.
+A preempted job resumes later from where it left off. Time is in hours.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import JOB_TYPES
+from .view import COMPLETED, RUNNING, STOPPED, WAITING, ClusterView, JobView
+from .workload import Workload
+
+DONE, EVAL, SCHEDULE = 0, 1, 2
+_ARRIVAL, _CHECKPOINT, _WAKEUP = 0, 1, 2
+
+
+class SimulationError(RuntimeError):
+    """A driver asked for something the cluster cannot do."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Per-job results of a finished episode (arrays indexed by job id)."""
+
+    workload: Workload
+    finish_h: np.ndarray        # completion or stop time, hours
+    service_h: np.ndarray       # hours run in total
+    stopped: np.ndarray         # bool: ended by a stop decision
+    evals_seen: np.ndarray      # checkpoints reached
+    delivered_ckpt: np.ndarray  # index of the delivered checkpoint (-1: the starting one)
+    first_start_h: np.ndarray   # first time started, hours
+    preemptions: int
+
+
+class Simulator:
+    """One episode over a :class:`Workload`. Not reusable: make a new one per episode."""
+
+    def __init__(self, workload: Workload):
+        w = workload
+        self._w = w
+        n, self._evals = w.n, w.evals_per_job
+        self._n = n
+        self._length = w.length_h.tolist()
+        self._gpus = w.gpus.tolist()
+        self._obs = w.observed.tolist()
+        self._loss = w.curves.loss.tolist()
+        rlhf = JOB_TYPES.index("rlhf")
+        self._proxy = [row if t == rlhf else None
+                       for row, t in zip(w.curves.proxy.tolist(), w.job_type.tolist())]
+        self.cluster = ClusterView(w.total_gpus)
+        self.views: list[JobView | None] = [None] * n
+        self._epoch = [0] * n
+        self._finish = [np.nan] * n
+        self._stopped = [False] * n
+        self._best_idx = [-1] * n
+        self._best_score = [-np.inf] * n
+        self._preemptions = 0
+        self._counter = itertools.count()
+        self._heap = [(t, next(self._counter), _ARRIVAL, j, 0) for j, t in enumerate(w.submit_h.tolist())]
+        heapq.heapify(self._heap)
+        self._dirty = False
+        self._active = n
+        self.decision_job: JobView | None = None
+
+    # -- driving -----------------------------------------------------------------
+    def advance(self) -> int:
+        """Process events until the next decision; return ``EVAL``, ``SCHEDULE`` or ``DONE``."""
+        heap, cluster = self._heap, self.cluster
+        while True:
+            if self._dirty and (not heap or heap[0][0] > cluster.now_h):
+                self._dirty = False
+                self.decision_job = None
+                return SCHEDULE
+            if not heap:
+                if self._active:
+                    raise SimulationError(
+                        f"stalled at t={cluster.now_h:.4f} h: {len(cluster.waiting)} jobs wait, none runs "
+                        "and no event is pending; the scheduler must start a job")
+                self.decision_job = None
+                return DONE
+            t, _, kind, j, epoch = heapq.heappop(heap)
+            if kind == _CHECKPOINT:
+                if epoch != self._epoch[j]:
+                    continue  # the job was preempted or stopped since this was pushed
+                cluster.now_h = t
+                if self._checkpoint(j):
+                    self.decision_job = self.views[j]
+                    return EVAL
+            elif kind == _ARRIVAL:
+                cluster.now_h = t
+                self._arrive(j)
+            else:
+                cluster.now_h = max(cluster.now_h, t)
+                self._dirty = True
+
+    def _arrive(self, j: int) -> None:
+        w = self._w
+        v = JobView(j, int(w.tenant[j]), JOB_TYPES[w.job_type[j]], self._gpus[j], float(w.submit_h[j]),
+                    float(w.est_length_h[j]), self._evals, self.cluster)
+        self.views[j] = v
+        self.cluster.waiting[j] = v
+        self._dirty = True
+
+    def _checkpoint(self, j: int) -> bool:
+        """Record eval checkpoint of job ``j``; True if a stop decision is due."""
+        v = self.views[j]
+        i = len(v.eval_scores)
+        score = self._obs[j][i]
+        scores = v.eval_scores
+        if scores:
+            v.consecutive_declines = v.consecutive_declines + 1 if score < scores[-1] else 0
+        scores.append(score)
+        v.train_losses.append(self._loss[j][i])
+        if self._proxy[j] is not None:
+            v.proxy_rewards.append(self._proxy[j][i])
+        if score > self._best_score[j]:
+            self._best_score[j], self._best_idx[j] = score, i
+        i += 1
+        # pin service to the checkpoint's exact value: no drift over preemptions
+        v._service_h = self._length[j] * i / self._evals
+        v._run_since_h = self.cluster.now_h
+        if i == self._evals:
+            self._end(j, COMPLETED)
+            return False
+        self._push_checkpoint(j)
+        return True
+
+    def _push_checkpoint(self, j: int) -> None:
+        v = self.views[j]
+        due = self._length[j] * (len(v.eval_scores) + 1) / self._evals - v._service_h
+        heapq.heappush(self._heap, (self.cluster.now_h + due, next(self._counter), _CHECKPOINT, j,
+                                    self._epoch[j]))
+
+    def _end(self, j: int, status: str) -> None:
+        v = self.views[j]
+        c = self.cluster
+        if v.status == RUNNING:
+            v._service_h += c.now_h - v._run_since_h
+            v._run_since_h = None
+            del c.running[j]
+            c.free_gpus += v.gpus
+        else:
+            del c.waiting[j]
+        v.status = status
+        self._epoch[j] += 1
+        self._finish[j] = c.now_h
+        self._active -= 1
+        c.finished += 1
+        self._dirty = True
+
+    # -- decisions ---------------------------------------------------------------
+    def _active_view(self, j: int, action: str) -> JobView:
+        v = self.views[j] if 0 <= j < self._n else None
+        if v is None or v.status not in (WAITING, RUNNING):
+            raise SimulationError(f"cannot {action} job {j}: it is not an active job "
+                                  f"(status {v.status if v else 'not arrived'})")
+        return v
+
+    def start(self, j: int) -> None:
+        """Start (or resume) waiting job ``j`` on ``gpus`` free GPUs."""
+        v = self._active_view(j, "start")
+        c = self.cluster
+        if v.status != WAITING:
+            raise SimulationError(f"cannot start job {j}: it is already running")
+        if v.gpus > c.free_gpus:
+            raise SimulationError(f"cannot start job {j}: it needs {v.gpus} GPUs, {c.free_gpus} are free")
+        del c.waiting[j]
+        c.running[j] = v
+        c.free_gpus -= v.gpus
+        v.status = RUNNING
+        v._run_since_h = c.now_h
+        if v.start_h is None:
+            v.start_h = c.now_h
+        self._push_checkpoint(j)
+
+    def preempt(self, j: int) -> None:
+        """Suspend running job ``j``; it keeps its progress and waits again."""
+        v = self._active_view(j, "preempt")
+        c = self.cluster
+        if v.status != RUNNING:
+            raise SimulationError(f"cannot preempt job {j}: it is not running")
+        v._service_h += c.now_h - v._run_since_h
+        v._run_since_h = None
+        self._epoch[j] += 1
+        del c.running[j]
+        c.free_gpus += v.gpus
+        c.waiting[j] = v
+        v.status = WAITING
+        self._preemptions += 1
+        self._dirty = True
+
+    def stop(self, j: int) -> None:
+        """Stop job ``j`` for good: free its GPUs now, deliver its best observed checkpoint."""
+        self._active_view(j, "stop")
+        self._stopped[j] = True
+        self._end(j, STOPPED)
+
+    def request_wakeup(self, at_h: float) -> None:
+        """Ask for a ``SCHEDULE`` decision at time ``at_h`` (hours) even if nothing happens."""
+        if not at_h > self.cluster.now_h:
+            raise SimulationError(f"wake-up at {at_h} h is not after now ({self.cluster.now_h} h)")
+        heapq.heappush(self._heap, (at_h, next(self._counter), _WAKEUP, -1, 0))
+
+    # -- results -----------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self._active == 0
+
+    def outcome(self) -> Outcome:
+        if self._active:
+            raise SimulationError(f"episode not finished: {self._active} jobs still active")
+        views = self.views
+        delivered = [self._best_idx[j] if self._stopped[j] else len(views[j].eval_scores) - 1
+                     for j in range(self._n)]
+        return Outcome(
+            workload=self._w,
+            finish_h=np.array(self._finish),
+            service_h=np.array([v._service_h for v in views]),
+            stopped=np.array(self._stopped),
+            evals_seen=np.array([len(v.eval_scores) for v in views]),
+            delivered_ckpt=np.array(delivered),
+            first_start_h=np.array([np.nan if v.start_h is None else v.start_h for v in views]),
+            preemptions=self._preemptions,
+        )

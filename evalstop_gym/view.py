@@ -1,0 +1,104 @@
+"""The information boundary: the only objects a policy ever receives.
+
+A :class:`JobView` holds the whitelisted public fields of one job and nothing
+else; a :class:`ClusterView` holds the cluster state and the views of active
+jobs. Neither holds a reference to the simulator, the workload or any hidden
+array, so true lengths, hacking labels, true curves, peak positions and
+noise-free scores are unreachable from them. The simulator writes into views;
+it never reads from them, so a policy that scribbles on a view changes only
+its own picture, never the simulation.
+"""
+
+from __future__ import annotations
+
+WAITING, RUNNING, COMPLETED, STOPPED = "waiting", "running", "completed", "stopped"
+
+
+class JobView:
+    """Public view of one job. Times in hours, demand in GPUs.
+
+    ``eval_scores``, ``train_losses`` and ``proxy_rewards`` are the histories
+    observed so far (one entry per eval checkpoint reached; ``proxy_rewards`` is
+    empty for non-RLHF jobs). ``consecutive_declines`` counts the trailing run
+    of strict declines of the observed eval score.
+    """
+
+    __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total",
+                 "eval_scores", "train_losses", "proxy_rewards", "consecutive_declines", "status",
+                 "start_h", "_service_h", "_run_since_h", "_cluster")
+
+    def __init__(self, job_id: int, tenant: int, job_type: str, gpus: int, submit_h: float,
+                 est_length_h: float, evals_total: int, cluster: "ClusterView"):
+        self.job_id = job_id
+        self.tenant = tenant
+        self.job_type = job_type
+        self.gpus = gpus
+        self.submit_h = submit_h
+        self.est_length_h = est_length_h
+        self.evals_total = evals_total
+        self.eval_scores: list[float] = []
+        self.train_losses: list[float] = []
+        self.proxy_rewards: list[float] = []
+        self.consecutive_declines = 0
+        self.status = WAITING
+        self.start_h: float | None = None   # first time the job started running
+        self._service_h = 0.0               # attained service before the current run
+        self._run_since_h: float | None = None
+        self._cluster = cluster
+
+    @property
+    def attained_h(self) -> float:
+        """Attained service: hours this job has run so far (up to now)."""
+        if self._run_since_h is None:
+            return self._service_h
+        return self._service_h + (self._cluster.now_h - self._run_since_h)
+
+    @property
+    def attained_gpu_h(self) -> float:
+        """Attained GPU-time: ``attained_h * gpus`` (GPU-hours)."""
+        return self.attained_h * self.gpus
+
+    @property
+    def evals_done(self) -> int:
+        return len(self.eval_scores)
+
+    @property
+    def progress(self) -> float:
+        """Fraction of the eval schedule reached (checkpoint index / evals_total)."""
+        return len(self.eval_scores) / self.evals_total
+
+    @property
+    def remaining_est_h(self) -> float:
+        """The user's estimate minus attained service (hours, never below 0)."""
+        return max(self.est_length_h - self.attained_h, 0.0)
+
+    @property
+    def waiting_h(self) -> float:
+        """Hours since submission not spent running."""
+        return self._cluster.now_h - self.submit_h - self.attained_h
+
+    def __repr__(self) -> str:
+        return (f"JobView(id={self.job_id}, {self.job_type}, gpus={self.gpus}, {self.status}, "
+                f"evals={self.evals_done}/{self.evals_total})")
+
+
+class ClusterView:
+    """Public cluster state: clock (hours), GPU counts, waiting and running jobs.
+
+    ``waiting`` and ``running`` map job id to :class:`JobView`, in the order
+    jobs entered each state.
+    """
+
+    __slots__ = ("now_h", "total_gpus", "free_gpus", "waiting", "running", "finished")
+
+    def __init__(self, total_gpus: int):
+        self.now_h = 0.0
+        self.total_gpus = total_gpus
+        self.free_gpus = total_gpus
+        self.waiting: dict[int, JobView] = {}
+        self.running: dict[int, JobView] = {}
+        self.finished = 0
+
+    @property
+    def used_gpus(self) -> int:
+        return self.total_gpus - self.free_gpus
