@@ -1,22 +1,29 @@
 """The ``evalstop-gym`` command line.
 
-Each subcommand lives in its own module exposing ``add_parser(subparsers)``,
-which registers its flags and sets ``func`` (called with the parsed args,
-returning an exit code). Bad input exits 2 with a one-line error, no traceback.
+Each subcommand lives in its own module of ``evalstop_gym.commands`` exposing
+``add_parser(subparsers)``, which registers its flags and sets ``func`` (called
+with the parsed args, returning an exit code); modules are found by name, so a
+new command is one new file. ``ORDER`` in a module sorts it in ``--help``.
+Bad input exits 2 with a one-line error, no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import sys
 
 from .config import ConfigError
 
-# subcommand modules, in the order shown by --help
-COMMANDS = [
-    "evalstop_gym.commands.simulate",
-]
+
+def command_modules() -> list:
+    from . import commands
+
+    mods = [importlib.import_module(f"{commands.__name__}.{m.name}")
+            for m in pkgutil.iter_modules(commands.__path__)]
+    mods = [m for m in mods if hasattr(m, "add_parser")]
+    return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
 
 
 class UsageError(ValueError):
@@ -28,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="evalstop-gym",
         description="Simulate a multi-tenant LLM fine-tuning GPU cluster with EvalStop.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for mod in COMMANDS:
-        importlib.import_module(mod).add_parser(sub)
+    for mod in command_modules():
+        mod.add_parser(sub)
     return parser
 
 

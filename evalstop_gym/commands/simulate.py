@@ -7,6 +7,8 @@ import json
 
 from .common import add_policy_flags, add_workload_flags, policy_kwargs, workload_kwargs
 
+ORDER = 10
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help="run one episode and print its metrics",
