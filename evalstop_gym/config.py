@@ -152,7 +152,7 @@ class WorkloadConfig:
     workload: str = "rlhf-heavy"
     jobs: int = 200
     gpus: int = 64
-    load: float = 1.2
+    load: float = 1.0
     hacking_fraction: float = 0.6      # of RLHF runs
     noise: float = 0.02                # eval-score noise sigma
     evals_per_job: int = 10
