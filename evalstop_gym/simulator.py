@@ -11,7 +11,9 @@ events until a decision is due and says which kind:
   the driver may call :meth:`stop` on it before advancing again.
 * ``SCHEDULE``: every event of the current instant is processed and something
   changed (an arrival, a completion, a stop or a wake-up); the driver may
-  :meth:`preempt` and :meth:`start` jobs.
+  :meth:`preempt` and :meth:`start` jobs. Starts and preemptions are the
+  driver's own decision and raise no new decision point; a stop frees GPUs
+  and so does.
 * ``DONE``: every job has completed or been stopped.
 
 Hand-coded policies run through :func:`run`; the Gymnasium and PettingZoo
@@ -208,7 +210,6 @@ class Simulator:
         c.waiting[j] = v
         v.status = WAITING
         self._preemptions += 1
-        self._dirty = True
 
     def stop(self, j: int) -> None:
         """Stop job ``j`` for good: free its GPUs now, deliver its best observed checkpoint."""

@@ -1,0 +1,62 @@
+"""The command line: JSON output, determinism, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import evalstop_gym
+
+REQUIRED = ("avg_jct_h", "p99_jct_h", "makespan_h", "compute_waste_gpu_h", "utilization", "precision",
+            "recall", "fpr", "jobs_stopped", "delivered_quality_regret")
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "evalstop_gym.cli", *args], capture_output=True, text=True)
+
+
+def test_json_is_exactly_one_object_with_the_metrics():
+    r = cli("simulate", "--stopper", "evalstop", "--jobs", "30", "--seed", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)
+    assert all(k in m for k in REQUIRED)
+    assert m == evalstop_gym.simulate("fifo", "evalstop", jobs=30, seed=4)
+
+
+def test_same_seed_identical_json_different_seed_differs():
+    a = cli("simulate", "--stopper", "evalstop", "--jobs", "40", "--seed", "7", "--json").stdout
+    b = cli("simulate", "--stopper", "evalstop", "--jobs", "40", "--seed", "7", "--json").stdout
+    c = cli("simulate", "--stopper", "evalstop", "--jobs", "40", "--seed", "8", "--json").stdout
+    assert a == b and a != c
+
+
+def test_table_output_is_readable():
+    r = cli("simulate", "--jobs", "10")
+    assert r.returncode == 0 and "avg_jct_h" in r.stdout and "|" in r.stdout
+
+
+@pytest.mark.parametrize("args, field", [
+    (["--workload", "nope"], "workload"),
+    (["--scheduler", "nope"], "scheduler"),
+    (["--stopper", "nope"], "stopper"),
+    (["--gpus", "0"], "gpus"),
+    (["--gpus", "-3"], "gpus"),
+    (["--gpus", "8"], "gpus"),                 # an RLHF job may need 16 GPUs
+    (["--noise", "-0.1"], "noise"),
+    (["--hacking-fraction", "1.5"], "hacking_fraction"),
+    (["--hacking-fraction", "-0.1"], "hacking_fraction"),
+    (["--stopper", "evalstop", "--k", "0"], "k"),
+    (["--jobs", "0"], "jobs"),
+    (["--evals-per-job", "1"], "evals_per_job"),
+    (["--load", "0"], "load"),
+    (["--seed", "-1"], "seed"),
+    (["--jobs", "ten"], "--jobs"),             # argparse's own type check
+])
+def test_bad_input_one_line_error_exit_2(args, field):
+    r = cli("simulate", *args)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
+    assert field in lines[-1]
+    assert r.stdout == ""
