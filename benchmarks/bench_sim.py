@@ -1,0 +1,61 @@
+"""Simulator throughput: simulated jobs per second, and how cost grows with size.
+
+Runs the default episode (200 jobs, 64 GPUs, FIFO + EvalStop k=2) and episodes
+scaled by 10x, 40x (jobs and GPUs together, so contention stays the same).
+Prints jobs/s with and without workload generation and the growth of
+per-job cost relative to the smallest size (n log n growth would give
+log(n)/log(200): 1.43 at 10x).
+
+    python benchmarks/bench_sim.py [--repeat 5] [--policy fifo:evalstop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+from baselines import make_policy
+from evalstop_gym import WorkloadConfig, generate, run_policy
+
+
+def best_time(fn, repeat: int) -> float:
+    best = math.inf
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def measure(jobs: int, gpus: int, scheduler: str, stopper: str, repeat: int) -> dict:
+    cfg = WorkloadConfig(jobs=jobs, gpus=gpus, seed=1)
+    w = generate(cfg)
+    sim_s = best_time(lambda: run_policy(w, make_policy(scheduler, stopper)), repeat)
+    gen_s = best_time(lambda: generate(cfg), repeat)
+    return {"jobs": jobs, "gpus": gpus, "sim_s": sim_s, "gen_s": gen_s,
+            "jobs_per_s": jobs / sim_s, "jobs_per_s_with_gen": jobs / (sim_s + gen_s)}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--policy", default="fifo:evalstop", help="SCHEDULER:STOPPER")
+    p.add_argument("--scales", default="1,10,40", help="multiples of (200 jobs, 64 GPUs)")
+    a = p.parse_args(argv)
+    scheduler, stopper = a.policy.split(":")
+    rows = [measure(200 * s, 64 * s, scheduler, stopper, a.repeat if s < 20 else 1)
+            for s in map(int, a.scales.split(","))]
+    base = rows[0]["sim_s"] / rows[0]["jobs"]
+    print(f"policy {scheduler} + {stopper}")
+    print(f"{'jobs':>7} {'gpus':>6} {'sim s':>8} {'jobs/s':>9} {'jobs/s incl. gen':>17} "
+          f"{'cost/job vs 1x':>15} {'n log n would be':>17}")
+    for r in rows:
+        growth = (r["sim_s"] / r["jobs"]) / base
+        nlogn = math.log(r["jobs"]) / math.log(rows[0]["jobs"])
+        print(f"{r['jobs']:>7} {r['gpus']:>6} {r['sim_s']:>8.4f} {r['jobs_per_s']:>9.0f} "
+              f"{r['jobs_per_s_with_gen']:>17.0f} {growth:>15.2f} {nlogn:>17.2f}")
+
+
+if __name__ == "__main__":
+    main()
