@@ -82,6 +82,7 @@ class Simulator:
         self._heap = [(t, next(self._counter), _ARRIVAL, j, 0) for j, t in enumerate(w.submit_h.tolist())]
         heapq.heapify(self._heap)
         self._dirty = False
+        self._wakeups: set[float] = set()
         self._active = n
         self.decision_job: JobView | None = None
 
@@ -113,7 +114,8 @@ class Simulator:
                 cluster.now_h = t
                 self._arrive(j)
             else:
-                cluster.now_h = max(cluster.now_h, t)
+                cluster.now_h = t
+                self._wakeups.discard(t)
                 self._dirty = True
 
     def _arrive(self, j: int) -> None:
@@ -221,6 +223,9 @@ class Simulator:
         """Ask for a ``SCHEDULE`` decision at time ``at_h`` (hours) even if nothing happens."""
         if not at_h > self.cluster.now_h:
             raise SimulationError(f"wake-up at {at_h} h is not after now ({self.cluster.now_h} h)")
+        if at_h in self._wakeups:
+            return  # one wake-up per instant is enough
+        self._wakeups.add(at_h)
         heapq.heappush(self._heap, (at_h, next(self._counter), _WAKEUP, -1, 0))
 
     # -- results -----------------------------------------------------------------
