@@ -1,0 +1,52 @@
+"""``evalstop-gym reproduce``: the paper's experiment suite (E1-E7) over N seeds."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_workload_flags, workload_kwargs
+
+ORDER = 20
+
+
+def add_parser(sub) -> None:
+    from ..experiments.spec import EXPERIMENTS
+
+    listing = "; ".join(f"{name}: {title}" for name, (title, _) in EXPERIMENTS.items())
+    p = sub.add_parser(
+        "reproduce", help="run the experiment suite E1-E7 and write tables and plots",
+        description="Run the paper's experiments over N seeds (seeds SEED..SEED+N-1) on the workload "
+                    "below (each experiment overrides the variable it sweeps); print each table and write "
+                    "OUT/<E>.md, .csv, .png and OUT/summary.md. Finished runs in OUT/runs.jsonl are reused, "
+                    f"so an interrupted run resumes. Experiments: {listing}.")
+    p.add_argument("--experiments", default="all", metavar="LIST",
+                   help="comma-separated experiment names, or 'all' (default %(default)s)")
+    p.add_argument("--seeds", type=int, default=10, help="seeds per point (default %(default)s)")
+    p.add_argument("--out", default="results", metavar="DIR", help="output folder (default %(default)s/)")
+    p.add_argument("--backend", default="local", metavar="NAME",
+                   help="local (process pool) or ray (a local Ray) (default %(default)s)")
+    p.add_argument("--workers", type=int, default=None, help="parallel workers (default: CPU count)")
+    p.add_argument("--base-scheduler", default=None, metavar="NAME",
+                   help="base scheduler of E1 and the sweeps (default srtf-est, or fifo until it exists)")
+    p.add_argument("--detectors", default=None, metavar="LIST",
+                   help="comma-separated detectors to compare with EvalStop (default: every registered "
+                        "stopper other than none, evalstop, stopat, lossplateau)")
+    p.add_argument("--max-runs", type=int, default=None, metavar="N",
+                   help="stop after N new runs; run again to resume (default: run all)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_workload_flags(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import WorkloadConfig
+    from ..experiments import parse_names, reproduce
+
+    wl = workload_kwargs(args)
+    first_seed = wl.pop("seed")
+    detectors = args.detectors and [d.strip() for d in args.detectors.split(",") if d.strip()]
+    reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=args.out,
+              base=WorkloadConfig(**wl), backend=args.backend, workers=args.workers,
+              base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
+              progress=not args.no_progress)
+    return 0

@@ -1,0 +1,241 @@
+"""Run many episodes in parallel, appending each result to a JSONL file as it finishes.
+
+A run is a pure function of its :class:`RunSpec` (policy names, parameters and
+a fully resolved, seeded :class:`~evalstop_gym.config.WorkloadConfig`), so
+results do not depend on the backend, the number of workers or the order in
+which runs finish. Its ``run_id`` hashes the whole spec; re-running a sweep
+against the same file skips every run id already there, so an interrupted
+sweep resumes where it stopped. A run id does not hash the policy code: after
+changing a policy, write to a fresh output folder.
+
+Backends: ``local`` (a :class:`~concurrent.futures.ProcessPoolExecutor`; one
+worker runs in-process) and ``ray`` (a local Ray started with ``num_cpus``
+set to the worker count, unless Ray is already initialized).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from .. import __version__
+from ..config import ConfigError, WorkloadConfig
+from .spec import Point
+
+BACKENDS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One episode: ``stopper(scheduler)`` with ``params`` on the workload ``config``."""
+
+    scheduler: str
+    stopper: str
+    params: tuple[tuple[str, Any], ...]
+    config: WorkloadConfig
+
+    @classmethod
+    def of(cls, point: Point, base: WorkloadConfig, seed: int) -> "RunSpec":
+        config = base.replace(**dict(point.workload), seed=seed)
+        return cls(point.scheduler, point.stopper, point.params, config)
+
+    @property
+    def run_id(self) -> str:
+        """Stable hash of everything the result depends on (besides the code)."""
+        key = json.dumps([__version__, self.scheduler, self.stopper, [list(p) for p in self.params],
+                          repr(self.config)])
+        return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+    def describe(self) -> dict[str, Any]:
+        """The spec as plain JSON: policy and the workload's scalar fields."""
+        cfg = {f.name: getattr(self.config, f.name) for f in fields(self.config)
+               if isinstance(getattr(self.config, f.name), (int, float, str))}
+        return {"scheduler": self.scheduler, "stopper": self.stopper, "params": dict(self.params),
+                "workload": cfg}
+
+
+def execute(spec: RunSpec) -> dict[str, Any]:
+    """Run one episode; return its JSONL record ``{run_id, spec, metrics}``."""
+    from baselines import make_policy
+
+    from ..api import run_policy
+    from ..workload import generate
+
+    policy = make_policy(spec.scheduler, spec.stopper, **dict(spec.params))
+    metrics = run_policy(generate(spec.config), policy)
+    return {"run_id": spec.run_id, "spec": spec.describe(), "metrics": metrics}
+
+
+class ResultStore:
+    """Results on disk, one JSON record a line, keyed by run id; appended as runs finish.
+
+    Opening a file that ends in a partial line (a writer killed mid-line)
+    truncates that line away; any other unreadable line is skipped with a
+    warning on stderr. Each record is written with one ``write`` and flushed.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.metrics: dict[str, dict[str, Any]] = {}
+        if self.path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):     # a partial last line: drop it so appends start on a fresh line
+            with open(self.path, "r+b") as f:
+                f.truncate(end)
+            data = data[:end]
+        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                self.metrics[rec["run_id"]] = rec["metrics"]
+            except (ValueError, KeyError, TypeError):
+                print(f"warning: {self.path}:{n}: unreadable record skipped", file=sys.stderr)
+
+    def __contains__(self, run_id: str) -> bool:
+        return run_id in self.metrics
+
+    def __len__(self) -> int:
+        return len(self.metrics)
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(record, sort_keys=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+        # keep exactly what a later resume would read back
+        self.metrics[record["run_id"]] = json.loads(line)["metrics"]
+
+
+class _Inline:
+    """Runs each spec at submission, in this process (one worker)."""
+
+    def __init__(self, workers: int):
+        self.window = 1
+
+    def submit(self, spec: RunSpec):
+        return execute(spec)
+
+    def wait_one(self, handles: list) -> tuple[Any, dict[str, Any]]:
+        return handles[0], handles[0]
+
+    def close(self, cancel: bool) -> None:
+        pass
+
+
+class _LocalPool:
+    def __init__(self, workers: int):
+        self.pool = ProcessPoolExecutor(max_workers=workers)
+        self.window = 4 * workers   # few in flight, so a limit or Ctrl-C stops soon
+
+    def submit(self, spec: RunSpec) -> Future:
+        return self.pool.submit(execute, spec)
+
+    def wait_one(self, handles: list) -> tuple[Any, dict[str, Any]]:
+        done, _ = wait(handles, return_when=FIRST_COMPLETED)
+        h = min(done, key=handles.index)
+        return h, h.result()
+
+    def close(self, cancel: bool) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=cancel)
+
+
+class _RayPool:
+    def __init__(self, workers: int):
+        import logging
+
+        import ray
+
+        self.ray = ray
+        self.started = not ray.is_initialized()
+        if self.started:
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR)
+        self.remote = ray.remote(execute)
+        self.window = 4 * workers
+
+    def submit(self, spec: RunSpec):
+        return self.remote.remote(spec)
+
+    def wait_one(self, handles: list) -> tuple[Any, dict[str, Any]]:
+        done, _ = self.ray.wait(handles, num_returns=1)
+        return done[0], self.ray.get(done[0])
+
+    def close(self, cancel: bool) -> None:
+        if self.started:
+            self.ray.shutdown()
+
+
+def make_pool(backend: str, workers: int):
+    if backend not in BACKENDS:
+        raise ConfigError("backend", backend, f"must be one of {', '.join(BACKENDS)}")
+    if backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError as e:
+            raise ConfigError("backend", backend, f"needs Ray (pip install 'evalstop-gym[ray]'): {e}") from e
+        return _RayPool(workers)
+    return _Inline(workers) if workers == 1 else _LocalPool(workers)
+
+
+def run_sweep(specs: Iterable[RunSpec], store: ResultStore, *, backend: str = "local", workers: int = 1,
+              limit: int | None = None, on_done: Callable[[], None] | None = None) -> int:
+    """Run every spec whose run id is not in ``store``, appending results as they finish.
+
+    ``limit`` stops after that many new runs (the rest resume on the next
+    call). ``on_done`` is called once per finished run (a progress bar).
+    Returns the number of new runs.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError("workers", workers, "must be an integer >= 1")
+    todo = pending_specs(specs, store)
+    if limit is not None:
+        todo = todo[:limit]
+    if not todo:
+        return 0
+    pool = make_pool(backend, workers)
+    handles: list = []
+    done = 0
+    finished = False
+    try:
+        for spec in todo:
+            handles.append(pool.submit(spec))
+            if len(handles) >= pool.window:
+                done += _collect_one(pool, handles, store, on_done)
+        while handles:
+            done += _collect_one(pool, handles, store, on_done)
+        finished = True
+    finally:
+        pool.close(cancel=not finished)
+    return done
+
+
+def _collect_one(pool, handles: list, store: ResultStore, on_done) -> int:
+    h, record = pool.wait_one(handles)
+    handles.remove(h)
+    store.add(record)
+    if on_done is not None:
+        on_done()
+    return 1
+
+
+def pending_specs(specs: Iterable[RunSpec], store: ResultStore) -> list[RunSpec]:
+    """Specs not yet in ``store``, each run id once, in the given order."""
+    seen: set[str] = set()
+    out = []
+    for s in specs:
+        rid = s.run_id
+        if rid not in seen and rid not in store:
+            seen.add(rid)
+            out.append(s)
+    return out

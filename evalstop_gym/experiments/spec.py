@@ -1,0 +1,380 @@
+"""The experiment suite as data: E1-E5 of DESIGN.md section 4, plus E6 and E7.
+
+An :class:`Experiment` is a list of :class:`Point` s (one policy at one sweep
+value, with the workload fields it changes) run over the same seeds, the
+metric columns its table shows, what it plots, and the paper's claims it
+checks (:class:`Claim`). Experiments are built against the policy registry
+(``baselines.SCHEDULERS`` / ``baselines.STOPPERS``) at run time: a policy that
+is not registered yet is skipped with a note in the experiment's output, never
+a crash. "Our detectors" are all registered stoppers except the anchors
+``none, evalstop, stopat, lossplateau``.
+
+Every stopper arm is compared with the no-stopper arm on the same base
+scheduler and the same workload (:meth:`Experiment.baseline_of`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from ..config import ConfigError
+
+ANCHOR_STOPPERS = ("none", "evalstop", "stopat", "lossplateau")
+EXPECTED_SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "lossaware", "tiresias")
+MAIN_BASE = "srtf-est"      # the paper's base scheduler
+FALLBACK_BASE = "fifo"
+EVALSTOP_K = 2              # the paper's default k
+STOPAT_P = 0.65             # the paper's fixed-progress anchor
+
+NOISE_SWEEP = (0.01, 0.02, 0.05, 0.08, 0.10, 0.12)
+BASE_RATE_SWEEP = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+K_SWEEP = (1, 2, 3, 4, 5)
+EVALS_SWEEP = (5, 10, 20)
+EVALS_NOISES = (0.02, 0.05)
+LOAD_SWEEP = (0.6, 0.8, 1.0, 1.2, 1.5)
+
+# improvement columns: name -> the metric it reduces (lower is better for both)
+GAINS = {"jct_gain": "avg_jct_h", "waste_cut": "compute_waste_gpu_h"}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A stopper with its parameters, and the label it has in tables."""
+
+    label: str
+    stopper: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+
+NO_STOPPER = Arm("none", "none")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One row of an experiment: a policy on a workload, run over every seed.
+
+    ``workload`` holds the :class:`~evalstop_gym.config.WorkloadConfig` fields
+    this point changes on top of the suite's base workload; ``x`` is the value
+    of the experiment's swept variable shown in the table (``None``: no sweep).
+    """
+
+    arm: str
+    scheduler: str
+    stopper: str = "none"
+    params: tuple[tuple[str, Any], ...] = ()
+    workload: tuple[tuple[str, Any], ...] = ()
+    x: Any = None
+
+    @classmethod
+    def of(cls, arm: Arm, scheduler: str, x: Any = None, **workload: Any) -> "Point":
+        return cls(arm.label, scheduler, arm.stopper, arm.params, tuple(sorted(workload.items())), x)
+
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt}
+
+
+@dataclass(frozen=True)
+class Check:
+    """A target on one table column, e.g. ``Check("precision", ">=", 0.95)``."""
+
+    column: str
+    op: str
+    value: float
+
+    def holds(self, row: Mapping[str, Any]) -> bool | None:
+        v = row.get(self.column)
+        return None if v is None else _OPS[self.op](v, self.value)
+
+    def __str__(self) -> str:
+        return f"{self.column} {self.op} {self.value:g}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim of the paper (or of DESIGN.md), our target for it, and the rows it covers.
+
+    ``each``: one verdict per matching row; otherwise one verdict over all
+    matching rows (it holds if every row meets every check).
+    """
+
+    text: str
+    paper: str
+    where: Callable[[Mapping[str, Any]], bool]
+    checks: tuple[Check, ...]
+    each: bool = False
+    source: str = "issue 3"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    question: str
+    x_name: str | None                 # header of the swept variable (None: no sweep)
+    points: tuple[Point, ...]
+    columns: tuple[str, ...]           # metric / gain columns of the Markdown table
+    plot: tuple[str, ...]              # columns plotted, one panel each
+    claims: tuple[Claim, ...] = ()
+    notes: tuple[str, ...] = ()        # what was skipped or substituted
+    plot_refs: tuple[tuple[str, Any, str], ...] = ()  # (column, value or (lo, hi), label)
+
+    def baseline_of(self, point: Point) -> Point | None:
+        """The no-stopper point with the same scheduler and workload, if this experiment has one."""
+        if point.stopper == "none":
+            return None
+        for p in self.points:
+            if p.stopper == "none" and p.scheduler == point.scheduler and p.workload == point.workload:
+                return p
+        return None
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Registered policy names: schedulers, and each stopper's parameter names."""
+
+    schedulers: tuple[str, ...]
+    stoppers: Mapping[str, tuple[str, ...]]
+
+    @classmethod
+    def current(cls) -> "Registry":
+        from baselines import SCHEDULERS, STOPPERS, stopper_params
+
+        return cls(tuple(SCHEDULERS), {s: tuple(stopper_params(s)) for s in STOPPERS})
+
+    @property
+    def detectors(self) -> tuple[str, ...]:
+        return tuple(s for s in self.stoppers if s not in ANCHOR_STOPPERS)
+
+
+@dataclass
+class _Context:
+    """What every experiment builder needs: the registry, the chosen base and detectors."""
+
+    registry: Registry
+    base: str
+    detectors: tuple[str, ...]
+    notes: list[str]
+
+    def arm(self, stopper: str, **params: Any) -> Arm | None:
+        """The arm of a registered stopper, or ``None`` (with a note) if it is not registered."""
+        if stopper not in self.registry.stoppers:
+            self.note(f"stopper {stopper!r} is not registered yet: its rows are skipped")
+            return None
+        taken = self.registry.stoppers[stopper]
+        for p in [p for p in params if p not in taken]:
+            self.note(f"stopper {stopper!r} takes no parameter {p!r}: ran with its default")
+            del params[p]
+        label = " ".join([stopper, *(f"{k}={_fmt(v)}" for k, v in params.items())])
+        return Arm(label, stopper, tuple(sorted(params.items())))
+
+    def evalstop(self, k: int = EVALSTOP_K) -> Arm | None:
+        return self.arm("evalstop", k=k)
+
+    def under_test(self) -> list[Arm]:
+        """No stopper, EvalStop k=2 and our detectors: the arms of the detection sweeps."""
+        arms = [NO_STOPPER, self.evalstop(), *(self.arm(d) for d in self.detectors)]
+        if not self.detectors:
+            self.note("no noise-robust detectors are registered yet: only EvalStop is swept")
+        return [a for a in arms if a is not None]
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _is(stopper: str, **at: Any) -> Callable[[Mapping[str, Any]], bool]:
+    """Row filter: rows of ``stopper`` (``"detectors"``: any but the anchors), optionally at ``x``."""
+    def where(row: Mapping[str, Any]) -> bool:
+        ok = row["stopper"] not in ANCHOR_STOPPERS if stopper == "detectors" else row["stopper"] == stopper
+        return ok and all(row.get(k) == v for k, v in at.items())
+    return where
+
+
+def _significant(gain: str) -> tuple[Check, Check]:
+    return Check(f"{gain}_p_t", "<", 0.05), Check(f"{gain}_p_wilcoxon", "<", 0.05)
+
+
+DETECTION = ("precision", "recall", "fpr")
+IMPROVEMENT = ("jct_gain", "jct_gain_p", "waste_cut", "waste_cut_p")
+
+
+def _e1(c: _Context) -> Experiment:
+    arms = [NO_STOPPER, c.arm("stopat", p=STOPAT_P), c.arm("lossplateau"), c.evalstop(),
+            *(c.arm(d) for d in c.detectors)]
+    c.note("the learned-policy row of DESIGN.md E1 is not part of this suite yet")
+    evalstop = _is("evalstop")
+    return Experiment(
+        "E1", "Main table", f"Which stopper, over the {c.base} base scheduler, finds hacking runs and saves "
+        "the most JCT and compute?", None,
+        tuple(Point.of(a, c.base) for a in arms if a is not None),
+        (*DETECTION, "avg_jct_h", *IMPROVEMENT, "compute_waste_gpu_h", "detection_delay_evals",
+         "delivered_quality"),
+        (*DETECTION, "jct_gain_pct", "waste_cut_pct"),
+        claims=(
+            Claim("EvalStop k=2 precision", "98%", evalstop, (Check("precision", ">=", 0.95),)),
+            Claim("EvalStop k=2 recall", "99%", evalstop, (Check("recall", ">=", 0.95),)),
+            Claim("EvalStop k=2 false-positive rate", "1.5%", evalstop, (Check("fpr", "<=", 0.03),)),
+            Claim("EvalStop k=2 average JCT improvement vs no stopper", "9%", evalstop,
+                  (Check("jct_gain_pct", ">=", 5.0), *_significant("jct_gain"))),
+            Claim("EvalStop k=2 compute waste cut vs no stopper", "22%", evalstop,
+                  (Check("waste_cut_pct", ">=", 15.0), *_significant("waste_cut"))),
+            Claim("StopAt-0.65 false-positive rate", "~65%", _is("stopat"), (Check("fpr", ">=", 0.5),)),
+            Claim("LossPlateau misses more than half of hacking runs", "recall < 50%", _is("lossplateau"),
+                  (Check("recall", "<=", 0.5),)),
+        ),
+        plot_refs=(("precision", 0.98, "paper"), ("recall", 0.99, "paper"), ("fpr", 0.015, "paper"),
+                   ("jct_gain_pct", 9.0, "paper"), ("waste_cut_pct", 22.0, "paper")))
+
+
+def _e2(c: _Context) -> Experiment:
+    missing = [s for s in EXPECTED_SCHEDULERS if s not in c.registry.schedulers]
+    if missing:
+        c.note(f"base schedulers not registered yet, skipped: {', '.join(missing)}")
+    arms = [a for a in (NO_STOPPER, c.evalstop()) if a is not None]
+    return Experiment(
+        "E2", "Composability", "Does EvalStop k=2 improve every base scheduler?", "scheduler",
+        tuple(Point.of(a, s, x=s) for s in c.registry.schedulers for a in arms),
+        ("avg_jct_h", "p99_jct_h", *IMPROVEMENT, "precision", "recall"),
+        ("avg_jct_h", "jct_gain_pct", "waste_cut_pct"),
+        claims=(Claim("EvalStop k=2 improves average JCT on every base scheduler", "9-25% on every base",
+                      _is("evalstop"), (Check("jct_gain_pct", ">", 0.0), *_significant("jct_gain"))),),
+        plot_refs=(("jct_gain_pct", (9.0, 25.0), "paper range"),))
+
+
+def _e3(c: _Context) -> Experiment:
+    arms = c.under_test()
+    return Experiment(
+        "E3", "Eval-noise sweep", "How do precision, recall and FPR degrade as eval noise sigma grows?",
+        "noise", tuple(Point.of(a, c.base, x=s, noise=s) for s in NOISE_SWEEP for a in arms),
+        (*DETECTION, "detection_delay_evals", "jct_gain", "waste_cut"), DETECTION,
+        claims=(
+            Claim("EvalStop k=2 precision for sigma <= 0.05", ">= 91%",
+                  lambda r: r["stopper"] == "evalstop" and r["x"] <= 0.05, (Check("precision", ">=", 0.91),),
+                  source="paper"),
+            Claim("at sigma 0.10: precision >= 0.95 with recall >= 0.90", "beyond the paper (k=2 degrades)",
+                  lambda r: r["stopper"] != "none" and r["x"] == 0.10,
+                  (Check("precision", ">=", 0.95), Check("recall", ">=", 0.90)), each=True),
+        ),
+        plot_refs=(("precision", 0.91, "paper, sigma <= 0.05"),))
+
+
+def _e4(c: _Context) -> Experiment:
+    arms = c.under_test()
+    return Experiment(
+        "E4", "Hacking base-rate sweep", "Does precision hold when 20-80% of RLHF runs hack?",
+        "hacking_fraction",
+        tuple(Point.of(a, c.base, x=r, hacking_fraction=r) for r in BASE_RATE_SWEEP for a in arms),
+        (*DETECTION, "jct_gain", "waste_cut"), DETECTION,
+        claims=(Claim("EvalStop k=2 precision over 20-80% hacking base rates", ">= 89%", _is("evalstop"),
+                      (Check("precision", ">=", 0.89),), source="paper"),),
+        plot_refs=(("precision", 0.89, "paper"),))
+
+
+def _e5(c: _Context) -> Experiment:
+    ks = [a for a in (c.evalstop(k) for k in K_SWEEP) if a is not None]
+    points = (Point.of(NO_STOPPER, c.base),   # the k column says which EvalStop
+              *(Point.of(dataclasses.replace(a, label="evalstop"), c.base, x=dict(a.params).get("k"))
+                for a in ks))
+    return Experiment(
+        "E5", "k sensitivity", "How many consecutive declines should EvalStop wait for?", "k", points,
+        (*DETECTION, "detection_delay_evals", *IMPROVEMENT, "delivered_quality_regret"),
+        (*DETECTION, "jct_gain_pct", "waste_cut_pct"))
+
+
+def _e6(c: _Context) -> Experiment:
+    arms = c.under_test()
+    points = tuple(Point.of(Arm(f"{a.label} sigma={s:g}", a.stopper, a.params), c.base, x=e,
+                            evals_per_job=e, noise=s)
+                   for e in EVALS_SWEEP for s in EVALS_NOISES for a in arms)
+    k2 = EVALSTOP_K
+
+    return Experiment(
+        "E6", "Eval count per job", "Do more evals per job (finer steps, same noise) cause k=2 false alarms?",
+        "evals_per_job", points, (*DETECTION, "detection_delay_evals", "jct_gain", "waste_cut"), DETECTION,
+        claims=(
+            Claim(f"k={k2} false alarms near zero at sigma 0.02, 10 evals", "",
+                  _is("evalstop", x=10, noise=0.02), (Check("fpr", "<=", 0.02),), source="DESIGN.md 2"),
+            Claim(f"k={k2} false alarms near 5% at sigma 0.05, 10 evals", "",
+                  _is("evalstop", x=10, noise=0.05), (Check("fpr", "<=", 0.10),), source="DESIGN.md 2"),
+            Claim(f"k={k2} fires on about half of healthy runs at sigma 0.05, 20 evals", "",
+                  _is("evalstop", x=20, noise=0.05), (Check("fpr", ">=", 0.25),), source="DESIGN.md 2"),
+        ))
+
+
+def _e7(c: _Context) -> Experiment:
+    arms = [a for a in (NO_STOPPER, c.evalstop()) if a is not None]
+    return Experiment(
+        "E7", "Load sweep", "How much does EvalStop save as the cluster gets busier?", "load",
+        tuple(Point.of(a, c.base, x=ld, load=ld) for ld in LOAD_SWEEP for a in arms),
+        ("avg_jct_h", "avg_queue_h", "utilization", *IMPROVEMENT), ("avg_jct_h", "jct_gain_pct"))
+
+
+EXPERIMENTS: dict[str, tuple[str, Callable[[_Context], Experiment]]] = {
+    "E1": ("main table: every stopper over the main base scheduler", _e1),
+    "E2": ("composability: every base scheduler with and without EvalStop", _e2),
+    "E3": ("eval-noise sweep, sigma 0.01-0.12", _e3),
+    "E4": ("hacking base-rate sweep, 20-80% of RLHF runs", _e4),
+    "E5": ("k sensitivity, k = 1-5", _e5),
+    "E6": ("evals per job 5/10/20 at sigma 0.02 and 0.05", _e6),
+    "E7": ("offered-load sweep 0.6-1.5", _e7),
+}
+
+
+def parse_names(text: str | None) -> list[str]:
+    """``"E1,e3"`` -> ``["E1", "E3"]`` (``None`` or ``"all"``: every experiment)."""
+    if text is None or text.strip().lower() == "all":
+        return list(EXPERIMENTS)
+    names = [t.strip().upper() for t in text.split(",") if t.strip()]
+    if not names:
+        raise ConfigError("experiments", text, f"must list some of {', '.join(EXPERIMENTS)}")
+    for n in names:
+        if n not in EXPERIMENTS:
+            raise ConfigError("experiments", n, f"unknown experiment; choose from {', '.join(EXPERIMENTS)}")
+    return list(dict.fromkeys(names))
+
+
+def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None = None,
+                base_scheduler: str | None = None, detectors: Sequence[str] | None = None
+                ) -> list[Experiment]:
+    """Build the named experiments against the registry (default: the live one).
+
+    ``base_scheduler`` defaults to SRTF-Est, falling back to FIFO (with a note)
+    while SRTF-Est is not registered; naming an unregistered one is an error.
+    ``detectors`` defaults to every registered non-anchor stopper.
+    """
+    reg = registry or Registry.current()
+    names = list(EXPERIMENTS) if names is None else names
+    for n in names:
+        if n not in EXPERIMENTS:
+            raise ConfigError("experiments", n, f"unknown experiment; choose from {', '.join(EXPERIMENTS)}")
+    notes: list[str] = []
+    if base_scheduler is None:
+        base = MAIN_BASE if MAIN_BASE in reg.schedulers else FALLBACK_BASE
+        if base != MAIN_BASE:
+            notes.append(f"base scheduler {MAIN_BASE!r} is not registered yet: ran on {base!r} instead")
+    elif base_scheduler not in reg.schedulers:
+        raise ConfigError("base_scheduler", base_scheduler, f"must be one of {', '.join(reg.schedulers)}")
+    else:
+        base = base_scheduler
+    if detectors is None:
+        dets = reg.detectors
+    else:
+        dets = tuple(dict.fromkeys(detectors))
+        for d in dets:
+            if d not in reg.detectors:
+                raise ConfigError("detectors", d, "must be among the registered detectors: "
+                                  f"{', '.join(reg.detectors) or '(none registered yet)'}")
+    out = []
+    for n in names:
+        ctx = _Context(reg, base, dets, list(notes))
+        exp = EXPERIMENTS[n][1](ctx)
+        out.append(dataclasses.replace(exp, notes=tuple(ctx.notes)))
+    return out

@@ -1,0 +1,129 @@
+"""``reproduce``: build the experiments, run the missing runs, write tables, plots and a summary.
+
+Output folder layout::
+
+    runs.jsonl          one record per finished run (appended; resume skips these)
+    <E>.md <E>.csv <E>.png   per experiment: Markdown table + claims, CSV, figure
+    summary.md          the setup, every claim against the paper, every table
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tqdm import tqdm
+
+from ..config import ConfigError, WorkloadConfig, check_range
+from .runner import BACKENDS, ResultStore, RunSpec, pending_specs, run_sweep
+from .spec import Experiment, build_suite
+from .tables import aggregate, claim_verdicts, claims_table, csv_table, markdown_table
+
+RUNS_FILE = "runs.jsonl"
+
+
+@dataclass
+class SuiteResult:
+    experiments: list[Experiment]
+    new_runs: int
+    remaining: int                     # runs still missing (a ``max_runs`` stop): no tables written
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    verdicts: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.remaining == 0
+
+
+def prepare_out(out: str | os.PathLike) -> Path:
+    """Create the output folder; raise :class:`ConfigError` (one line) if it cannot be written."""
+    path = Path(out)
+    probe = path / ".write-test"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError("out", str(path), f"cannot write there ({e.strerror or e})") from None
+    return path
+
+
+def setup_text(exp: Experiment, base: WorkloadConfig, seeds: Sequence[int]) -> str:
+    schedulers = list(dict.fromkeys(p.scheduler for p in exp.points))
+    return (f"Workload {base.workload}: {base.jobs} jobs on {base.gpus} GPUs, load {base.load:g}, "
+            f"eval noise sigma {base.noise:g}, {base.hacking_fraction:.0%} of RLHF runs hack, "
+            f"{base.evals_per_job} evals per job"
+            + (f" ({exp.x_name} swept)" if exp.x_name and exp.x_name != "scheduler" else "")
+            + f". Base scheduler: {', '.join(schedulers)}. Seeds {seeds[0]}-{seeds[-1]} (n = {len(seeds)}). "
+            "Cells: mean ± std over seeds. Gains: mean per-seed reduction against no stopper on the same "
+            "seeds [95% CI]; p: two-sided paired t-test / Wilcoxon signed-rank.")
+
+
+def experiment_markdown(exp: Experiment, rows, verdicts, setup: str) -> str:
+    parts = [f"## {exp.name}: {exp.title}", "", exp.question, "", setup, "", markdown_table(exp, rows)]
+    if exp.notes:
+        parts += ["", "Notes:", *(f"- {n}" for n in exp.notes)]
+    if verdicts:
+        parts += ["", "### Compared with the paper", "", claims_table(verdicts)]
+    parts += ["", f"![{exp.name}]({exp.name}.png)", ""]
+    return "\n".join(parts)
+
+
+def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed: int = 0,
+              out: str | os.PathLike = "results", base: WorkloadConfig | None = None,
+              backend: str = "local", workers: int | None = None, base_scheduler: str | None = None,
+              detectors: Sequence[str] | None = None, max_runs: int | None = None, progress: bool = True,
+              plots: bool = True, echo: Callable[[str], None] = print) -> SuiteResult:
+    """Run the named experiments (default: all) over ``seeds`` seeds from ``first_seed``.
+
+    Finished runs found in ``<out>/runs.jsonl`` are not run again. With
+    ``max_runs``, stops after that many new runs and writes no tables until a
+    later call has run the rest.
+    """
+    check_range("seeds", seeds, 1, integer=True)
+    check_range("first_seed", first_seed, 0, integer=True)
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    check_range("workers", workers, 1, integer=True)
+    if backend not in BACKENDS:
+        raise ConfigError("backend", backend, f"must be one of {', '.join(BACKENDS)}")
+    if max_runs is not None:
+        check_range("max_runs", max_runs, 1, integer=True)
+    base = base or WorkloadConfig()
+    experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors)
+    seed_list = list(range(first_seed, first_seed + seeds))
+    specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
+    outdir = prepare_out(out)
+    store = ResultStore(outdir / RUNS_FILE)
+    todo = len(pending_specs(specs, store))
+    with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
+              disable=not progress) as bar:
+        new = run_sweep(specs, store, backend=backend, workers=workers, limit=max_runs, on_done=bar.update)
+    result = SuiteResult(experiments, new, todo - new)
+    if not result.complete:
+        echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
+        return result
+    summary = ["# evalstop-gym reproduce: summary", ""]
+    all_verdicts: list[dict[str, str]] = []
+    sections = []
+    for exp in experiments:
+        rows = aggregate(exp, store.metrics, base, seed_list)
+        verdicts = claim_verdicts(exp, rows)
+        result.rows[exp.name], result.verdicts[exp.name] = rows, verdicts
+        md = experiment_markdown(exp, rows, verdicts, setup_text(exp, base, seed_list))
+        (outdir / f"{exp.name}.md").write_text(md, encoding="utf-8")
+        (outdir / f"{exp.name}.csv").write_text(csv_table(exp, rows), encoding="utf-8")
+        if plots:
+            from .plots import plot_experiment
+
+            plot_experiment(exp, rows, outdir / f"{exp.name}.png")
+        echo(md)
+        all_verdicts += verdicts
+        sections.append(md)
+    if all_verdicts:
+        summary += ["## Compared with the paper", "", claims_table(all_verdicts, with_experiment=True), ""]
+    (outdir / "summary.md").write_text("\n".join(summary + sections), encoding="utf-8")
+    echo(f"wrote {', '.join(e.name for e in experiments)} tables and plots and summary.md to {outdir}/")
+    return result

@@ -1,0 +1,188 @@
+"""From per-run metrics to an experiment's rows, Markdown and CSV tables, and claim verdicts.
+
+A row is one :class:`~evalstop_gym.experiments.spec.Point` aggregated over the
+seeds: ``<metric>`` (mean) and ``<metric>_std`` for every metric of
+:data:`~evalstop_gym.metrics.METRIC_KEYS`, and for a stopper arm with a
+no-stopper baseline in the same experiment the paired gains
+``<gain>_pct, <gain>_ci_lo, <gain>_ci_hi, <gain>_p_t, <gain>_p_wilcoxon`` for
+``jct_gain`` (average JCT) and ``waste_cut`` (compute waste). Everything here
+is a pure function of the results, so the same results give byte-identical
+tables whatever order the runs finished in.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Mapping, Sequence
+
+from tabulate import tabulate
+
+from ..config import WorkloadConfig
+from ..metrics import METRIC_KEYS
+from ..report import fmt
+from .runner import RunSpec
+from .spec import GAINS, Claim, Experiment
+from .stats import paired_gain, summarize
+
+GAIN_FIELDS = ("pct", "ci_lo", "ci_hi", "p_t", "p_wilcoxon")
+
+HEADERS = {
+    "precision": "precision", "recall": "recall", "fpr": "FPR", "f1": "F1",
+    "avg_jct_h": "avg JCT (h)", "p50_jct_h": "p50 JCT (h)", "p99_jct_h": "p99 JCT (h)",
+    "avg_queue_h": "avg queue (h)", "utilization": "utilization", "makespan_h": "makespan (h)",
+    "compute_waste_gpu_h": "waste (GPU-h)", "gpu_hours": "GPU-h",
+    "detection_delay_evals": "delay (evals)", "delivered_quality": "delivered quality",
+    "delivered_quality_regret": "quality regret",
+    "jct_gain": "JCT gain vs none [95% CI]", "jct_gain_p": "JCT p (t / W)",
+    "waste_cut": "waste cut vs none [95% CI]", "waste_cut_p": "waste p (t / W)",
+}
+DIGITS = {"avg_jct_h": 2, "p50_jct_h": 2, "p99_jct_h": 1, "avg_queue_h": 2, "makespan_h": 1,
+          "compute_waste_gpu_h": 0, "gpu_hours": 0, "detection_delay_evals": 2}
+
+
+def aggregate(exp: Experiment, results: Mapping[str, Mapping[str, Any]], base: WorkloadConfig,
+              seeds: Sequence[int]) -> list[dict[str, Any]]:
+    """One row per point of ``exp``; ``results`` maps run id to metrics and must hold every run."""
+    def runs(point):
+        return [results[RunSpec.of(point, base, s).run_id] for s in seeds]
+
+    rows = []
+    for point in exp.points:
+        mine = runs(point)
+        row: dict[str, Any] = {"experiment": exp.name, "x": point.x, "arm": point.arm,
+                               "scheduler": point.scheduler, "stopper": point.stopper,
+                               "params": json.dumps(dict(point.params), sort_keys=True),
+                               **dict(point.workload), "seeds": len(seeds)}
+        for m in METRIC_KEYS:
+            s = summarize([r[m] for r in mine])
+            row[m], row[f"{m}_std"] = s.mean, s.std
+        baseline = exp.baseline_of(point)
+        if baseline is not None:
+            theirs = runs(baseline)
+            for gain, metric in GAINS.items():
+                g = paired_gain([r[metric] for r in theirs], [r[metric] for r in mine])
+                for f in GAIN_FIELDS:
+                    row[f"{gain}_{f}"] = getattr(g, "gain_pct" if f == "pct" else f)
+        rows.append(row)
+    return rows
+
+
+# -- formatting ------------------------------------------------------------------
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def fmt_cell(row: Mapping[str, Any], column: str) -> str:
+    """One Markdown cell: mean ± std, a gain with its CI, or the two p-values."""
+    if column in GAINS:
+        pct = row.get(f"{column}_pct")
+        if pct is None:
+            return ""
+        lo, hi = row.get(f"{column}_ci_lo"), row.get(f"{column}_ci_hi")
+        ci = f" [{lo:.1f}, {hi:.1f}]" if lo is not None else ""
+        return f"{pct:.1f}%{ci}"
+    if column.endswith("_p") and column[:-2] in GAINS:
+        if row.get(f"{column}_t") is None and row.get(f"{column}_wilcoxon") is None:
+            return ""
+        return f"{fmt_p(row.get(f'{column}_t'))} / {fmt_p(row.get(f'{column}_wilcoxon'))}"
+    return fmt_value(column, row.get(column), row.get(f"{column}_std"))
+
+
+def fmt_value(column: str, mean: Any, std: Any = None) -> str:
+    if column.endswith("_pct"):
+        return fmt(mean, 1)
+    if column.endswith(("_p_t", "_p_wilcoxon")):
+        return fmt_p(mean)
+    d = DIGITS.get(column, 3)
+    return fmt(mean, d) + (f" ± {std:.{d}f}" if std is not None and mean is not None else "")
+
+
+def fmt_x(x: Any) -> str:
+    return "" if x is None else f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def markdown_table(exp: Experiment, rows: Sequence[Mapping[str, Any]]) -> str:
+    lead = ([exp.x_name] if exp.x_name else []) + ["arm"]
+    body = [([fmt_x(r["x"])] if exp.x_name else []) + [r["arm"]] + [fmt_cell(r, c) for c in exp.columns]
+            for r in rows]
+    return tabulate(body, headers=lead + [HEADERS.get(c, c) for c in exp.columns], tablefmt="github",
+                    disable_numparse=True)
+
+
+def csv_table(exp: Experiment, rows: Sequence[Mapping[str, Any]]) -> str:
+    """Every aggregated column, machine-readable: empty cells for undefined values.
+
+    The sweep value ``x`` gets the swept variable's name, unless a column of
+    that name exists already (a workload field or the scheduler).
+    """
+    keys: list[str] = []
+    for r in rows:
+        keys.extend(c for c in r if c not in keys)
+    columns = [c for c in keys if not (c == "x" and (exp.x_name is None or exp.x_name in keys))]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([exp.x_name if c == "x" else c for c in columns])
+    for r in rows:
+        w.writerow(["" if v is None else repr(v) if isinstance(v, float) else v
+                    for v in (r.get(c) for c in columns)])
+    return buf.getvalue()
+
+
+# -- claims ----------------------------------------------------------------------
+def short_name(column: str) -> str:
+    """``jct_gain_pct`` -> ``JCT gain %``, ``waste_cut_p_t`` -> ``p(t)``, ``fpr`` -> ``FPR``."""
+    if column.endswith("_p_t"):
+        return "p(t)"
+    if column.endswith("_p_wilcoxon"):
+        return "p(W)"
+    if column.endswith("_pct"):
+        return HEADERS[column[:-4]].split(" vs ")[0] + " %"
+    return HEADERS.get(column, column)
+
+
+def claim_verdicts(exp: Experiment, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One verdict per claim (per matching row for ``each`` claims): paper, ours, target, holds."""
+    out = []
+    for claim in exp.claims:
+        match = [r for r in rows if claim.where(r)]
+        groups = [[r] for r in match] if claim.each else [match]
+        for group in groups:
+            out.append(_verdict(exp, claim, group))
+    return out
+
+
+def _verdict(exp: Experiment, claim: Claim, group: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    text = claim.text
+    if claim.each and group:
+        r = group[0]
+        text += f" [{r['arm']}" + (f", {exp.x_name} {fmt_x(r['x'])}]" if exp.x_name else "]")
+    target = "; ".join(f"{short_name(c.column)} {c.op} {c.value:g}" for c in claim.checks)
+    target += f" ({claim.source})"
+    if not group:
+        return {"experiment": exp.name, "claim": text, "paper": claim.paper or "-", "ours": "not run",
+                "target": target, "holds": "n/a"}
+    ours = []
+    for c in claim.checks:
+        vals = [r.get(c.column) for r in group]
+        known = sorted(v for v in vals if v is not None)
+        if not known:
+            shown = "n/a"
+        elif len(group) == 1 or known[0] == known[-1]:
+            shown = fmt_value(c.column, known[0])
+        else:
+            shown = f"{fmt_value(c.column, known[0])}..{fmt_value(c.column, known[-1])}"
+        ours.append(f"{short_name(c.column)} {shown}")
+    verdicts = [c.holds(r) for r in group for c in claim.checks]
+    holds = "n/a" if any(v is None for v in verdicts) else "yes" if all(verdicts) else "no"
+    return {"experiment": exp.name, "claim": text, "paper": claim.paper or "-", "ours": "; ".join(ours),
+            "target": target, "holds": holds}
+
+
+def claims_table(verdicts: Sequence[Mapping[str, str]], with_experiment: bool = False) -> str:
+    cols = (["experiment"] if with_experiment else []) + ["claim", "paper", "ours", "target", "holds"]
+    return tabulate([[v[c] for c in cols] for v in verdicts], headers=cols, tablefmt="github",
+                    disable_numparse=True)
