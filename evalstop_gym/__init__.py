@@ -10,6 +10,10 @@ from .workload import Workload, generate
 
 __version__ = "0.1.0"
 
+from .envs.registration import register_envs as _register_envs  # noqa: E402
+
+_register_envs()  # Gymnasium ids EvalStop-Cluster-v0, EvalStop-StopControl-v0
+
 __all__ = [
     "simulate", "run_policy", "WorkloadConfig", "CurveModel", "JobTypeModel", "PRESETS", "ConfigError",
     "compute_metrics", "Plan", "Policy", "Scheduler", "Stopper", "drive", "Simulator", "Workload",

@@ -1,0 +1,278 @@
+"""What both environments share: configuration, seeding, reward accounting,
+the end-of-episode metrics and rendering.
+
+The environment holds no simulation logic. It builds a workload, makes a
+:class:`~evalstop_gym.simulator.Simulator`, calls ``advance / start / preempt /
+stop / request_wakeup`` on it exactly as :func:`evalstop_gym.policy.drive`
+does, and turns the public view into observations. The reward is bookkeeping
+over public signals only (see ``docs/mdp.md``); hidden-truth metrics
+(:func:`evalstop_gym.metrics.compute_metrics`) appear only in the ``info`` of
+the step that ends the episode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ..config import ConfigError, WorkloadConfig, check_range
+from ..metrics import compute_metrics
+from ..simulator import DONE, EVAL, SCHEDULE, Simulator
+from ..view import COMPLETED, ClusterView, JobView
+from ..workload import Workload, generate
+from .render import AllocationRecorder, ansi_text, gantt_rgb
+
+CONTINUE = COMMIT = 0   # at an eval checkpoint: let the job run on; at a scheduling point: done deciding
+STOP = 1                # stop the job at the eval checkpoint
+
+DECISION_NAMES = {EVAL: "eval", SCHEDULE: "schedule", DONE: "done"}
+_WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(WorkloadConfig)}
+
+# reward = sum over terms of weight * term; terms are per-job averages (see docs/mdp.md)
+DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "waste_gpu_h": 0.0, "quality": 100.0, "invalid": -1.0}
+INVALID_ACTION_MODES = ("raise", "penalize")
+
+
+def _check_weights(weights: dict[str, float] | None) -> dict[str, float]:
+    out = dict(DEFAULT_REWARD_WEIGHTS)
+    for k, v in (weights or {}).items():
+        if k not in out:
+            raise ConfigError(f"reward_weights.{k}", v, f"unknown term; known: {', '.join(out)}")
+        check_range(f"reward_weights.{k}", v)
+        out[k] = float(v)
+    return out
+
+
+class SimEnv(gym.Env):
+    """Base of the EvalStop environments (not registered itself).
+
+    Keyword arguments (all JSON-friendly, so ``env.spec`` round-trips):
+
+    * any :class:`~evalstop_gym.config.WorkloadConfig` field: ``workload``
+      (preset), ``jobs``, ``gpus``, ``load``, ``noise``, ``hacking_fraction``,
+      ``evals_per_job``, ``estimate_error``, ``tenants``, ``mix``, ``seed``;
+      or ``config=WorkloadConfig(...)`` (then the fields override it);
+    * ``max_steps``: truncate after this many steps (``None``: never);
+    * ``invalid_action``: ``"raise"`` (default: a masked-out or out-of-range
+      action raises ``ValueError``) or ``"penalize"`` (it is a no-op and the
+      step's ``invalid`` reward term is 1);
+    * ``reward_weights``: overrides of :data:`DEFAULT_REWARD_WEIGHTS`;
+    * ``render_mode``: ``"ansi"`` or ``"rgb_array"``.
+
+    Seeding: ``reset(seed=s)`` plays the workload of ``WorkloadConfig(seed=s)``,
+    the same as ``simulate(..., seed=s)``; ``reset()`` plays the ``seed``
+    keyword's workload the first time and afterwards a seed drawn from
+    ``self.np_random``, so every sequence of resets is reproducible.
+    ``reset(options=...)`` overrides workload fields for that episode only, or
+    plays a ready ``Workload`` with ``options={"workload": w}``.
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(self, *, config: WorkloadConfig | None = None, max_steps: int | None = None,
+                 invalid_action: str = "raise", reward_weights: dict[str, float] | None = None,
+                 render_mode: str | None = None, **workload: Any):
+        unknown = set(workload) - _WORKLOAD_FIELDS
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ConfigError(name, workload[name], "unknown keyword; workload fields are "
+                              f"{', '.join(sorted(_WORKLOAD_FIELDS))}")
+        if config is not None and not isinstance(config, WorkloadConfig):
+            raise ConfigError("config", config, "must be a WorkloadConfig or None")
+        self.config = (config or WorkloadConfig()).replace(**workload)
+        if max_steps is not None:
+            check_range("max_steps", max_steps, 1, integer=True)
+        if invalid_action not in INVALID_ACTION_MODES:
+            raise ConfigError("invalid_action", invalid_action, f"must be one of {', '.join(INVALID_ACTION_MODES)}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError("render_mode", render_mode, f"must be None or one of "
+                              f"{', '.join(self.metadata['render_modes'])}")
+        self.max_steps = max_steps
+        self.invalid_action = invalid_action
+        self.reward_weights = _check_weights(reward_weights)
+        self.render_mode = render_mode
+        self._sim: Simulator | None = None
+        self._kind = DONE
+        self._episodes = 0
+
+    # -- public state (the information boundary's objects only) -----------------
+    @property
+    def cluster(self) -> ClusterView:
+        """The public cluster view of the current episode."""
+        if self._sim is None:
+            raise RuntimeError("call reset() first")
+        return self._sim.cluster
+
+    @property
+    def decision(self) -> str:
+        """The current decision point: ``"eval"``, ``"schedule"`` or ``"done"``."""
+        return DECISION_NAMES[self._kind]
+
+    @property
+    def decision_job(self) -> JobView | None:
+        """The job at the current eval checkpoint (``None`` elsewhere)."""
+        return self._sim.decision_job if self._sim is not None and self._kind == EVAL else None
+
+    # -- episode -----------------------------------------------------------------
+    def _episode_workload(self, seed: int | None, options: dict | None) -> Workload:
+        options = dict(options or {})
+        if "workload" in options:
+            w = options.pop("workload")
+            if options:
+                raise ConfigError("options", sorted(options), "no other options go with 'workload'")
+            if not isinstance(w, Workload):
+                raise ConfigError("options.workload", type(w).__name__, "must be an evalstop_gym Workload")
+            return w
+        if "seed" in options:
+            raise ConfigError("options.seed", options["seed"], "pass the seed as reset(seed=...)")
+        cfg = self.config
+        if options:
+            unknown = set(options) - _WORKLOAD_FIELDS
+            if unknown:
+                name = sorted(unknown)[0]
+                raise ConfigError(f"options.{name}", options[name], "unknown option; options are "
+                                  f"'workload' or workload fields {', '.join(sorted(_WORKLOAD_FIELDS))}")
+            cfg = cfg.replace(**options)
+        if seed is None:
+            seed = int(self.np_random.integers(0, 2**63 - 1))
+        return generate(cfg.replace(seed=seed))
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is None and self._episodes == 0:
+            seed = self.config.seed  # the first unseeded episode plays the configured seed
+        super().reset(seed=seed)
+        self._episodes += 1
+        w = self._episode_workload(seed, options)
+        self._sim = sim = Simulator(w)
+        n = w.n
+        self._n_jobs = n
+        self._steps = 0
+        # public bookkeeping for the reward: best observed score per job and
+        # the GPU-hours the job had attained when it was observed
+        self._best = [-math.inf] * n
+        self._best_gpu_h = [0.0] * n
+        self._terms = [0.0, 0.0, 0.0]  # jct_h, waste_gpu_h, quality accumulated in this step
+        self._recorder = AllocationRecorder(w.total_gpus) if self.render_mode == "rgb_array" else None
+        self._begin_episode()
+        return self._observe(), self._info(False)
+
+    def _begin_episode(self) -> None:
+        """Advance to the first decision the agent takes (subclasses)."""
+        raise NotImplementedError
+
+    def _advance(self) -> int:
+        """``sim.advance()`` plus the public reward bookkeeping for the elapsed time."""
+        sim = self._sim
+        c = sim.cluster
+        t0, active, finished = c.now_h, len(c.running) + len(c.waiting), c.finished
+        running = list(c.running) if active else ()
+        kind = sim.advance()
+        self._terms[0] += active * (c.now_h - t0)
+        if c.finished != finished:
+            views = sim.views
+            for j in running:
+                if views[j].status == COMPLETED:
+                    self._job_ended(views[j], stopped=False)
+        if kind == EVAL:
+            v = sim.decision_job
+            s = v.eval_scores[-1]
+            if s > self._best[v.job_id]:  # strict, as the simulator picks the delivered checkpoint
+                self._best[v.job_id] = s
+                self._best_gpu_h[v.job_id] = v.attained_gpu_h
+        self._kind = kind
+        if self._recorder is not None:
+            self._recorder.update(c)
+        return kind
+
+    def _stop(self, v: JobView) -> None:
+        self._sim.stop(v.job_id)
+        self._job_ended(v, stopped=True)
+        if self._recorder is not None:
+            self._recorder.update(self._sim.cluster, stopped=v.job_id)
+
+    def _job_ended(self, v: JobView, stopped: bool) -> None:
+        """Delivered observed score and GPU-hours past the best observed checkpoint."""
+        j = v.job_id
+        best = self._best[j]
+        if stopped:  # the tenant gets the best observed checkpoint (stops happen at checkpoints)
+            self._terms[1] += v.attained_gpu_h - self._best_gpu_h[j]
+            self._terms[2] += best
+            return
+        last = v.eval_scores[-1]  # a completed job delivers its final checkpoint
+        self._terms[2] += last
+        if last <= best:  # the final checkpoint is no new best: GPU-hours since the best were wasted
+            self._terms[1] += v.attained_gpu_h - self._best_gpu_h[j]
+
+    def _finish_step(self, invalid: bool):
+        """Assemble ``(obs, reward, terminated, truncated, info)`` and reset the step's terms."""
+        self._steps += 1
+        n = self._n_jobs
+        jct, waste, quality = (x / n for x in self._terms)
+        self._terms = [0.0, 0.0, 0.0]
+        terms = {"jct_h": jct, "waste_gpu_h": waste, "quality": quality, "invalid": 1.0 if invalid else 0.0}
+        w = self.reward_weights
+        reward = float(w["jct_h"] * jct + w["waste_gpu_h"] * waste + w["quality"] * quality
+                       + (w["invalid"] if invalid else 0.0))
+        terminated = self._kind == DONE
+        truncated = not terminated and self.max_steps is not None and self._steps >= self.max_steps
+        info = self._info(terminated)
+        info["reward_terms"] = terms
+        info["invalid_action"] = invalid
+        return self._observe(), reward, terminated, truncated, info
+
+    def _info(self, final: bool) -> dict[str, Any]:
+        info = {"decision": self.decision, "time_h": self._sim.cluster.now_h,
+                "decision_job": self._sim.decision_job.job_id if self._kind == EVAL else -1,
+                "action_mask": self.action_masks()}
+        if final:
+            info["metrics"] = compute_metrics(self._sim.outcome())
+        return info
+
+    def _check_running(self) -> None:
+        if self._sim is None:
+            raise RuntimeError("call reset() before step()")
+        if self._kind == DONE:
+            raise RuntimeError("the episode has ended; call reset()")
+
+    def _bad_action(self, action: Any, why: str) -> bool:
+        """Raise, or report an invalid action to be played as a no-op."""
+        if self.invalid_action == "raise":
+            raise ValueError(f"invalid action {action!r} at a {self.decision} decision (t={self.cluster.now_h:.4f} h): "
+                             f"{why}. Valid actions: {np.flatnonzero(self.action_masks()).tolist()} "
+                             "(see action_masks()); make the env with invalid_action='penalize' to "
+                             "turn invalid actions into penalized no-ops")
+        return True
+
+    @staticmethod
+    def _as_int(action: Any) -> int | None:
+        if isinstance(action, (bool, np.bool_)):
+            return None
+        if isinstance(action, (int, np.integer)):
+            return int(action)
+        if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
+            return int(action)
+        return None
+
+    # -- abstract ---------------------------------------------------------------
+    def _observe(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions now: ``np.int8`` 0/1 of length ``action_space.n`` (for MaskablePPO)."""
+        raise NotImplementedError
+
+    # -- rendering ----------------------------------------------------------------
+    def render(self):
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; make the env with "
+                            "render_mode='ansi' or 'rgb_array'")
+            return None
+        if self._sim is None:
+            raise RuntimeError("call reset() before render()")
+        if self.render_mode == "ansi":
+            return ansi_text(self._sim.cluster, self.decision, self.decision_job, self._n_jobs)
+        return gantt_rgb(self._recorder, self._sim.cluster.now_h)

@@ -1,0 +1,170 @@
+"""EvalStop-Cluster-v0: the agent is the platform. It decides which jobs run
+(start / preempt) and, at every eval checkpoint, whether to stop the job.
+
+Decision points (``info["decision"]``), in the order the simulator raises them:
+
+* ``"eval"``: a running job reached an eval checkpoint. Actions: ``0``
+  continue, ``1`` stop it (its GPUs are freed at once; the tenant gets its
+  best observed checkpoint). The job sits in slot 0 with ``decision = 1``.
+* ``"schedule"``: something changed (arrival, completion, stop, preemption,
+  wake-up). The agent acts in sub-steps at the same instant: ``2 + i`` toggles
+  the job in slot ``i`` (starts it if waiting and it fits, preempts it if
+  running), and ``0`` commits, letting time run to the next decision point.
+
+A plan ``Plan(preempt=[...], start=[...])`` of a hand-coded scheduler is thus
+``[2 + slot(j) for j in preempt] + [2 + slot(j) for j in start] + [0]``; see
+:mod:`evalstop_gym.envs.adapter`. Details and the reward: ``docs/mdp.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from ..config import check_range
+from ..simulator import EVAL, SCHEDULE
+from ..view import RUNNING, JobView
+from .base import COMMIT, STOP, SimEnv
+from .features import cluster_bounds, cluster_row, job_bounds, job_rows, window
+
+SLOT0 = 2  # action index of slot 0
+
+
+class ClusterEnv(SimEnv):
+    """The platform's MDP over a window of ``slots`` jobs (default 32).
+
+    Observation: ``Box(float32, (slots * N_JOB + N_CLUSTER,))``, the job rows
+    of :func:`~evalstop_gym.envs.features.window` then the cluster features
+    (names: :func:`~evalstop_gym.envs.features.feature_names`).
+    Action: ``Discrete(2 + slots)`` with masks from :meth:`action_masks`.
+    Other keywords: see :class:`~evalstop_gym.envs.base.SimEnv`.
+    """
+
+    def __init__(self, *, slots: int = 32, **kwargs: Any):
+        check_range("slots", slots, 1, 4096, integer=True)
+        super().__init__(**kwargs)
+        self.slots = slots
+        lo_j, hi_j = job_bounds()
+        lo_c, hi_c = cluster_bounds()
+        self.observation_space = spaces.Box(np.concatenate([np.tile(lo_j, slots), lo_c]),
+                                            np.concatenate([np.tile(hi_j, slots), hi_c]), dtype=np.float32)
+        self.action_space = spaces.Discrete(SLOT0 + slots)
+        self._window: list[JobView] = []
+        self._mask = np.zeros(SLOT0 + slots, np.int8)
+
+    # -- episode -----------------------------------------------------------------
+    def _begin_episode(self) -> None:
+        self._started_at: dict[int, float] = {}   # job id -> instant the agent last started it
+        self._wakeup_h = -math.inf                 # latest wake-up requested
+        self._advance()
+        self._refresh()
+
+    def step(self, action):
+        self._check_running()
+        a = self._as_int(action)
+        invalid = False
+        if a is None or not 0 <= a < SLOT0 + self.slots:
+            invalid = self._bad_action(action, f"actions are integers 0..{SLOT0 + self.slots - 1}")
+        elif not self._mask[a]:
+            invalid = self._bad_action(action, self._why_invalid(a))
+        else:
+            sim = self._sim
+            if self._kind == EVAL:
+                if a == STOP:
+                    self._stop(sim.decision_job)
+                self._advance()
+            elif a == COMMIT:
+                self._advance()
+            else:
+                v = self._window[a - SLOT0]
+                if v.status == RUNNING:
+                    sim.preempt(v.job_id)
+                else:
+                    sim.start(v.job_id)
+                    self._started_at[v.job_id] = sim.cluster.now_h
+                if self._recorder is not None:
+                    self._recorder.update(sim.cluster)
+            self._refresh()
+        return self._finish_step(invalid)
+
+    def request_wakeup(self, at_h: float) -> None:
+        """Ask for a ``"schedule"`` decision at time ``at_h`` (hours) even if nothing happens.
+
+        The timer of hand-coded schedulers whose priorities change with time
+        (``Plan.wakeup_h``); a pending wake-up also lets the agent commit with
+        an idle cluster.
+        """
+        self._check_running()
+        if not at_h > self._sim.cluster.now_h:
+            raise ValueError(f"wake-up at {at_h} h is not after now ({self._sim.cluster.now_h} h)")
+        self._sim.request_wakeup(at_h)
+        self._wakeup_h = max(self._wakeup_h, at_h)
+        self._refresh()
+
+    def slot_action(self, job_id: int) -> int:
+        """The action that toggles job ``job_id`` now; ``ValueError`` if it is not in the window."""
+        for i, v in enumerate(self._window):
+            if v.job_id == job_id:
+                return SLOT0 + i
+        raise ValueError(f"job {job_id} is not in the observation window of {self.slots} slots "
+                         f"({len(self.cluster.running)} running, {len(self.cluster.waiting)} waiting); "
+                         "make the env with more slots")
+
+    @property
+    def window(self) -> list[JobView]:
+        """The jobs in the observation's slots, in slot order (public views)."""
+        return list(self._window)
+
+    # -- observation and masks ------------------------------------------------------
+    def _refresh(self) -> None:
+        c = self._sim.cluster
+        kind = self._kind
+        if kind == EVAL:
+            self._window = window(c, self.slots, self._sim.decision_job)
+            mask = [1, 1] + [0] * self.slots
+        elif kind == SCHEDULE:
+            self._window = win = window(c, self.slots)
+            now, free, started = c.now_h, c.free_gpus, self._started_at
+            idle_with_queue = not c.running and c.waiting and not self._wakeup_h > now
+            mask = [0 if idle_with_queue else 1, 0]
+            mask += [(started.get(v.job_id) != now) if v.status == RUNNING else v.gpus <= free for v in win]
+            mask += [0] * (self.slots - len(win))
+        else:
+            self._window = []
+            mask = [1] + [0] * (self.slots + 1)
+        self._mask = np.array(mask, np.int8)
+
+    def _observe(self) -> np.ndarray:
+        c = self._sim.cluster
+        win = self._window
+        kind = self._kind
+        decision = self._sim.decision_job.job_id if kind == EVAL else None
+        shown_running = sum(1 for v in win if v.status == RUNNING)
+        row = job_rows(win, self.slots, c.total_gpus, decision)
+        row += cluster_row(c, shown_running=shown_running, shown_waiting=len(win) - shown_running,
+                           eval_point=kind == EVAL, schedule_point=kind == SCHEDULE)
+        return np.array(row, np.float32)
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions now: ``np.int8`` 0/1 of length ``2 + slots`` (never all 0)."""
+        return self._mask.copy()
+
+    def _why_invalid(self, a: int) -> str:
+        if self._kind == EVAL:
+            return "at an eval checkpoint only 0 (continue) and 1 (stop) are valid"
+        if a == STOP:
+            return "1 (stop) is only valid at an eval checkpoint"
+        c = self._sim.cluster
+        if a == COMMIT:
+            return (f"no job runs while {len(c.waiting)} wait and no wake-up is pending; "
+                    "start a job before committing")
+        i = a - SLOT0
+        if i >= len(self._window):
+            return f"slot {i} is empty"
+        v = self._window[i]
+        if v.status == RUNNING:
+            return f"job {v.job_id} in slot {i} started at this instant; it can be preempted from the next one"
+        return f"job {v.job_id} in slot {i} needs {v.gpus} GPUs, {c.free_gpus} are free"

@@ -1,0 +1,175 @@
+"""Public view -> float32 features, shared by every environment.
+
+Everything here reads :class:`~evalstop_gym.view.JobView` and
+:class:`~evalstop_gym.view.ClusterView` objects only, so an observation can
+carry nothing the information boundary hides. The encoders are generic over a
+list of job views: the single-agent envs pass a window of the cluster's jobs,
+a multi-tenant env can pass one tenant's jobs.
+
+Bounds are honest: every feature lies in the closed interval given by
+:func:`job_bounds` / :func:`cluster_bounds`. Unbounded non-negative
+quantities (hours, counts) are squashed with ``x / (x + scale)`` into
+``[0, 1)``, which keeps their order and never clips; score-like quantities
+are clipped to a documented range. Empty slots are all zeros (``present = 0``).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..config import JOB_TYPES
+from ..view import RUNNING, ClusterView, JobView
+
+TIME_SCALE_H = 6.0      # hours; squash(x) = x / (x + 6): 6 h -> 0.5 (the median RLHF run)
+COUNT_SCALE = 16.0      # jobs; 16 waiting jobs -> 0.5
+MAX_DECLINES = 10       # consecutive declines are reported as min(d, 10) / 10
+SCORE_RANGE = (-1.0, 2.0)  # observed eval scores (0..1 scale plus noise) are clipped to this
+
+# name -> (low, high, meaning)
+JOB_FEATURES: dict[str, tuple[float, float, str]] = {
+    "present": (0.0, 1.0, "1 if the slot holds a job, else the whole row is 0"),
+    **{f"type_{t}": (0.0, 1.0, f"job type is {t} (one-hot)") for t in JOB_TYPES},
+    "running": (0.0, 1.0, "1 if running, 0 if waiting"),
+    "decision": (0.0, 1.0, "1 for the job at the current eval checkpoint"),
+    "gpus": (0.0, 1.0, "GPU demand / cluster GPUs"),
+    "est_length": (0.0, 1.0, "squash(user's length estimate, h)"),
+    "attained": (0.0, 1.0, "squash(attained service, h)"),
+    "remaining_est": (0.0, 1.0, "squash(estimate - attained, floored at 0, h)"),
+    "waiting": (0.0, 1.0, "squash(hours since submission not spent running)"),
+    "progress": (0.0, 1.0, "eval checkpoints reached / checkpoints in the schedule"),
+    "has_eval": (0.0, 1.0, "1 once the job has reached an eval checkpoint"),
+    "last_score": (*SCORE_RANGE, "last observed eval score, clipped"),
+    "best_score": (*SCORE_RANGE, "best observed eval score so far, clipped"),
+    "drawdown": (0.0, SCORE_RANGE[1] - SCORE_RANGE[0], "best_score - last_score"),
+    "delta_1": (-1.0, 1.0, "last change of the observed eval score, clipped (0 if undefined)"),
+    "delta_2": (-1.0, 1.0, "the change before that"),
+    "delta_3": (-1.0, 1.0, "the change before that"),
+    "declines": (0.0, 1.0, f"min(consecutive declines, {MAX_DECLINES}) / {MAX_DECLINES}"),
+    "loss_trend": (-1.0, 1.0, "relative change of training loss at the last checkpoint, clipped"),
+    "proxy_trend": (-1.0, 1.0, "change of proxy reward at the last checkpoint (RLHF only), clipped"),
+}
+
+CLUSTER_FEATURES: dict[str, tuple[float, float, str]] = {
+    "free_gpus": (0.0, 1.0, "free GPUs / cluster GPUs"),
+    "running_jobs": (0.0, 1.0, "running jobs / cluster GPUs (each runs on >= 1 GPU)"),
+    "waiting_jobs": (0.0, 1.0, f"squash(waiting jobs, scale {COUNT_SCALE:g})"),
+    "waiting_gpus": (0.0, 1.0, "squash(GPUs demanded by waiting jobs / cluster GPUs, scale 1)"),
+    "unseen_running": (0.0, 1.0, f"squash(running jobs not in the window, scale {COUNT_SCALE:g})"),
+    "unseen_waiting": (0.0, 1.0, f"squash(waiting jobs not in the window, scale {COUNT_SCALE:g})"),
+    "eval_point": (0.0, 1.0, "1 at an eval checkpoint decision"),
+    "schedule_point": (0.0, 1.0, "1 at a scheduling decision"),
+}
+
+N_JOB = len(JOB_FEATURES)
+N_CLUSTER = len(CLUSTER_FEATURES)
+_EMPTY_ROW = [0.0] * N_JOB
+_ONE_HOT = {t: [1.0 if u == t else 0.0 for u in JOB_TYPES] for t in JOB_TYPES}
+
+
+def job_bounds() -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` float32 arrays of one job row."""
+    lo, hi, _ = zip(*JOB_FEATURES.values())
+    return np.array(lo, np.float32), np.array(hi, np.float32)
+
+
+def cluster_bounds() -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` float32 arrays of the cluster features."""
+    lo, hi, _ = zip(*CLUSTER_FEATURES.values())
+    return np.array(lo, np.float32), np.array(hi, np.float32)
+
+
+def _clip(x: float, lo: float, hi: float) -> float:
+    return lo if x < lo else hi if x > hi else x
+
+
+def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
+    """The features of one job, in :data:`JOB_FEATURES` order (plain floats)."""
+    ts = TIME_SCALE_H
+    est = v.est_length_h
+    att = v.attained_h
+    rem = est - att if est > att else 0.0
+    wait = v.waiting_h
+    if wait < 0.0:  # float noise at the instant a job starts
+        wait = 0.0
+    scores = v.eval_scores
+    n = len(scores)
+    lo_s, hi_s = SCORE_RANGE
+    if n:
+        last = _clip(scores[-1], lo_s, hi_s)
+        best = _clip(max(scores), lo_s, hi_s)
+        d = [_clip(scores[-i] - scores[-i - 1], -1.0, 1.0) if n > i else 0.0 for i in (1, 2, 3)]
+        losses = v.train_losses
+        prev = losses[-2] if n > 1 else 0.0
+        loss_trend = _clip((losses[-1] - prev) / abs(prev), -1.0, 1.0) if n > 1 and prev != 0.0 else 0.0
+        proxy = v.proxy_rewards
+        proxy_trend = _clip(proxy[-1] - proxy[-2], -1.0, 1.0) if len(proxy) > 1 else 0.0
+    else:
+        last = best = 0.0
+        d = [0.0, 0.0, 0.0]
+        loss_trend = proxy_trend = 0.0
+    cd = v.consecutive_declines
+    return [1.0, *_ONE_HOT[v.job_type], 1.0 if v.status == RUNNING else 0.0, 1.0 if decision else 0.0,
+            v.gpus / total_gpus, est / (est + ts), att / (att + ts), rem / (rem + ts), wait / (wait + ts),
+            n / v.evals_total, 1.0 if n else 0.0, last, best, best - last, d[0], d[1], d[2],
+            (cd if cd < MAX_DECLINES else MAX_DECLINES) / MAX_DECLINES, loss_trend, proxy_trend]
+
+
+def job_rows(views: Sequence[JobView], slots: int, total_gpus: int,
+             decision_id: int | None = None) -> list[float]:
+    """Flat features of ``views`` in ``slots`` rows (extra views are dropped, missing rows are 0)."""
+    out: list[float] = []
+    for v in views[:slots]:
+        out += job_row(v, total_gpus, v.job_id == decision_id)
+    out += _EMPTY_ROW * (slots - min(len(views), slots))
+    return out
+
+
+def cluster_row(cluster: ClusterView, *, shown_running: int = 0, shown_waiting: int = 0,
+                eval_point: bool = False, schedule_point: bool = False) -> list[float]:
+    """The cluster features, in :data:`CLUSTER_FEATURES` order.
+
+    ``shown_running`` / ``shown_waiting``: how many running / waiting jobs the
+    observation already shows in its job rows (the rest count as unseen).
+    """
+    g = cluster.total_gpus
+    nw = len(cluster.waiting)
+    wg = sum(v.gpus for v in cluster.waiting.values()) / g
+    ur = len(cluster.running) - shown_running
+    uw = nw - shown_waiting
+    cs = COUNT_SCALE
+    return [cluster.free_gpus / g, len(cluster.running) / g, nw / (nw + cs), wg / (wg + 1.0),
+            ur / (ur + cs), uw / (uw + cs), 1.0 if eval_point else 0.0, 1.0 if schedule_point else 0.0]
+
+
+def window(cluster: ClusterView, slots: int, first: JobView | None = None) -> list[JobView]:
+    """Up to ``slots`` active jobs in the documented slot order.
+
+    ``first`` (the job at an eval checkpoint), if given, takes slot 0. Then
+    running jobs take up to ``max(free // 2, free - waiting)`` of the ``free``
+    remaining slots, so both kinds stay visible when both are plentiful and no
+    slot is left empty while jobs are hidden; waiting jobs fill the rest.
+    Within each kind, jobs keep the order in which they entered that state.
+    """
+    out = [first] if first is not None else []
+    free = slots - len(out)
+    running = [v for v in cluster.running.values() if v is not first] if first is not None \
+        else list(cluster.running.values())
+    waiting = cluster.waiting
+    n_run = min(len(running), max(free // 2, free - len(waiting)))
+    out += running[:n_run]
+    free -= n_run
+    if free > 0 and waiting:
+        if len(waiting) <= free:
+            out += waiting.values()
+        else:
+            it = iter(waiting.values())
+            out += [next(it) for _ in range(free)]
+    return out
+
+
+def feature_names(slots: int) -> list[str]:
+    """Names of the flat observation entries: ``slot{i}.{feature}`` then ``cluster.{feature}``."""
+    return [f"slot{i}.{f}" for i in range(slots) for f in JOB_FEATURES] + \
+        [f"cluster.{f}" for f in CLUSTER_FEATURES]

@@ -1,0 +1,95 @@
+"""EvalStop-StopControl-v0: a hand-coded base scheduler places jobs; the agent
+decides only continue (0) / stop (1) at each eval checkpoint.
+
+This is where learned stop-policies compete with EvalStop: the base scheduler
+is any name in ``baselines.SCHEDULERS`` (keyword ``scheduler``; default
+``"srtf-est"`` when it is registered, else ``"fifo"``), applied with the same
+:func:`~evalstop_gym.policy.apply_plan` that :func:`~evalstop_gym.policy.drive`
+uses, so stopping rule ``R`` through this env gives exactly the metrics of
+``simulate(scheduler, R)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from ..config import ConfigError
+from ..policy import apply_plan
+from ..simulator import DONE, EVAL
+from .base import STOP, SimEnv
+from .features import N_JOB, cluster_bounds, cluster_row, job_bounds, job_row
+
+DEFAULT_SCHEDULERS = ("srtf-est", "fifo")  # the first one registered is the default
+
+
+def resolve_scheduler(name: str | None) -> str:
+    """The registry name of the base scheduler (``None``: the default)."""
+    from baselines import SCHEDULERS
+
+    if name is None:
+        return next(n for n in DEFAULT_SCHEDULERS if n in SCHEDULERS)
+    if name not in SCHEDULERS:
+        raise ConfigError("scheduler", name, f"must be one of {', '.join(SCHEDULERS)}")
+    return name
+
+
+class StopControlEnv(SimEnv):
+    """Stop decisions only, over a base scheduler.
+
+    Observation: ``Box(float32, (N_JOB + N_CLUSTER,))``, the job at the
+    checkpoint (one row of :data:`~evalstop_gym.envs.features.JOB_FEATURES`)
+    then the cluster features. Action: ``Discrete(2)``: 0 continue, 1 stop.
+    Other keywords: see :class:`~evalstop_gym.envs.base.SimEnv`.
+    """
+
+    def __init__(self, *, scheduler: str | None = None, **kwargs: Any):
+        from baselines import make_policy
+
+        self.scheduler_name = resolve_scheduler(scheduler)
+        super().__init__(**kwargs)
+        self._scheduler = make_policy(self.scheduler_name)
+        lo_j, hi_j = job_bounds()
+        lo_c, hi_c = cluster_bounds()
+        self.observation_space = spaces.Box(np.concatenate([lo_j, lo_c]), np.concatenate([hi_j, hi_c]),
+                                            dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
+
+    def _begin_episode(self) -> None:
+        self._scheduler.reset()
+        self._run_to_eval()
+
+    def _run_to_eval(self) -> None:
+        """Let the base scheduler act until the next eval checkpoint or the end."""
+        sim, schedule, rec = self._sim, self._scheduler.schedule, self._recorder
+        while self._advance() not in (EVAL, DONE):
+            apply_plan(sim, schedule(sim.cluster))
+            if rec is not None:
+                rec.update(sim.cluster)
+
+    def step(self, action):
+        self._check_running()
+        a = self._as_int(action)
+        invalid = False
+        if a is None or a not in (0, 1):
+            invalid = self._bad_action(action, "actions are 0 (continue) and 1 (stop)")
+        else:
+            if a == STOP:
+                self._stop(self._sim.decision_job)
+            self._run_to_eval()
+        return self._finish_step(invalid)
+
+    def _observe(self) -> np.ndarray:
+        c = self._sim.cluster
+        if self._kind == EVAL:
+            row = job_row(self._sim.decision_job, c.total_gpus, True)
+            row += cluster_row(c, shown_running=1, eval_point=True)
+        else:
+            row = [0.0] * N_JOB + cluster_row(c)
+        return np.array(row, np.float32)
+
+    def action_masks(self) -> np.ndarray:
+        """Both actions at a checkpoint; only 0 once the episode is over."""
+        return np.array([1, 1] if self._kind == EVAL else [1, 0], np.int8)
