@@ -12,9 +12,17 @@ from evalstop_gym.policy import Policy, Scheduler, Stopper
 
 from .evalstop import EvalStop
 from .fifo import FIFO
+from .lossaware import LossAware
+from .sjf_est import SJFEst
+from .srtf_est import SRTFEst
+from .tiresias import Tiresias
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
     "fifo": FIFO,
+    "sjf-est": SJFEst,
+    "srtf-est": SRTFEst,
+    "lossaware": LossAware,
+    "tiresias": Tiresias,
 }
 
 STOPPERS: dict[str, type[Stopper] | None] = {
@@ -50,4 +58,5 @@ def make_policy(scheduler: str = "fifo", stopper: str = "none", **params) -> Pol
     return base if cls is None else cls(base, **params)
 
 
-__all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "EvalStop"]
+__all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "LossAware",
+           "Tiresias", "EvalStop"]

@@ -1,0 +1,26 @@
+"""SRTF-Est: shortest remaining time first on the user's estimate. Preemptive.
+
+Rule: at every scheduling point, rank all active jobs by ``remaining_est_h``
+(the estimate minus attained service, hours, floored at 0), keep the
+best-ranked set that fits on the cluster, preempt running jobs outside it and
+start waiting jobs inside it. Source: SRPT/SRTF (Schrage 1968); the paper's
+headline base scheduler, "SRTF with estimated run times" (Zhang et al. 2026).
+
+No thrash: the key is the bare estimate, so ties (for example two jobs that
+overran their estimates, both at 0) keep running jobs first, as
+:class:`~evalstop_gym.policy.Scheduler` sorts running jobs before waiting
+ones and its sort is stable. A running job's remaining time only falls and a
+waiting job's is frozen, so a waiting job can only overtake a running one at
+an arrival, completion or stop, which are scheduling points already: no
+wake-up is needed.
+"""
+
+from evalstop_gym.policy import Scheduler
+
+
+class SRTFEst(Scheduler):
+    name = "srtf-est"
+    preemptive = True
+
+    def key(self, job, cluster):
+        return job.remaining_est_h
