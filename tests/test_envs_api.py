@@ -265,3 +265,15 @@ def test_mdp_doc_lists_every_feature():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "mdp.md").read_text()
     for name, (lo, hi, _) in {**JOB_FEATURES, **CLUSTER_FEATURES}.items():
         assert f"| `{name}` | [{lo:g}, {hi:g}] |" in doc, name
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_maskable_ppo_trains_a_few_steps(env_id):
+    from sb3_contrib import MaskablePPO
+
+    env = gym.make(env_id, jobs=10)
+    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(128)
+    obs, info = env.reset(seed=1)
+    action, _ = model.predict(obs, action_masks=info["action_mask"], deterministic=True)
+    assert info["action_mask"][int(action)] == 1

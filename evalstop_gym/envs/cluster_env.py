@@ -28,7 +28,7 @@ from ..config import check_range
 from ..simulator import EVAL, SCHEDULE
 from ..view import RUNNING, JobView
 from .base import COMMIT, STOP, SimEnv
-from .features import cluster_bounds, cluster_row, job_bounds, job_rows, window
+from .features import cluster_bounds, cluster_row, job_bounds, observation, window
 
 SLOT0 = 2  # action index of slot 0
 
@@ -143,10 +143,9 @@ class ClusterEnv(SimEnv):
         kind = self._kind
         decision = self._sim.decision_job.job_id if kind == EVAL else None
         shown_running = sum(1 for v in win if v.status == RUNNING)
-        row = job_rows(win, self.slots, c.total_gpus, decision)
-        row += cluster_row(c, shown_running=shown_running, shown_waiting=len(win) - shown_running,
-                           eval_point=kind == EVAL, schedule_point=kind == SCHEDULE)
-        return np.array(row, np.float32)
+        return observation(win, self.slots, c.total_gpus, decision_id=decision, cluster=cluster_row(
+            c, shown_running=shown_running, shown_waiting=len(win) - shown_running,
+            eval_point=kind == EVAL, schedule_point=kind == SCHEDULE))
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now: ``np.int8`` 0/1 of length ``2 + slots`` (never all 0)."""

@@ -64,7 +64,6 @@ CLUSTER_FEATURES: dict[str, tuple[float, float, str]] = {
 
 N_JOB = len(JOB_FEATURES)
 N_CLUSTER = len(CLUSTER_FEATURES)
-_EMPTY_ROW = [0.0] * N_JOB
 _ONE_HOT = {t: [1.0 if u == t else 0.0 for u in JOB_TYPES] for t in JOB_TYPES}
 
 
@@ -118,12 +117,21 @@ def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
 
 def job_rows(views: Sequence[JobView], slots: int, total_gpus: int,
              decision_id: int | None = None) -> list[float]:
-    """Flat features of ``views`` in ``slots`` rows (extra views are dropped, missing rows are 0)."""
+    """Flat features of the first ``slots`` of ``views`` (no padding: see :func:`observation`)."""
     out: list[float] = []
     for v in views[:slots]:
         out += job_row(v, total_gpus, v.job_id == decision_id)
-    out += _EMPTY_ROW * (slots - min(len(views), slots))
     return out
+
+
+def observation(views: Sequence[JobView], slots: int, total_gpus: int, cluster: list[float],
+                decision_id: int | None = None) -> np.ndarray:
+    """``slots`` job rows (empty rows all 0) then the ``cluster`` features, as one float32 vector."""
+    obs = np.zeros(slots * N_JOB + len(cluster), np.float32)
+    rows = job_rows(views, slots, total_gpus, decision_id)
+    obs[:len(rows)] = rows
+    obs[slots * N_JOB:] = cluster
+    return obs
 
 
 def cluster_row(cluster: ClusterView, *, shown_running: int = 0, shown_waiting: int = 0,
