@@ -10,11 +10,16 @@ import inspect
 from evalstop_gym.config import ConfigError
 from evalstop_gym.policy import Policy, Scheduler, Stopper
 
+from .cusum import CUSUM
 from .evalstop import EvalStop
 from .fifo import FIFO
 from .lossaware import LossAware
+from .lossplateau import LossPlateau
+from .patience import Patience
 from .sjf_est import SJFEst
+from .smoothed import SmoothedDecline
 from .srtf_est import SRTFEst
+from .stopat import StopAtProgress
 from .tiresias import Tiresias
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
@@ -28,6 +33,11 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
 STOPPERS: dict[str, type[Stopper] | None] = {
     "none": None,
     "evalstop": EvalStop,
+    "stopat": StopAtProgress,
+    "lossplateau": LossPlateau,
+    "patience": Patience,
+    "cusum": CUSUM,
+    "smoothed": SmoothedDecline,
 }
 
 
@@ -59,4 +69,4 @@ def make_policy(scheduler: str = "fifo", stopper: str = "none", **params) -> Pol
 
 
 __all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "LossAware",
-           "Tiresias", "EvalStop"]
+           "Tiresias", "EvalStop", "StopAtProgress", "LossPlateau", "Patience", "CUSUM", "SmoothedDecline"]

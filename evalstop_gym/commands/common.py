@@ -40,11 +40,29 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
                    help=f"base scheduler: {'|'.join(SCHEDULERS)} (default %(default)s)")
     g.add_argument("--stopper", default="none", metavar="NAME",
                    help=f"stopper: {'|'.join(STOPPERS)} (default %(default)s)")
-    g.add_argument("--k", type=int, default=None, help="EvalStop: consecutive declines to stop (default 2)")
+    g.add_argument("--k", type=int, default=None, help="evalstop: consecutive declines to stop (default 2)")
+    g.add_argument("--stop-progress", dest="p", type=float, default=None, metavar="P",
+                   help="stopat: stop RLHF jobs at this fraction of training (default 0.65)")
+    g.add_argument("--window", type=int, default=None,
+                   help="lossplateau: evals the loss improvement is measured over (default 3); "
+                        "smoothed: evals in the slope fit (default 6)")
+    g.add_argument("--tolerance", type=float, default=None,
+                   help="lossplateau: stop below this relative loss improvement (default 0.01)")
+    g.add_argument("--patience", type=int, default=None,
+                   help="patience: evals without a new best score before stopping (default 3)")
+    g.add_argument("--min-delta", type=float, default=None,
+                   help="patience: smallest score gain that counts as a new best (default 0)")
+    g.add_argument("--threshold", type=float, default=None,
+                   help="cusum: evidence to stop, in noise sigmas (default 2.5); "
+                        "smoothed: slope standard errors below 0 to stop (default 0)")
+    g.add_argument("--drift", type=float, default=None,
+                   help="cusum: decline per eval ignored, in noise sigmas (default 0)")
+    g.add_argument("--sigma", type=float, default=None,
+                   help="cusum, smoothed: eval-noise sigma if known (default: estimated from observed scores)")
 
 
-# stopper parameter flags (argparse dest names); helpers add theirs here
-STOPPER_FLAGS = ("k",)
+# stopper parameter flags (argparse dest names = the stoppers' keyword names); helpers add theirs here
+STOPPER_FLAGS = ("k", "p", "window", "tolerance", "patience", "min_delta", "threshold", "drift", "sigma")
 
 
 def policy_kwargs(args: argparse.Namespace) -> dict[str, Any]:

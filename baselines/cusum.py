@@ -1,0 +1,46 @@
+"""CUSUM: one-sided cumulative-sum test for a downward shift of the eval deltas.
+
+Rule: with ``d_i = s_i - s_{i-1}`` the job's successive observed score changes
+and ``sd = sqrt(2) * sigma`` their noise, Page's one-sided CUSUM
+``S_i = max(0, S_{i-1} - d_i / sd - drift)``, ``S_0 = 0``, stops the job when
+``S_i > threshold``. ``drift`` (the reference value) and ``threshold`` are in
+units of ``sd``: a decline counts only beyond ``drift`` per eval, and the stop
+needs accumulated evidence ``threshold``; rises drain the sum. Sigma is
+estimated from the observed scores (:mod:`baselines.noise`) unless given.
+Works on every job type.
+
+Defaults ``drift = 0`` and ``threshold = 2.5``: with about ten evals per job
+the test sees a handful of deltas, too few for the textbook ``drift = 0.5,
+threshold = 4-5`` (made for long streams) to fire before a run ends. With
+``drift = 0`` the sum since its last reset is the drop from the highest
+recent score, so the rule reads "the score fell more than ``2.5 * sqrt(2)``
+noise sigmas below a recent high". The threshold is the smallest of 1.5, 2.0,
+2.2, 2.5 with precision >= 0.95 at sigma 0.10 on calibration seeds 101-110 of
+``rlhf-heavy`` (SRTF-Est base), disjoint from the seeds results are reported on.
+Source: Page, "Continuous Inspection Schemes", Biometrika 1954.
+"""
+
+import math
+
+from evalstop_gym.config import check_range
+
+from .noise import NoiseAwareStopper
+
+
+class CUSUM(NoiseAwareStopper):
+    rule_name = "cusum"
+
+    def __init__(self, base, threshold: float = 2.5, drift: float = 0.0, sigma: float | None = None):
+        super().__init__(base, sigma)
+        check_range("threshold", threshold, 0.0)
+        check_range("drift", drift, 0.0)
+        self.threshold = threshold
+        self.drift = drift
+
+    def declined(self, scores, sigma):
+        # in score units, so a zero sigma (noise-free scores) means "any decline"
+        sd = math.sqrt(2.0) * sigma
+        s = 0.0
+        for prev, cur in zip(scores, scores[1:]):
+            s = max(0.0, s - (cur - prev) - self.drift * sd)
+        return s > self.threshold * sd

@@ -1,0 +1,35 @@
+"""LossPlateau(window, tolerance): stop a job whose training loss has stopped improving.
+
+Rule: at an eval checkpoint with at least ``window + 1`` losses observed,
+stop the job when the relative improvement of its training loss over the
+last ``window`` evals, ``(loss[-1-window] - loss[-1]) / loss[-1-window]``,
+is below ``tolerance``. Applies to every job type.
+
+Defaults ``window = 3`` evals and ``tolerance = 0.01`` (1%) are the usual
+shape of a loss-plateau rule (as in Keras ``ReduceLROnPlateau``/
+``EarlyStopping`` on the loss), chosen before measuring, not tuned. Training
+loss keeps falling while a run hacks its proxy reward (DESIGN.md section 1),
+so this rule misses hacking runs by design: the paper's loss-plateau
+baseline, which "misses more than half of hacking runs" (Zhang et al. 2026).
+"""
+
+from evalstop_gym.config import check_range
+from evalstop_gym.policy import Stopper
+
+
+class LossPlateau(Stopper):
+    rule_name = "lossplateau"
+
+    def __init__(self, base, window: int = 3, tolerance: float = 0.01):
+        super().__init__(base)
+        check_range("window", window, 1, integer=True)
+        check_range("tolerance", tolerance, 0.0, 1.0)
+        self.window = window
+        self.tolerance = tolerance
+
+    def rule(self, job, cluster):
+        losses = job.train_losses
+        if len(losses) <= self.window:
+            return False
+        before = losses[-1 - self.window]
+        return (before - losses[-1]) / before < self.tolerance

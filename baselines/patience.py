@@ -1,0 +1,40 @@
+"""Patience(patience, min_delta): Keras-style early stopping on the observed eval score.
+
+Rule (``keras.callbacks.EarlyStopping`` with ``mode="max"``): walk the job's
+observed scores; a score counts as an improvement when it exceeds the best so
+far by more than ``min_delta`` (score units), which makes it the new best and
+resets the wait; any other score adds one to the wait. Stop when the wait
+reaches ``patience`` evals. The tenant gets the best observed checkpoint.
+
+Why it is more robust to noise than EvalStop(k): k consecutive declines leave
+k scores below an earlier one, so ``patience = k`` fires whenever EvalStop(k)
+does. The default ``patience = 3`` asks for three evals without a new best,
+in any order: a run past its peak has them for good, a noisy run that still
+rises keeps setting new bests. ``min_delta = 0`` as in Keras. It needs no
+noise estimate. Works on every job type.
+Source: Prechelt, "Early Stopping - But When?" (1998); Keras EarlyStopping.
+"""
+
+from evalstop_gym.config import check_range
+from evalstop_gym.policy import Stopper
+
+
+class Patience(Stopper):
+    rule_name = "patience"
+
+    def __init__(self, base, patience: int = 3, min_delta: float = 0.0):
+        super().__init__(base)
+        check_range("patience", patience, 1, integer=True)
+        check_range("min_delta", min_delta, 0.0, 1.0)
+        self.patience = patience
+        self.min_delta = min_delta
+
+    def rule(self, job, cluster):
+        scores = job.eval_scores
+        best, wait = scores[0], 0
+        for s in scores[1:]:
+            if s - self.min_delta > best:
+                best, wait = s, 0
+            else:
+                wait += 1
+        return wait >= self.patience
