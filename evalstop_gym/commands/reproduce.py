@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .common import add_workload_flags, workload_kwargs
 
@@ -45,8 +46,13 @@ def run(args: argparse.Namespace) -> int:
     wl = workload_kwargs(args)
     first_seed = wl.pop("seed")
     detectors = args.detectors and [d.strip() for d in args.detectors.split(",") if d.strip()]
-    reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=args.out,
-              base=WorkloadConfig(**wl), backend=args.backend, workers=args.workers,
-              base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
-              progress=not args.no_progress)
+    try:
+        reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=args.out,
+                  base=WorkloadConfig(**wl), backend=args.backend, workers=args.workers,
+                  base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
+                  progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished runs are kept in {args.out}/runs.jsonl; run the same command again "
+              "to resume", file=sys.stderr)
+        return 130
     return 0

@@ -55,7 +55,8 @@ def _bars(ax, exp: Experiment, rows, column: str, colors: Mapping[str, str]) -> 
         groups = {}
         for r in rows:
             groups.setdefault(fmt_x(r["x"]), {})[r["arm"]] = r
-    series = list(dict.fromkeys(arm for g in groups.values() for arm in g))
+    series = list(dict.fromkeys(arm for g in groups.values() for arm, r in g.items()
+                                if _value(r, column)[0] is not None)) or [None]
     width = 0.8 / len(series)
     for i, arm in enumerate(series):
         bars = []   # (position, value, below, above, color)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import sys
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, fields
@@ -133,9 +134,15 @@ class _Inline:
         pass
 
 
+def _ignore_sigint() -> None:
+    # Ctrl-C is the parent's to handle: it stops submitting, lets running runs finish
+    # and keeps every finished one on disk; workers must not die with tracebacks
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class _LocalPool:
     def __init__(self, workers: int):
-        self.pool = ProcessPoolExecutor(max_workers=workers)
+        self.pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
         self.window = 4 * workers   # few in flight, so a limit or Ctrl-C stops soon
 
     def submit(self, spec: RunSpec) -> Future:

@@ -171,10 +171,9 @@ def _verdict(exp: Experiment, claim: Claim, group: Sequence[Mapping[str, Any]]) 
         known = sorted(v for v in vals if v is not None)
         if not known:
             shown = "n/a"
-        elif len(group) == 1 or known[0] == known[-1]:
-            shown = fmt_value(c.column, known[0])
         else:
-            shown = f"{fmt_value(c.column, known[0])}..{fmt_value(c.column, known[-1])}"
+            lo, hi = fmt_value(c.column, known[0]), fmt_value(c.column, known[-1])
+            shown = lo if lo == hi else f"{lo}..{hi}"
         ours.append(f"{short_name(c.column)} {shown}")
     verdicts = [c.holds(r) for r in group for c in claim.checks]
     holds = "n/a" if any(v is None for v in verdicts) else "yes" if all(verdicts) else "no"
