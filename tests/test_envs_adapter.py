@@ -2,7 +2,6 @@
 and nothing hidden leaks into observations or per-step info."""
 
 import gymnasium as gym
-import numpy as np
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
 
@@ -95,13 +94,6 @@ def test_cluster_env_step_by_step_on_the_toy_workload():
     obs, r, term, trunc, info = env.step(4)            # start J2
     obs, r, term, trunc, info = env.step(0)
     assert info["decision"] == "eval" and info["time_h"] == pytest.approx(1.25)  # J2: 1 h over 4 evals
-
-
-def run_actions(env, actions):
-    out = []
-    for a in actions:
-        out.append(env.step(a))
-    return out
 
 
 def test_hidden_state_changes_nothing_before_the_end():

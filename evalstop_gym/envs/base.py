@@ -145,9 +145,9 @@ class SimEnv(gym.Env):
         if seed is None and self._episodes == 0:
             seed = self.config.seed  # the first unseeded episode plays the configured seed
         super().reset(seed=seed)
-        self._episodes += 1
         w = self._episode_workload(seed, options)
-        self._sim = sim = Simulator(w)
+        self._episodes += 1
+        self._sim = Simulator(w)
         n = w.n
         self._n_jobs = n
         self._steps = 0
