@@ -42,7 +42,7 @@ from __future__ import annotations
 import bisect
 
 from evalstop_gym.config import ConfigError, check_range
-from evalstop_gym.policy import NO_CHANGE, Plan, Scheduler
+from evalstop_gym.policy import Plan, Scheduler
 
 _EPS_H = 1e-9  # hours; a crossing this close counts as reached, so wake-ups always move time on
 
@@ -81,8 +81,7 @@ class Tiresias(Scheduler):
             due = self._promotion_due_in_h(job)
             if due is not None and due <= _EPS_H:
                 self._gpu_h_offset[job.job_id] = job.attained_gpu_h
-        plan = super().schedule(cluster)
-        return plan._replace(wakeup_h=self.wakeup(cluster, plan))
+        return super().schedule(cluster)
 
     def _promotion_due_in_h(self, job) -> float | None:
         """Hours of further waiting until waiting ``job`` is promoted; None if it is in queue 0."""
@@ -92,12 +91,8 @@ class Tiresias(Scheduler):
         waited = job.waiting_h - self._wait_mark.get(job.job_id, job.waiting_h)
         return self.promote_knob * job.attained_h - waited
 
-    def wakeup(self, cluster, plan: Plan = NO_CHANGE) -> float | None:
-        """Earliest time (hours) a queue changes by itself, on the state after ``plan``.
-
-        The base class asks before its plan is applied; :meth:`schedule` asks
-        again with the plan, so jobs it starts or preempts now are counted right.
-        """
+    def wakeup(self, cluster, plan: Plan) -> float | None:
+        """Earliest time (hours) a queue changes by itself, on the state after ``plan``."""
         preempt, start = set(plan.preempt), set(plan.start)
         running = [v for j, v in cluster.running.items() if j not in preempt]
         running += [cluster.waiting[j] for j in start]

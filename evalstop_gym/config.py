@@ -110,7 +110,7 @@ class CurveModel:
     proxy_noise: float = 0.02
     loss_start: tuple[float, float] = (1.5, 3.0)      # initial training loss
     loss_floor_frac: tuple[float, float] = (0.3, 0.6)  # asymptote as a fraction of the start
-    loss_tau: tuple[float, float] = (0.3, 1.0)        # decay scale (fraction of the run)
+    loss_tau: tuple[float, float] = (0.05, 0.5)       # decay scale (fraction of the run)
     loss_noise: float = 0.01                          # multiplicative
 
     def validate(self) -> None:

@@ -59,16 +59,26 @@ class Scheduler(Policy):
     def key(self, job: JobView, cluster: ClusterView):
         raise NotImplementedError
 
-    def wakeup(self, cluster: ClusterView) -> float | None:
-        """Time (hours) at which priorities change by themselves, if any."""
+    def wakeup(self, cluster: ClusterView, plan: Plan) -> float | None:
+        """Time (hours) at which priorities change by themselves, if any.
+
+        Asked once the plan is made; ``plan`` says which jobs it is about to
+        preempt and start (``cluster`` still shows the state before it).
+        """
         return None
 
     def schedule(self, cluster: ClusterView) -> Plan:
+        plan = self.allocate(cluster)
+        wakeup_h = self.wakeup(cluster, plan)
+        return plan if wakeup_h is None else plan._replace(wakeup_h=wakeup_h)
+
+    def allocate(self, cluster: ClusterView) -> Plan:
+        """The greedy allocation in ``key`` order (see the class docstring)."""
         key = self.key
         if not self.preemptive:
             free = cluster.free_gpus
             if free == 0 or not cluster.waiting:
-                return Plan(wakeup_h=self.wakeup(cluster))
+                return NO_CHANGE
             start = []
             for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
                 if v.gpus <= free:
@@ -76,7 +86,7 @@ class Scheduler(Policy):
                     free -= v.gpus
                     if free == 0:
                         break
-            return Plan((), start, self.wakeup(cluster))
+            return Plan((), start)
         free = cluster.total_gpus
         keep = set()
         active = [*cluster.running.values(), *cluster.waiting.values()]
@@ -87,7 +97,7 @@ class Scheduler(Policy):
                 if free == 0:
                     break
         return Plan([j for j in cluster.running if j not in keep],
-                    [j for j in cluster.waiting if j in keep], self.wakeup(cluster))
+                    [j for j in cluster.waiting if j in keep])
 
 
 class Stopper(Policy):
