@@ -15,8 +15,8 @@ simulator); a user who knows better passes ``sigma`` to the detector.
 
 from __future__ import annotations
 
+import bisect
 import math
-import statistics
 
 from evalstop_gym.config import check_range
 from evalstop_gym.policy import Stopper
@@ -32,28 +32,25 @@ class PooledNoise:
         self.reset()
 
     def reset(self) -> None:
-        self._abs_d2: list[float] = []
+        self._abs_d2: list[float] = []    # kept sorted, so the median is a lookup
         self._seen: dict[int, int] = {}   # job id -> scores already pooled
-        self._sigma: float | None = None
 
     def observe(self, job) -> None:
         """Pool the second differences of ``job``'s scores not seen before."""
         s = job.eval_scores
         done = self._seen.get(job.job_id, 0)
-        new = [abs(s[i] - 2 * s[i - 1] + s[i - 2]) for i in range(max(done, 2), len(s))]
+        for i in range(max(done, 2), len(s)):
+            bisect.insort(self._abs_d2, abs(s[i] - 2 * s[i - 1] + s[i - 2]))
         self._seen[job.job_id] = len(s)
-        if new:
-            self._abs_d2 += new
-            self._sigma = None
 
     @property
     def sigma(self) -> float | None:
         """The estimate, or None until ``MIN_DIFFERENCES`` differences are pooled."""
-        if len(self._abs_d2) < MIN_DIFFERENCES:
+        d, n = self._abs_d2, len(self._abs_d2)
+        if n < MIN_DIFFERENCES:
             return None
-        if self._sigma is None:
-            self._sigma = statistics.median(self._abs_d2) / (_MAD_TO_SD * math.sqrt(6))
-        return self._sigma
+        median = d[n // 2] if n % 2 else 0.5 * (d[n // 2 - 1] + d[n // 2])
+        return median / (_MAD_TO_SD * math.sqrt(6))
 
 
 class NoiseAwareStopper(Stopper):
