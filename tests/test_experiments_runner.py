@@ -32,10 +32,9 @@ def uninterrupted(tmp_path_factory):
 
 def test_a_run_is_the_same_episode_as_simulate():
     spec = RunSpec.of(Point("k=2", "fifo", "evalstop", (("k", 2),), (("noise", 0.05),)), SMALL, seed=4)
-    record = execute(spec)
-    assert record["metrics"] == evalstop_gym.simulate("fifo", "evalstop", k=2, jobs=30, noise=0.05, seed=4)
-    assert record["spec"]["workload"]["seed"] == 4 and record["spec"]["params"] == {"k": 2}
-    assert record["run_id"] == spec.run_id
+    assert execute(spec) == evalstop_gym.simulate("fifo", "evalstop", k=2, jobs=30, noise=0.05, seed=4)
+    described = spec.describe()
+    assert described["workload"]["seed"] == 4 and described["params"] == {"k": 2}
 
 
 def test_run_ids_are_stable_and_tell_specs_apart():
@@ -46,6 +45,14 @@ def test_run_ids_are_stable_and_tell_specs_apart():
               RunSpec.of(Point("k=2", "fifo", "evalstop", (("k", 2),)), SMALL, 1),
               RunSpec.of(Point("k=3", "fifo", "evalstop", (("k", 3),)), SMALL, 1)]
     assert len({a.run_id, *(o.run_id for o in others)}) == 5
+
+
+def test_run_ids_change_with_the_simulator_or_policy_code(monkeypatch):
+    from evalstop_gym.experiments import runner
+
+    before = RunSpec.of(Point("none", "fifo"), SMALL, 1).run_id
+    monkeypatch.setattr(runner, "code_fingerprint", lambda: "edited")
+    assert RunSpec.of(Point("none", "fifo"), SMALL, 1).run_id != before
 
 
 def test_results_are_appended_one_line_per_run(tmp_path):

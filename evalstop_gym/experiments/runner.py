@@ -3,10 +3,10 @@
 A run is a pure function of its :class:`RunSpec` (policy names, parameters and
 a fully resolved, seeded :class:`~evalstop_gym.config.WorkloadConfig`), so
 results do not depend on the backend, the number of workers or the order in
-which runs finish. Its ``run_id`` hashes the whole spec; re-running a sweep
+which runs finish. Its ``run_id`` hashes the whole spec and the source of the
+simulator and the policies (:func:`code_fingerprint`); re-running a sweep
 against the same file skips every run id already there, so an interrupted
-sweep resumes where it stopped. A run id does not hash the policy code: after
-changing a policy, write to a fresh output folder.
+sweep resumes where it stopped, and results of older code are never reused.
 
 Backends: ``local`` (a :class:`~concurrent.futures.ProcessPoolExecutor`; one
 worker runs in-process) and ``ray`` (a local Ray started with ``num_cpus``
@@ -15,6 +15,7 @@ set to the worker count, unless Ray is already initialized).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -46,11 +47,11 @@ class RunSpec:
         config = base.replace(**dict(point.workload), seed=seed)
         return cls(point.scheduler, point.stopper, point.params, config)
 
-    @property
+    @functools.cached_property
     def run_id(self) -> str:
-        """Stable hash of everything the result depends on (besides the code)."""
-        key = json.dumps([__version__, self.scheduler, self.stopper, [list(p) for p in self.params],
-                          repr(self.config)])
+        """Stable hash of everything the result depends on: the spec and the code."""
+        key = json.dumps([__version__, code_fingerprint(), self.scheduler, self.stopper,
+                          [list(p) for p in self.params], repr(self.config)])
         return hashlib.sha1(key.encode()).hexdigest()[:16]
 
     def describe(self) -> dict[str, Any]:
@@ -61,16 +62,35 @@ class RunSpec:
                 "workload": cfg}
 
 
+@functools.lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """Hash of the modules a result depends on: ``evalstop_gym/*.py`` and ``baselines/*.py``.
+
+    Adapters (experiments, commands, envs) are left out: editing a table or a
+    plot does not throw finished runs away.
+    """
+    import baselines
+
+    h = hashlib.sha1()
+    for folder in (Path(__file__).resolve().parents[1], Path(baselines.__file__).resolve().parent):
+        for f in sorted(folder.glob("*.py")):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def execute(spec: RunSpec) -> dict[str, Any]:
-    """Run one episode; return its JSONL record ``{run_id, spec, metrics}``."""
+    """Run one episode; return its metrics (:func:`evalstop_gym.compute_metrics`)."""
     from baselines import make_policy
 
     from ..api import run_policy
     from ..workload import generate
 
-    policy = make_policy(spec.scheduler, spec.stopper, **dict(spec.params))
-    metrics = run_policy(generate(spec.config), policy)
-    return {"run_id": spec.run_id, "spec": spec.describe(), "metrics": metrics}
+    return run_policy(generate(spec.config), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
+
+
+def record(spec: RunSpec, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSONL record of a finished run."""
+    return {"run_id": spec.run_id, "code": code_fingerprint(), "spec": spec.describe(), "metrics": metrics}
 
 
 class ResultStore:
@@ -121,14 +141,18 @@ class ResultStore:
 class _Inline:
     """Runs each spec at submission, in this process (one worker)."""
 
+    class _Done:
+        def __init__(self, metrics):
+            self.metrics = metrics
+
     def __init__(self, workers: int):
         self.window = 1
 
     def submit(self, spec: RunSpec):
-        return execute(spec)
+        return self._Done(execute(spec))
 
     def wait_one(self, handles: list) -> tuple[Any, dict[str, Any]]:
-        return handles[0], handles[0]
+        return handles[0], handles[0].metrics
 
     def close(self, cancel: bool) -> None:
         pass
@@ -211,26 +235,25 @@ def run_sweep(specs: Iterable[RunSpec], store: ResultStore, *, backend: str = "l
     if not todo:
         return 0
     pool = make_pool(backend, workers)
-    handles: list = []
+    inflight: dict[Any, RunSpec] = {}   # handle -> its spec, in submission order
     done = 0
     finished = False
     try:
         for spec in todo:
-            handles.append(pool.submit(spec))
-            if len(handles) >= pool.window:
-                done += _collect_one(pool, handles, store, on_done)
-        while handles:
-            done += _collect_one(pool, handles, store, on_done)
+            inflight[pool.submit(spec)] = spec
+            if len(inflight) >= pool.window:
+                done += _collect_one(pool, inflight, store, on_done)
+        while inflight:
+            done += _collect_one(pool, inflight, store, on_done)
         finished = True
     finally:
         pool.close(cancel=not finished)
     return done
 
 
-def _collect_one(pool, handles: list, store: ResultStore, on_done) -> int:
-    h, record = pool.wait_one(handles)
-    handles.remove(h)
-    store.add(record)
+def _collect_one(pool, inflight: dict, store: ResultStore, on_done) -> int:
+    h, metrics = pool.wait_one(list(inflight))
+    store.add(record(inflight.pop(h), metrics))
     if on_done is not None:
         on_done()
     return 1
