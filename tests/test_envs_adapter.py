@@ -32,7 +32,7 @@ class TimeSliced(Scheduler):
     def key(self, job, cluster):
         return job.attained_h, job.submit_h
 
-    def wakeup(self, cluster):
+    def wakeup(self, cluster, plan):
         return cluster.now_h + 0.5 if cluster.waiting else None
 
 
