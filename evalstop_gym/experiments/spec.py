@@ -191,10 +191,9 @@ def _fmt(v: Any) -> str:
 
 
 def _is(stopper: str, **at: Any) -> Callable[[Mapping[str, Any]], bool]:
-    """Row filter: rows of ``stopper`` (``"detectors"``: any but the anchors), optionally at ``x``."""
+    """Row filter: rows of ``stopper`` whose columns equal ``at`` (e.g. ``x=10, noise=0.02``)."""
     def where(row: Mapping[str, Any]) -> bool:
-        ok = row["stopper"] not in ANCHOR_STOPPERS if stopper == "detectors" else row["stopper"] == stopper
-        return ok and all(row.get(k) == v for k, v in at.items())
+        return row["stopper"] == stopper and all(row.get(k) == v for k, v in at.items())
     return where
 
 
