@@ -24,7 +24,6 @@ A preempted job resumes later from where it left off. Time is in hours.
 from __future__ import annotations
 
 import heapq
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,8 +77,9 @@ class Simulator:
         self._best_idx = [-1] * n
         self._best_score = [-np.inf] * n
         self._preemptions = 0
-        self._counter = itertools.count()
-        self._heap = [(t, next(self._counter), _ARRIVAL, j, 0) for j, t in enumerate(w.submit_h.tolist())]
+        # event tie-breaker: a plain int (picklable), bumped on every push
+        self._heap = [(t, j, _ARRIVAL, j, 0) for j, t in enumerate(w.submit_h.tolist())]
+        self._seq = n
         heapq.heapify(self._heap)
         self._dirty = False
         self._wakeups: set[float] = set()
@@ -153,8 +153,8 @@ class Simulator:
     def _push_checkpoint(self, j: int) -> None:
         v = self.views[j]
         due = self._length[j] * (len(v.eval_scores) + 1) / self._evals - v._service_h
-        heapq.heappush(self._heap, (self.cluster.now_h + due, next(self._counter), _CHECKPOINT, j,
-                                    self._epoch[j]))
+        self._seq += 1
+        heapq.heappush(self._heap, (self.cluster.now_h + due, self._seq, _CHECKPOINT, j, self._epoch[j]))
 
     def _end(self, j: int, status: str) -> None:
         v = self.views[j]
@@ -226,7 +226,8 @@ class Simulator:
         if at_h in self._wakeups:
             return  # one wake-up per instant is enough
         self._wakeups.add(at_h)
-        heapq.heappush(self._heap, (at_h, next(self._counter), _WAKEUP, -1, 0))
+        self._seq += 1
+        heapq.heappush(self._heap, (at_h, self._seq, _WAKEUP, -1, 0))
 
     # -- results -----------------------------------------------------------------
     @property
