@@ -14,7 +14,9 @@ import importlib
 import pkgutil
 import sys
 
-from .config import ConfigError
+from .config import ConfigError, UsageError
+
+__all__ = ["main", "build_parser", "UsageError"]
 
 
 def command_modules() -> list:
@@ -24,10 +26,6 @@ def command_modules() -> list:
             for m in pkgutil.iter_modules(commands.__path__)]
     mods = [m for m in mods if hasattr(m, "add_parser")]
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
-
-
-class UsageError(ValueError):
-    """Bad command-line input that is not a config field (paths, names, ...)."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,6 +25,10 @@ class ConfigError(ValueError):
         super().__init__(f"{field_name}={value!r} is invalid: {allowed}")
 
 
+class UsageError(ValueError):
+    """Bad command-line input that is not a config field (paths, names, ...): one line, exit 2."""
+
+
 def check_range(name: str, value: Any, lo: float | None = None, hi: float | None = None,
                 *, lo_open: bool = False, integer: bool = False) -> None:
     """Raise :class:`ConfigError` unless ``value`` is a finite number in the range."""
