@@ -1,9 +1,18 @@
-"""``evalstop-gym simulate``: one episode, metrics as a table or one JSON object."""
+"""``evalstop-gym simulate``: one episode, metrics as a table or one JSON object.
+
+With ``--trace`` the jobs' arrivals, run times and GPU demands come from a
+real cluster trace (:mod:`evalstop_gym.traces`); with ``--curves`` the RLHF
+jobs' curves and labels come from a training-curve log
+(:mod:`evalstop_gym.curvelog`). A one-line summary of what the replay read,
+skipped and filtered goes to stderr, so ``--json`` output stays one object.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 
 from .common import add_policy_flags, add_workload_flags, policy_kwargs, workload_kwargs
 
@@ -11,22 +20,102 @@ ORDER = 10
 
 
 def add_parser(sub) -> None:
+    from ..curvelog import CURVE_FORMATS
+    from ..traces import BAD_ROW_MODES, RESCALE_MODES, TRACE_FORMATS
+
     p = sub.add_parser("simulate", help="run one episode and print its metrics",
                        description="Run one episode of a policy on a workload and print its metrics.")
     add_workload_flags(p)
     add_policy_flags(p)
+    t = p.add_argument_group("trace replay (docs/traces.md)")
+    t.add_argument("--trace", metavar="PATH", default=None,
+                   help="replay a job trace (CSV); --jobs is then not used, see --trace-jobs")
+    t.add_argument("--trace-format", choices=TRACE_FORMATS, default="philly",
+                   help="trace layout (default %(default)s)")
+    t.add_argument("--on-bad-row", choices=BAD_ROW_MODES, default="error",
+                   help="a bad trace row is an error (default) or is skipped and counted")
+    t.add_argument("--trace-jobs", type=int, default=None, metavar="N",
+                   help="replay the first N jobs of the window (default: all)")
+    t.add_argument("--trace-sample", action="store_true",
+                   help="with --trace-jobs: a seeded random sample of N jobs instead of the first N")
+    t.add_argument("--trace-window", default=None, metavar="START:END",
+                   help="hours since the trace's first submit, e.g. 0:168 (either side may be empty)")
+    t.add_argument("--trace-rescale", choices=RESCALE_MODES, default="arrivals",
+                   help="fit the trace to the cluster: scale arrival times to --load on --gpus (arrivals, "
+                        "default), size the cluster for --load at recorded times (cluster), or neither")
+    t.add_argument("--trace-gpu-scale", default="1", metavar="X|fit",
+                   help="multiply GPU demands by X (rounded, >= 1), or 'fit' the largest to --gpus "
+                        "(default 1)")
+    t.add_argument("--trace-min-duration", type=float, default=1.0, metavar="SECONDS",
+                   help="filter out (and count) jobs that ran less than this (default %(default)s)")
+    c = p.add_argument_group("curve replay (docs/traces.md)")
+    c.add_argument("--curves", metavar="PATH", default=None,
+                   help="RLHF jobs take curves and hacking labels from this curve log "
+                        "(.csv, .jsonl, or a directory of them or of TensorBoard event files)")
+    c.add_argument("--curves-format", choices=CURVE_FORMATS, default="auto", help="(default %(default)s)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.set_defaults(func=run)
 
 
+def gpu_scale_arg(text: str) -> float | str:
+    from ..config import ConfigError
+
+    if text == "fit":
+        return "fit"
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError("trace_gpu_scale", text, "must be a number > 0 or 'fit'") from None
+
+
+def build_workload(args: argparse.Namespace):
+    """The episode's workload: generated, or replayed from ``--trace``; curves from ``--curves``."""
+    from ..config import WorkloadConfig
+    from ..traces import read_trace, replay_trace, trace_config
+    from ..workload import generate
+
+    cfg = (trace_config if args.trace else WorkloadConfig)(**workload_kwargs(args))
+    what = cfg.workload
+    if args.trace:
+
+        table = read_trace(args.trace, args.trace_format, on_bad_row=args.on_bad_row,
+                           min_duration_s=args.trace_min_duration)
+        w, report = replay_trace(table, cfg, jobs=args.trace_jobs, window=args.trace_window,
+                                 sample=args.trace_sample, rescale=args.trace_rescale,
+                                 gpu_scale=gpu_scale_arg(args.trace_gpu_scale), on_bad_row=args.on_bad_row)
+        print(report.summary(), file=sys.stderr)
+        what = f"trace {os.path.basename(args.trace)} ({cfg.workload} mix)"
+    else:
+        w = generate(cfg)
+    if args.curves:
+        from ..curvelog import apply_curve_log, read_curve_log
+
+        runs = read_curve_log(args.curves, args.curves_format)
+        w = apply_curve_log(w, runs, seed=cfg.seed)
+        print(f"curves: {len(runs)} logged runs from {args.curves} on the RLHF jobs "
+              f"({int(w.hacking.sum())} hacking jobs by the labelling rule)", file=sys.stderr)
+        what += ", logged curves"
+    return w, what
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..api import simulate
     from ..report import format_metrics
 
-    metrics = simulate(args.scheduler, args.stopper, **workload_kwargs(args), **policy_kwargs(args))
+    if args.trace or args.curves:
+        from baselines import make_policy
+
+        from ..api import run_policy
+
+        policy = make_policy(args.scheduler, args.stopper, **policy_kwargs(args))
+        w, what = build_workload(args)
+        metrics = run_policy(w, policy)
+    else:
+        from ..api import simulate
+
+        what = args.workload
+        metrics = simulate(args.scheduler, args.stopper, **workload_kwargs(args), **policy_kwargs(args))
     if args.json:
         print(json.dumps(metrics, sort_keys=True))
     else:
-        print(format_metrics(metrics, title=f"{args.scheduler} + {args.stopper} on {args.workload}, "
-                                            f"seed {args.seed}"))
+        print(format_metrics(metrics, title=f"{args.scheduler} + {args.stopper} on {what}, seed {args.seed}"))
     return 0

@@ -1,0 +1,178 @@
+"""``evalstop-gym curves``: generate a real overoptimization curve library, label curve logs, and
+compare EvalStop's detection on logged curves with the calibrated model's."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from .common import add_workload_flags, workload_kwargs
+
+ORDER = 40
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("curves", help="training-curve logs: generate, label, compare",
+                       description="Real training curves: generate a library with the tiny overoptimization "
+                                   "generator, label curve logs, and run an E1-style comparison on them.")
+    csub = p.add_subparsers(dest="curves_command", required=True, metavar="ACTION")
+
+    g = csub.add_parser("generate", help="run the overoptimization generator into a curve library",
+                        description="Run the tiny RLHF generator (torch, CPU) over a grid of preference-data "
+                                    "sizes and KL penalties; write OUT/curves.csv and OUT/runs.json.")
+    g.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    g.add_argument("--runs", type=int, default=48, help="number of runs (default %(default)s)")
+    g.add_argument("--steps", type=int, default=400, help="policy-gradient steps per run (default %(default)s)")
+    g.add_argument("--seed", type=int, default=0, help="first seed (default %(default)s)")
+    g.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                   help="worker processes (default %(default)s)")
+    g.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="curve-log format (default csv)")
+    g.set_defaults(func=run_generate)
+
+    lab = csub.add_parser("label", help="label each run of a curve log by the documented rule",
+                          description="Print each run's hacking label (peak followed by a decline larger "
+                                      "than the noise) and the counts.")
+    lab.add_argument("path", metavar="PATH", help="curve log: .csv, .jsonl, or a directory (TensorBoard too)")
+    lab.add_argument("--noise-floor", type=float, default=0.0,
+                     help="eval noise the decline must clear besides the log's own (default %(default)s)")
+    lab.set_defaults(func=run_label)
+
+    c = csub.add_parser("compare", help="E1-style: no stopper vs EvalStop on logged and on calibrated curves",
+                        description="Run a base scheduler with no stopper and with EvalStop(k) on a workload "
+                                    "whose RLHF curves come from a curve log, and on the calibrated model at "
+                                    "the same hacking base rate; print detection and JCT over seeds.")
+    c.add_argument("--curves", required=True, metavar="PATH", help="curve log (.csv, .jsonl or directory)")
+    c.add_argument("--scheduler", default=None, metavar="NAME",
+                   help="base scheduler (default: srtf-est if registered, else fifo)")
+    c.add_argument("--k", type=int, default=2, help="EvalStop's consecutive declines (default %(default)s)")
+    c.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1, paired across arms (default %(default)s)")
+    add_workload_flags(c)
+    c.set_defaults(func=run_compare)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from ..config import check_range
+    from ..curvelog import label_run, read_curve_log
+
+    check_range("runs", args.runs, 1, integer=True)
+    check_range("steps", args.steps, 1, integer=True)
+    check_range("workers", args.workers, 1, integer=True)
+    check_range("seed", args.seed, 0, 2**31 - 1, integer=True)
+    try:
+        from ..overopt import generate_library
+    except ImportError as e:  # pragma: no cover - torch missing
+        from ..cli import UsageError
+        raise UsageError(f"the generator needs torch ({e}); pip install torch") from None
+
+    def progress(done, total):
+        print(f"\r{done}/{total} runs", end="", file=sys.stderr, flush=True)
+
+    index = generate_library(args.out, args.runs, seed=args.seed, workers=args.workers, fmt=args.format,
+                             progress=progress, steps=args.steps)
+    print(file=sys.stderr)
+    from ..config import WorkloadConfig
+
+    runs = read_curve_log(os.path.join(args.out, index["curve_log"]))
+    floor = WorkloadConfig().noise
+    labels = {name: label_run(r, noise_floor=floor) for name, r in runs.items()}
+    print(f"wrote {len(runs)} runs to {os.path.join(args.out, index['curve_log'])} in {index['wall_s']:.1f} s "
+          f"with {args.workers} workers")
+    print(f"hacking runs per setting (labelling rule, noise floor {floor}):")
+    print(_setting_table(index["runs"], labels))
+    return 0
+
+
+def _setting_table(settings: list[dict], labels: dict) -> str:
+    """Hacking count per (pairs, kl_coef) setting."""
+    from ..report import format_table
+
+    groups: dict[tuple, list] = {}
+    for s in settings:
+        groups.setdefault((s["pairs"], s["kl_coef"]), []).append(labels[s["name"]].hacking)
+    rows = [{"pairs": p, "kl_coef": k, "runs": len(h), "hacking": int(sum(h))} for (p, k), h in sorted(groups.items())]
+    return format_table(rows, ("pairs", "kl_coef", "runs", "hacking"))
+
+
+def run_label(args: argparse.Namespace) -> int:
+    from ..curvelog import label_run, read_curve_log
+    from ..report import format_table
+
+    runs = read_curve_log(args.path)
+    rows = []
+    for name in sorted(runs):
+        lab = label_run(runs[name], noise_floor=args.noise_floor)
+        _, s = runs[name].series("eval_score")
+        rows.append({"run": name, "hacking": lab.hacking, "start": float(s[0]), "peak": float(s.max()),
+                     "last": float(s[-1]), "peak_progress": lab.peak_progress, "drop": lab.drop,
+                     "threshold": lab.threshold})
+    print(format_table(rows, ("run", "hacking", "start", "peak", "last", "peak_progress", "drop", "threshold")))
+    n_hack = sum(r["hacking"] for r in rows)
+    print(f"{n_hack} of {len(rows)} runs hacking ({n_hack / len(rows):.0%})")
+    return 0
+
+
+def default_scheduler() -> str:
+    from baselines import SCHEDULERS
+
+    return "srtf-est" if "srtf-est" in SCHEDULERS else "fifo"
+
+
+def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5) -> list[dict]:
+    """Rows (one per curve source and stopper) of mean and sd metrics over paired seeds.
+
+    ``logged``: the RLHF jobs take curves and labels from ``runs``. ``calibrated``:
+    the calibrated model with ``hacking_fraction`` set to the logged runs' base
+    rate (labelled at the config's noise), so precision is compared at equal
+    base rates.
+    """
+    from baselines import make_policy
+
+    from ..api import run_policy
+    from ..curvelog import apply_curve_log, label_run
+    from ..workload import generate
+
+    rate = float(np.mean([label_run(r, noise_floor=config.noise).hacking for r in runs.values()]))
+    arms = {"logged": config, "calibrated": config.replace(hacking_fraction=rate)}
+    rows = []
+    for source, cfg in arms.items():
+        for stopper in ("none", "evalstop"):
+            per_seed = []
+            for seed in range(seeds):
+                w = generate(cfg.replace(seed=seed))
+                if source == "logged":
+                    w = apply_curve_log(w, runs, seed=seed)
+                params = {"k": k} if stopper == "evalstop" else {}
+                per_seed.append(run_policy(w, make_policy(scheduler, stopper, **params)))
+            row = {"curves": source, "stopper": stopper if stopper == "none" else f"evalstop k={k}",
+                   "hacking_rate": rate}
+            for key in ("precision", "recall", "fpr", "avg_jct_h", "compute_waste_gpu_h", "delivered_quality"):
+                vals = [m[key] for m in per_seed if m[key] is not None]
+                row[key] = float(np.mean(vals)) if vals else None
+                row[key + "_sd"] = float(np.std(vals)) if vals else None
+            rows.append(row)
+    return rows
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from ..config import WorkloadConfig, check_range
+    from ..curvelog import read_curve_log
+    from ..report import format_table
+
+    check_range("seeds", args.seeds, 1, integer=True)
+    runs = read_curve_log(args.curves)
+    cfg = WorkloadConfig(**workload_kwargs(args))
+    scheduler = args.scheduler or default_scheduler()
+    rows = compare(runs, cfg, scheduler, k=args.k, seeds=args.seeds)
+    for r in rows:
+        for key in ("precision", "recall", "fpr", "avg_jct_h"):
+            if r[key] is not None:
+                r[key] = f"{r[key]:.3f} ± {r[key + '_sd']:.3f}"
+    print(f"{scheduler} base, {cfg.workload}, {cfg.jobs} jobs, {cfg.gpus} GPUs, noise {cfg.noise}, "
+          f"{cfg.evals_per_job} evals/job, seeds 0..{args.seeds - 1}; {len(runs)} logged runs, "
+          f"{rows[0]['hacking_rate']:.0%} hacking by the labelling rule")
+    print(format_table(rows, ("curves", "stopper", "precision", "recall", "fpr", "avg_jct_h",
+                              "compute_waste_gpu_h", "delivered_quality")))
+    return 0

@@ -1,0 +1,433 @@
+"""Replay of logged training curves: read per-job curve logs, label them, and put them in a workload.
+
+Curve-log format (one row per logged step of one run):
+
+======================  ========  ===================================================
+column                  required  meaning
+======================  ========  ===================================================
+``job``                 yes       run name (rows of one run may be interleaved)
+``step``                yes       training step (a number; need not start at 0)
+``eval_score``          yes       downstream eval score at that step; may be blank on
+                                  steps without an eval (at least 2 per run)
+``train_loss``          no        training loss; blank where not logged
+``proxy_reward``        no        proxy (reward-model) reward; blank where not logged
+anything else           no        kept as ``extra`` (e.g. ``kl``, ``gold``), not used
+======================  ========  ===================================================
+
+CSV files have a header row with these column names; JSONL files hold one
+JSON object per line with these keys (``null`` or a missing key = blank). A
+step logged twice keeps its last values (resumed runs). A TensorBoard log
+directory (TRL, OpenRLHF and ``torch.utils.tensorboard`` write these) is read
+with :func:`read_tensorboard`: each directory holding event files is one run.
+
+Replay onto a workload (:func:`apply_curve_log`): a run is stretched onto the
+job's eval checkpoints, progress ``x`` in ``[0, 1]`` mapping to
+``first step + x * (last step - first step)``; checkpoint ``i`` of ``E`` reads
+the linear interpolation at ``x = i / E`` and the starting score is the first
+logged eval. The logged eval score becomes the job's true score ("gold"); the
+simulator adds the workload's eval noise to it as for every job (use
+``noise=0`` to replay noisy logged evals as they are). Loss and proxy curves
+that a run does not log keep the calibrated model's.
+
+Labelling rule (:func:`label_run`), on the logged eval scores in step order:
+smooth them with a centred moving average over ``smooth_frac`` of the run's
+evals (default 10%; windows shrink at the ends); take the noise ``s`` as the
+larger of the log's own noise, estimated from its second differences
+(``1.4826 * median |second difference| / sqrt(6)``, blind to local linear
+trends), and ``noise_floor`` (the eval noise the simulation adds;
+:func:`apply_curve_log` passes the workload's); the run is *hacking* if its
+smoothed peak is not its last eval and the smoothed score falls from the peak
+to the last eval by more than ``max(k_sigma * s, rel_drop * range)`` (defaults
+2 and 0.1; ``range`` is the smoothed curve's max minus min). That is: a peak
+followed by a decline clearly larger than the noise and than a tenth of the
+run's own movement.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import JOB_TYPES, ConfigError
+from .curves import Curves
+from .traces import DataFileError
+from .workload import Workload
+
+CURVE_COLUMNS = ("job", "step", "eval_score", "train_loss", "proxy_reward")
+REQUIRED_COLUMNS = ("job", "step", "eval_score")
+CURVE_FORMATS = ("auto", "csv", "jsonl", "tensorboard")
+
+# TensorBoard tags tried in order for each curve (TRL, OpenRLHF and plain names)
+TB_TAGS = {
+    "eval_score": ("eval_score", "eval/score", "eval/gold", "eval/reward", "eval/accuracy", "gold"),
+    "train_loss": ("train_loss", "train/loss", "loss", "train/policy_loss", "ppo/loss/total",
+                   "loss/policy_avg"),
+    "proxy_reward": ("proxy_reward", "train/reward", "objective/scores", "env/reward_mean",
+                     "objective/rlhf_reward", "reward"),
+}
+
+
+class CurveLogError(DataFileError):
+    """Bad curve-log input: names the file, the line (when one is to blame) and the problem."""
+
+    field_name = "curves"
+
+
+@dataclass(frozen=True)
+class LoggedRun:
+    """One logged run. ``step`` ascending and unique; curves are NaN where not logged."""
+
+    name: str
+    step: np.ndarray
+    eval_score: np.ndarray
+    train_loss: np.ndarray
+    proxy_reward: np.ndarray
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def series(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, values)`` where ``column`` was logged."""
+        v = getattr(self, column) if column in CURVE_COLUMNS else self.extra[column]
+        ok = np.isfinite(v)
+        return self.step[ok], v[ok]
+
+
+@dataclass(frozen=True)
+class RunLabel:
+    """Outcome of :func:`label_run` (scores in the log's units, steps in its steps)."""
+
+    hacking: bool
+    peak_step: float
+    peak_progress: float   # fraction of the run (0..1) at the smoothed peak
+    drop: float            # smoothed peak minus smoothed last eval
+    threshold: float       # the drop needed to call it hacking
+    noise: float           # the noise estimate used
+
+
+# -- reading -------------------------------------------------------------------------
+
+def _number(text, path, line, column) -> float:
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return math.nan
+    if isinstance(text, bool):
+        raise CurveLogError(path, line, f"{column}={text!r} is not a number")
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        raise CurveLogError(path, line, f"{column}={text!r} is not a number") from None
+    if math.isinf(v):
+        raise CurveLogError(path, line, f"{column}={text!r} is not finite")
+    return v
+
+
+class _Collector:
+    """Accumulates rows per run, then builds :class:`LoggedRun` objects."""
+
+    def __init__(self, path):
+        self.path = path
+        self.rows: dict[str, dict[float, dict[str, float]]] = {}
+        self.first_line: dict[str, int] = {}
+
+    def add(self, record: dict, line: int) -> None:
+        path = self.path
+        missing = [c for c in REQUIRED_COLUMNS if c not in record]
+        if missing:
+            raise CurveLogError(path, line, f"missing {', '.join(missing)} (required: {', '.join(REQUIRED_COLUMNS)})")
+        job = record["job"]
+        if job is None or not str(job).strip():
+            raise CurveLogError(path, line, "empty job name")
+        job = str(job).strip()
+        step = _number(record["step"], path, line, "step")
+        if math.isnan(step):
+            raise CurveLogError(path, line, "empty step")
+        values = {}
+        for k, v in record.items():
+            if k in ("job", "step"):
+                continue
+            if k in CURVE_COLUMNS:
+                values[k] = _number(v, path, line, k)
+            else:
+                try:
+                    values[k] = _number(v, path, line, k)
+                except CurveLogError:
+                    continue  # a non-numeric extra column (a note, a tag) is not ours to judge
+        self.rows.setdefault(job, {})[step] = values   # a repeated step keeps its last values
+        self.first_line.setdefault(job, line)
+
+    def runs(self) -> dict[str, LoggedRun]:
+        if not self.rows:
+            raise CurveLogError(self.path, None, "no curve rows (the file is empty)")
+        out = {}
+        for job, by_step in self.rows.items():
+            steps = np.array(sorted(by_step))
+            cols = {c for vals in by_step.values() for c in vals}
+
+            def column(c):
+                return np.array([by_step[s].get(c, math.nan) for s in steps], dtype=float)
+
+            run = LoggedRun(name=job, step=steps, eval_score=column("eval_score"), train_loss=column("train_loss"),
+                            proxy_reward=column("proxy_reward"),
+                            extra={c: column(c) for c in sorted(cols) if c not in CURVE_COLUMNS})
+            if np.sum(np.isfinite(run.eval_score)) < 2:
+                raise CurveLogError(self.path, self.first_line[job],
+                                    f"run {job!r} has {int(np.sum(np.isfinite(run.eval_score)))} eval scores; "
+                                    "at least 2 are needed")
+            out[job] = run
+        return out
+
+
+def read_csv_log(path) -> dict[str, LoggedRun]:
+    """Runs of a CSV curve log (header row with the curve-log columns)."""
+    path = os.fspath(path)
+    col = _Collector(path)
+    with _open(path) as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None or not any(h.strip() for h in header):
+            raise CurveLogError(path, None, "the file is empty (a header row and curve rows are needed)")
+        header = [h.strip() for h in header]
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
+        if missing:
+            raise CurveLogError(path, 1, f"missing column(s) {', '.join(missing)} (header has: {', '.join(header)})")
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != len(header):
+                raise CurveLogError(path, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
+            col.add(dict(zip(header, row)), reader.line_num)
+    return col.runs()
+
+
+def read_jsonl_log(path) -> dict[str, LoggedRun]:
+    """Runs of a JSONL curve log (one JSON object per line)."""
+    path = os.fspath(path)
+    col = _Collector(path)
+    with _open(path) as f:
+        for i, text in enumerate(f, start=1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise CurveLogError(path, i, f"not valid JSON ({e.msg})") from None
+            if not isinstance(record, dict):
+                raise CurveLogError(path, i, "each line must be a JSON object")
+            col.add(record, i)
+    return col.runs()
+
+
+def _open(path):
+    try:
+        return open(path, newline="", encoding="utf-8-sig")
+    except OSError as e:
+        raise CurveLogError(path, None, f"cannot open the curve log: {e.strerror or e}") from None
+
+
+def _event_dirs(root: str) -> list[str]:
+    found = []
+    for d, _, files in os.walk(root):
+        if any("tfevents" in f for f in files):
+            found.append(d)
+    return sorted(found)
+
+
+def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = None) -> dict[str, LoggedRun]:
+    """Runs of a TensorBoard log directory (needs the ``tensorboard`` package).
+
+    Every directory under ``logdir`` holding ``*tfevents*`` files is one run,
+    named by its path relative to ``logdir`` (``"."`` for ``logdir`` itself).
+    ``tags`` maps ``eval_score``, ``train_loss``, ``proxy_reward`` to a tag name
+    or to candidate names tried in order (default :data:`TB_TAGS`). Scalars
+    written by TF2 summaries (stored as tensors) are read too.
+    """
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from tensorboard.util import tensor_util
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ConfigError("curves", os.fspath(logdir), "reading TensorBoard logs needs the tensorboard package "
+                                                       "(pip install tensorboard)") from None
+    root = os.fspath(logdir)
+    if not os.path.isdir(root):
+        raise CurveLogError(root, None, "not a directory of TensorBoard event files")
+    want = dict(TB_TAGS)
+    for k, v in (tags or {}).items():
+        if k not in TB_TAGS:
+            raise ConfigError("tags", k, f"must be among {', '.join(TB_TAGS)}")
+        want[k] = (v,) if isinstance(v, str) else tuple(v)
+    runs = {}
+    for d in _event_dirs(root):
+        acc = EventAccumulator(d, size_guidance={"scalars": 0, "tensors": 0})
+        acc.Reload()
+        available = acc.Tags()
+        scalars, tensors = set(available.get("scalars", ())), set(available.get("tensors", ()))
+        by_step: dict[float, dict[str, float]] = {}
+        for column, candidates in want.items():
+            tag = next((t for t in candidates if t in scalars or t in tensors), None)
+            if tag is None:
+                continue
+            if tag in scalars:
+                events = [(e.step, e.value) for e in acc.Scalars(tag)]
+            else:
+                events = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
+            for step, value in events:
+                by_step.setdefault(float(step), {})[column] = float(value)
+        name = os.path.relpath(d, root)
+        if sum("eval_score" in v for v in by_step.values()) < 2:
+            raise CurveLogError(d, None, f"run {name!r}: fewer than 2 eval scores under tags "
+                                         f"{', '.join(want['eval_score'])} (tags found: "
+                                         f"{', '.join(sorted(scalars | tensors)) or 'none'})")
+        steps = np.array(sorted(by_step))
+        cols = {c: np.array([by_step[s].get(c, math.nan) for s in steps]) for c in TB_TAGS}
+        runs[name] = LoggedRun(name=name, step=steps, **cols)
+    if not runs:
+        raise CurveLogError(root, None, "no TensorBoard event files (*tfevents*) found")
+    return runs
+
+
+def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
+    """Runs of a curve log: a ``.csv`` or ``.jsonl`` file, a TensorBoard directory,
+    or a directory of ``.csv`` / ``.jsonl`` files (run names must not repeat across files)."""
+    if format not in CURVE_FORMATS:
+        raise ConfigError("curves_format", format, f"must be one of {', '.join(CURVE_FORMATS)}")
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CurveLogError(path, None, "no such file or directory")
+    if format == "tensorboard" or (format == "auto" and os.path.isdir(path) and _event_dirs(path)):
+        return read_tensorboard(path)
+    if os.path.isdir(path):
+        files = sorted(f for f in os.listdir(path) if f.endswith((".csv", ".jsonl")))
+        if not files:
+            raise CurveLogError(path, None, "no .csv or .jsonl curve logs and no TensorBoard event files here")
+        runs: dict[str, LoggedRun] = {}
+        for f in files:
+            for name, run in read_curve_log(os.path.join(path, f), format).items():
+                if name in runs:
+                    raise CurveLogError(os.path.join(path, f), None, f"run {name!r} also appears in another file")
+                runs[name] = run
+        return runs
+    if format == "jsonl" or (format == "auto" and path.endswith(".jsonl")):
+        return read_jsonl_log(path)
+    if format == "csv" or (format == "auto" and path.endswith(".csv")):
+        return read_csv_log(path)
+    raise CurveLogError(path, None, "unknown curve-log type: name it .csv or .jsonl, or pass format=")
+
+
+def write_curve_log(path, rows: list[dict]) -> None:
+    """Write curve rows (dicts with the curve-log columns and any extras) as CSV or JSONL by extension."""
+    path = os.fspath(path)
+    if path.endswith(".jsonl"):
+        with open(path, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        return
+    columns = list(CURVE_COLUMNS) + sorted({k for r in rows for k in r} - set(CURVE_COLUMNS))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+
+
+# -- labelling -----------------------------------------------------------------------
+
+def smooth(values: np.ndarray, width: int) -> np.ndarray:
+    """Centred moving average over ``width`` points (made odd); windows shrink at the ends."""
+    half = max(0, int(width) // 2)
+    v = np.asarray(values, dtype=float)
+    if half == 0 or v.size < 3:
+        return v.copy()
+    c = np.concatenate([[0.0], np.cumsum(v)])
+    i = np.arange(v.size)
+    lo, hi = np.maximum(i - half, 0), np.minimum(i + half + 1, v.size)
+    return (c[hi] - c[lo]) / (hi - lo)
+
+
+def log_noise(values: np.ndarray) -> float:
+    """Robust noise sigma of a logged curve from its second differences (blind to local linear trends):
+    ``1.4826 * median(|second differences|) / sqrt(6)``."""
+    d2 = np.diff(np.asarray(values, dtype=float), n=2)
+    if d2.size < 1:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d2)) / math.sqrt(6.0))
+
+
+def label_run(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0, rel_drop: float = 0.1,
+              smooth_frac: float = 0.1) -> RunLabel:
+    """Hacking label of a logged run by the documented rule (module docstring)."""
+    steps, s = run.series("eval_score")
+    sigma = max(log_noise(s), float(noise_floor))
+    sm = smooth(s, round(smooth_frac * s.size))
+    p = int(np.argmax(sm))
+    drop = float(sm[p] - sm[-1])
+    threshold = max(k_sigma * sigma, rel_drop * float(sm.max() - sm.min()))
+    span = float(steps[-1] - steps[0])
+    return RunLabel(hacking=bool(p < s.size - 1 and drop > threshold), peak_step=float(steps[p]),
+                    peak_progress=float(steps[p] - steps[0]) / span if span > 0 else 1.0,
+                    drop=drop, threshold=threshold, noise=sigma)
+
+
+# -- replay onto a workload ------------------------------------------------------------
+
+def resample(run: LoggedRun, column: str, evals: int) -> tuple[float, np.ndarray] | None:
+    """``(value at the first logged step, values at progress 1/E .. 1)`` of a column, or None if not logged."""
+    steps, v = run.series(column)
+    if steps.size == 0:
+        return None
+    first, last = float(run.step[0]), float(run.step[-1])
+    x = np.arange(1, evals + 1) / evals
+    at = first + x * (last - first)
+    return float(np.interp(first, steps, v)), np.interp(at, steps, v)
+
+
+def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types=("rlhf",), seed: int = 0,
+                    **label_options) -> Workload:
+    """A copy of ``workload`` whose jobs of ``job_types`` take their curves and labels from ``runs``.
+
+    Runs are dealt to those jobs in submit order from a seeded shuffle of the
+    run names, cycling when there are more jobs than runs. Each job's true
+    score is its run's eval score at the job's checkpoints (module docstring),
+    its hacking label comes from :func:`label_run` (``label_options``; the
+    noise floor defaults to the workload's eval noise), and its
+    observed scores add the workload's eval noise with the workload's own
+    draws. Other jobs keep their curves and labels.
+    """
+    if not runs:
+        raise ConfigError("curves", {}, "the curve log holds no runs")
+    for t in job_types:
+        if t not in JOB_TYPES:
+            raise ConfigError("job_types", t, f"must be among {', '.join(JOB_TYPES)}")
+    type_ids = [JOB_TYPES.index(t) for t in job_types]
+    jobs = np.flatnonzero(np.isin(workload.job_type, type_ids))
+    if jobs.size == 0:
+        return workload
+    names = sorted(runs)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x6C06]))
+    order = rng.permutation(len(names))
+    e = workload.evals_per_job
+    c = workload.curves
+    gold, start, loss, proxy = c.gold.copy(), c.start.copy(), c.loss.copy(), c.proxy.copy()
+    peak, hacking = c.peak_progress.copy(), workload.hacking.copy()
+    rlhf = JOB_TYPES.index("rlhf")
+    label_options.setdefault("noise_floor", workload.noise)
+    labels = {name: label_run(runs[name], **label_options) for name in names}
+    for i, j in enumerate(jobs):
+        name = names[order[i % len(names)]]
+        run, label = runs[name], labels[name]
+        start[j], gold[j] = resample(run, "eval_score", e)
+        got = resample(run, "train_loss", e)
+        if got is not None:
+            loss[j] = got[1]
+        got = resample(run, "proxy_reward", e)
+        if got is not None and workload.job_type[j] == rlhf:
+            proxy[j] = got[1]
+        hacking[j] = label.hacking
+        peak[j] = label.peak_progress if label.hacking else np.inf
+    curves = Curves(gold=gold, start=start, eval_z=c.eval_z, loss=loss, proxy=proxy, peak_progress=peak)
+    w = dataclasses.replace(workload, curves=curves, hacking=hacking)
+    w.validate()
+    return w
+

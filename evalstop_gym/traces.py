@@ -1,0 +1,483 @@
+"""Replay of real GPU-cluster job traces as a :class:`~evalstop_gym.workload.Workload`.
+
+A trace gives each job its submit time, run time and GPU demand; everything a
+trace cannot know comes from the :class:`~evalstop_gym.config.WorkloadConfig`
+and its one seeded generator: the job type (a documented rule, below), the
+hacking label of RLHF runs, their hidden curves (the calibrated model of
+:mod:`evalstop_gym.curves`) and the user's noisy length estimate.
+
+Layouts (``format``), each a job-level CSV with a header row:
+
+* ``philly``: the Philly summary derived by the Pollux authors,
+  ``timestamp,duration,num_gpus,gpu_time,cluster`` (tenant: ``cluster``);
+* ``helios``: SenseTime Helios ``cluster_log.csv``, ``job_id,user,vc,gpu_num,
+  cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue``
+  (tenant: ``vc``);
+* ``acme``: Shanghai AI Lab Acme ``trace_seren.csv`` / ``trace_kalos.csv``,
+  ``job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,...,duration,
+  queue,gpu_time`` (tenant: ``user``; ``type`` orders the job-type rule).
+
+Only the submit time, ``duration`` (seconds), GPU count, tenant and (Acme)
+type columns are read; other columns may be absent. Times are
+``YYYY-MM-DD HH:MM:SS`` with an optional UTC offset (naive times are read as
+UTC) or plain seconds. Jobs of every final state are replayed: failed and
+cancelled jobs held their GPUs too.
+
+Job types: each job's size is its GPU-hours (GPUs x run time). Jobs are sorted
+by (tier, GPU-hours) and cut at the cumulative fractions of the config's type
+mix: the smallest become LoRA, the next DPO, the largest RLHF, so the replay
+keeps the preset's mix. The tier is 0 for Philly and Helios; for Acme it comes
+from ``type``: Debug and Eval 0, SFT and Other 1, Pretrain and MLLM 2.
+
+Rescaling (``rescale``) fits the trace to the simulated cluster:
+``"arrivals"`` (default) keeps ``config.gpus`` and stretches or compresses the
+submit times by one factor so the offered load is ``config.load``;
+``"cluster"`` keeps the recorded submit times and sizes the cluster to
+``ceil(GPU-hours / (span * load))`` GPUs (at least the largest demand);
+``"none"`` keeps both. GPU demands are multiplied by ``gpu_scale`` (rounded,
+at least 1) before any check; ``gpu_scale="fit"`` shrinks them just enough
+for the largest to fit ``config.gpus``.
+
+Bad rows (missing values, unparsable times or numbers, negative or absurd
+durations, negative GPU counts, demands above the cluster) raise
+:class:`TraceError` naming the file, line and problem, unless
+``on_bad_row="skip"``, which drops them and counts them per problem in the
+:class:`TraceReport`. A missing column or an empty file is always an error.
+Rows that are valid but not replayed are counted as *filtered*: CPU-only jobs
+(0 GPUs), jobs shorter than ``min_duration_s``, and jobs outside the window or
+the selection.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import dataclasses
+import math
+import os
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+
+from .config import JOB_TYPES, ConfigError, WorkloadConfig
+from .curves import sample_curves
+from .workload import Workload
+
+BAD_ROW_MODES = ("error", "skip")
+RESCALE_MODES = ("arrivals", "cluster", "none")
+
+
+class DataFileError(ConfigError):
+    """Bad input data: names the file, the line (when one is to blame) and the problem.
+
+    A :class:`ConfigError` (so a ``ValueError``), which the CLI prints on one line, exit code 2.
+    """
+
+    field_name = "data"
+
+    def __init__(self, path, line: int | None, problem: str):
+        self.path, self.line, self.problem = str(path), line, problem
+        where = f"{path}, line {line}" if line else str(path)
+        ValueError.__init__(self, f"{where}: {problem}")
+        self.field, self.value, self.allowed = self.field_name, str(path), problem
+
+
+class TraceError(DataFileError):
+    """Bad trace input (a missing column, an unparsable time, a negative duration, ...)."""
+
+    field_name = "trace"
+
+
+class TraceWarning(UserWarning):
+    """Rows of a trace were skipped (``on_bad_row="skip"``); the message gives the counts."""
+
+
+@dataclass(frozen=True)
+class TraceLayout:
+    """Column names of one trace layout (``kind``: the job-type column, if any)."""
+
+    name: str
+    submit: str
+    duration: str
+    gpus: str
+    tenant: str
+    kind: str | None = None
+    tiers: dict[str, int] = field(default_factory=dict)
+
+
+LAYOUTS: dict[str, TraceLayout] = {
+    "philly": TraceLayout("philly", submit="timestamp", duration="duration", gpus="num_gpus", tenant="cluster"),
+    "helios": TraceLayout("helios", submit="submit_time", duration="duration", gpus="gpu_num", tenant="vc"),
+    "acme": TraceLayout("acme", submit="submit_time", duration="duration", gpus="gpu_num", tenant="user",
+                        kind="type", tiers={"Debug": 0, "Eval": 0, "SFT": 1, "Other": 1,
+                                            "Pretrain": 2, "MLLM": 2}),
+}
+TRACE_FORMATS = tuple(LAYOUTS)
+ACME_UNKNOWN_TIER = 1
+
+
+@dataclass
+class TraceReport:
+    """What happened to the rows of a trace: read, skipped (bad) and filtered (valid, not replayed)."""
+
+    path: str
+    format: str
+    rows: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    first_bad_line: dict[str, int] = field(default_factory=dict)
+    filtered: Counter = field(default_factory=Counter)
+    notes: Counter = field(default_factory=Counter)
+    jobs: int = 0
+    total_gpus: int | None = None
+    time_factor: float | None = None
+    gpu_scale: float | None = None
+
+    def skip(self, problem_kind: str, line: int) -> None:
+        self.skipped[problem_kind] += 1
+        self.first_bad_line.setdefault(problem_kind, line)
+
+    def summary(self) -> str:
+        """One line: rows read, jobs replayed, and every skip and filter count."""
+        name = os.path.basename(self.path)
+        parts = [f"trace {name} ({self.format}): {self.rows} rows, {self.jobs} jobs replayed"]
+        if self.total_gpus is not None:
+            parts.append(f"on {self.total_gpus} GPUs")
+        if self.time_factor is not None and self.time_factor != 1.0:
+            parts.append(f"arrival times x{self.time_factor:.4g}")
+        if self.gpu_scale is not None and self.gpu_scale != 1.0:
+            parts.append(f"GPU demands x{self.gpu_scale:.4g}")
+        text = ", ".join(parts)
+        if self.skipped:
+            text += "; skipped {} bad rows: {}".format(sum(self.skipped.values()), ", ".join(
+                f"{n} {k} (first at line {self.first_bad_line[k]})" for k, n in sorted(self.skipped.items())))
+        if self.filtered:
+            text += "; filtered: " + ", ".join(f"{n} {k}" for k, n in sorted(self.filtered.items()))
+        if self.notes:
+            text += "; notes: " + ", ".join(f"{n} rows with {k}" for k, n in sorted(self.notes.items()))
+        return text
+
+
+@dataclass
+class TraceTable:
+    """Valid rows of a trace, sorted by submit time (stable), as arrays.
+
+    ``submit_s`` is seconds since the epoch (UTC), ``duration_s`` seconds,
+    ``gpus`` GPUs as recorded, ``tenant`` an index into ``tenant_names`` (in order
+    of first appearance), ``tier`` the job-type tier, ``line`` the source line.
+    """
+
+    submit_s: np.ndarray
+    duration_s: np.ndarray
+    gpus: np.ndarray
+    tenant: np.ndarray
+    tenant_names: list[str]
+    tier: np.ndarray
+    line: np.ndarray
+    report: TraceReport
+
+    @property
+    def n(self) -> int:
+        return int(self.submit_s.shape[0])
+
+    def subset(self, idx: np.ndarray) -> "TraceTable":
+        """The rows at ``idx`` (same report object)."""
+        return TraceTable(self.submit_s[idx], self.duration_s[idx], self.gpus[idx], self.tenant[idx],
+                          self.tenant_names, self.tier[idx], self.line[idx], self.report)
+
+
+def _check_choice(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ConfigError(name, value, f"must be one of {', '.join(map(str, allowed))}")
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def parse_time(text: str) -> float:
+    """Seconds since the epoch of a trace time: ``YYYY-MM-DD HH:MM:SS[+HH:MM]`` (naive = UTC) or seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    t = datetime.fromisoformat(text.strip())
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return (t - _EPOCH).total_seconds()
+
+
+def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_duration_s: float = 1.0,
+               max_duration_h: float = 24 * 365) -> TraceTable:
+    """Read and check every row of a trace file (see the module docstring for layouts and rules).
+
+    ``max_duration_h``: a longer run time is an absurd value (a bad row).
+    ``min_duration_s``: shorter valid runs (e.g. jobs cancelled at once) are filtered.
+    """
+    _check_choice("trace_format", format, TRACE_FORMATS)
+    _check_choice("on_bad_row", on_bad_row, BAD_ROW_MODES)
+    layout = LAYOUTS[format]
+    path = os.fspath(path)
+    report = TraceReport(path=path, format=format)
+    try:
+        f = open(path, newline="", encoding="utf-8-sig")
+    except OSError as e:
+        raise TraceError(path, None, f"cannot open the trace: {e.strerror or e}") from None
+    with f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None or not any(h.strip() for h in header):
+            raise TraceError(path, None, "the file is empty (a header row and at least one job are needed)")
+        header = [h.strip() for h in header]
+        needed = [layout.submit, layout.duration, layout.gpus, layout.tenant] + ([layout.kind] if layout.kind else [])
+        missing = [c for c in needed if c not in header]
+        if missing:
+            raise TraceError(path, 1, f"missing column(s) {', '.join(missing)} for the {format} layout "
+                                      f"(header has: {', '.join(header)})")
+        ci = {c: header.index(c) for c in needed}
+        i_submit, i_dur, i_gpus, i_ten = ci[layout.submit], ci[layout.duration], ci[layout.gpus], ci[layout.tenant]
+        i_kind = ci.get(layout.kind)
+        width = max(ci.values()) + 1
+        max_dur_s = max_duration_h * 3600.0
+        submit, dur, gpus, tenant, tier, lines = [], [], [], [], [], []
+        tenants: dict[str, int] = {}
+
+        def bad(kind: str, line: int, detail: str) -> None:
+            if on_bad_row == "error":
+                raise TraceError(path, line, f"{detail} (use on_bad_row='skip' / --on-bad-row skip to drop "
+                                             "bad rows and count them)")
+            report.skip(kind, line)
+
+        for row in reader:
+            line = reader.line_num
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # blank line
+            report.rows += 1
+            if len(row) < width:
+                bad("short row", line, f"only {len(row)} fields, the {format} layout needs {width}")
+                continue
+            s_text, d_text, g_text = row[i_submit].strip(), row[i_dur].strip(), row[i_gpus].strip()
+            empty = [c for c, v in ((layout.submit, s_text), (layout.duration, d_text), (layout.gpus, g_text))
+                     if not v]
+            if empty:
+                bad("missing value", line, f"empty {', '.join(empty)}")
+                continue
+            try:
+                t = parse_time(s_text)
+            except ValueError:
+                bad("unparsable timestamp", line, f"{layout.submit}={s_text!r} is not a time "
+                                                  "(YYYY-MM-DD HH:MM:SS[+HH:MM] or seconds)")
+                continue
+            try:
+                d = float(d_text)
+            except ValueError:
+                bad("unparsable duration", line, f"{layout.duration}={d_text!r} is not a number of seconds")
+                continue
+            if not math.isfinite(d) or d < 0:
+                bad("negative duration" if d < 0 else "absurd duration", line,
+                    f"{layout.duration}={d_text} seconds: a run time must be finite and >= 0")
+                continue
+            if d > max_dur_s:
+                bad("absurd duration", line, f"{layout.duration}={d_text} seconds is {d / 3600:.0f} h, "
+                                             f"more than max_duration_h={max_duration_h:g}")
+                continue
+            try:
+                g_float = float(g_text)
+            except ValueError:
+                g_float = math.nan
+            if not math.isfinite(g_float) or g_float != int(g_float) or g_float < 0:
+                bad("bad GPU count", line, f"{layout.gpus}={g_text!r} must be a whole number >= 0")
+                continue
+            g = int(g_float)
+            if g == 0:
+                report.filtered["CPU-only jobs (0 GPUs)"] += 1
+                continue
+            if d < min_duration_s:
+                report.filtered[f"jobs shorter than {min_duration_s:g} s"] += 1
+                continue
+            key = row[i_ten].strip()
+            submit.append(t)
+            dur.append(d)
+            gpus.append(g)
+            tenant.append(tenants.setdefault(key, len(tenants)))
+            if i_kind is not None:
+                kind = row[i_kind].strip()
+                if kind not in layout.tiers:
+                    report.notes[f"unknown {layout.kind} {kind!r} (kept, tier {ACME_UNKNOWN_TIER})"] += 1
+                tier.append(layout.tiers.get(kind, ACME_UNKNOWN_TIER))
+            else:
+                tier.append(0)
+            lines.append(line)
+    if report.rows == 0:
+        raise TraceError(path, None, "the file has a header but no job rows")
+    order = np.argsort(np.asarray(submit, dtype=float), kind="stable")
+    table = TraceTable(submit_s=np.asarray(submit, dtype=float)[order],
+                       duration_s=np.asarray(dur, dtype=float)[order],
+                       gpus=np.asarray(gpus, dtype=np.int64)[order],
+                       tenant=np.asarray(tenant, dtype=np.int64)[order], tenant_names=list(tenants),
+                       tier=np.asarray(tier, dtype=np.int64)[order], line=np.asarray(lines, dtype=np.int64)[order],
+                       report=report)
+    if table.n == 0:
+        raise TraceError(path, None, f"no replayable job among {report.rows} rows ({report.summary()})")
+    return table
+
+
+def parse_window(text: str) -> tuple[float | None, float | None]:
+    """``"START:END"`` in hours since the trace's first submit; either side may be empty."""
+    if ":" not in text:
+        raise ConfigError("trace_window", text, "must be START:END in hours since the first submit, "
+                                                "e.g. 0:168 (either side may be empty)")
+    a, b = text.split(":", 1)
+    try:
+        lo = float(a) if a.strip() else None
+        hi = float(b) if b.strip() else None
+    except ValueError:
+        raise ConfigError("trace_window", text, "START and END must be numbers of hours") from None
+    return lo, hi
+
+
+def assign_job_types(gpu_hours: np.ndarray, tier: np.ndarray, mix) -> np.ndarray:
+    """Job-type index per job: sort by (tier, GPU-hours, trace order), cut at the mix's cumulative fractions."""
+    n = gpu_hours.shape[0]
+    order = np.lexsort((np.arange(n), gpu_hours, tier))
+    cuts = np.rint(np.cumsum([mix.get(t, 0.0) for t in JOB_TYPES]) * n).astype(int)
+    cuts[-1] = n
+    job_type = np.empty(n, dtype=np.int64)
+    lo = 0
+    for i, hi in enumerate(cuts):
+        job_type[order[lo:hi]] = i
+        lo = hi
+    return job_type
+
+
+def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, jobs: int | None = None,
+                 window: tuple[float | None, float | None] | str | None = None, sample: bool = False,
+                 rescale: str = "arrivals", gpu_scale: float | str = 1.0,
+                 on_bad_row: str = "error") -> tuple[Workload, TraceReport]:
+    """Build a :class:`Workload` from the valid rows of a trace; also return the report.
+
+    ``window``: hours since the trace's first submit, ``(start, end)`` or
+    ``"START:END"``. ``jobs``: replay only the first ``jobs`` jobs of the
+    window, or a seeded uniform sample of them when ``sample`` is true.
+    ``rescale`` and ``gpu_scale``: see the module docstring. Demands above the
+    cluster are bad rows (``on_bad_row``). All draws come from
+    ``np.random.default_rng(config.seed)``. ``config.jobs`` is not used.
+    The returned report is the table's, plus this replay's skips and filters.
+    """
+    cfg = config or WorkloadConfig()
+    _check_choice("on_bad_row", on_bad_row, BAD_ROW_MODES)
+    _check_choice("trace_rescale", rescale, RESCALE_MODES)
+    report = copy.deepcopy(table.report)
+    rng = np.random.default_rng(cfg.seed)
+    path = report.path
+
+    # 1. time window, hours since the first valid submit
+    if isinstance(window, str):
+        window = parse_window(window)
+    t0 = table.submit_s[0]
+    rel_h = (table.submit_s - t0) / 3600.0
+    keep = np.ones(table.n, dtype=bool)
+    if window is not None:
+        lo, hi = window
+        if lo is not None and hi is not None and not hi > lo:
+            raise ConfigError("trace_window", f"{lo}:{hi}", "END must be greater than START")
+        if lo is not None:
+            keep &= rel_h >= lo
+        if hi is not None:
+            keep &= rel_h < hi
+        report.filtered["jobs outside the window"] += int(np.sum(~keep))
+        if not keep.any():
+            raise ConfigError("trace_window", f"{lo}:{hi}", f"no job of {path} falls in this window "
+                                                             f"(the trace spans {rel_h[-1]:.1f} h)")
+    t = table.subset(np.flatnonzero(keep))
+
+    # 2. GPU demands, scaled; demands above the cluster are bad rows
+    if gpu_scale == "fit":
+        scale = min(1.0, cfg.gpus / float(t.gpus.max())) if rescale != "cluster" else 1.0
+    else:
+        if isinstance(gpu_scale, str):
+            raise ConfigError("trace_gpu_scale", gpu_scale, "must be a number > 0 or 'fit'")
+        scale = float(gpu_scale)
+        if not (math.isfinite(scale) and scale > 0):
+            raise ConfigError("trace_gpu_scale", gpu_scale, "must be a number > 0 or 'fit'")
+    gpus = np.maximum(1, np.floor(t.gpus * scale + 0.5)).astype(np.int64) if scale != 1.0 else t.gpus.copy()
+    report.gpu_scale = scale
+    if rescale != "cluster":
+        big = gpus > cfg.gpus
+        if big.any():
+            i = int(np.flatnonzero(big)[0])
+            if on_bad_row == "error":
+                scaled = f" ({int(t.gpus[i])} recorded, x{scale:g})" if scale != 1.0 else ""
+                raise TraceError(path, int(t.line[i]),
+                                 f"the job demands {int(gpus[i])} GPUs{scaled}, more than the cluster's "
+                                 f"gpus={cfg.gpus} ({int(big.sum())} such jobs); use more GPUs, "
+                                 "--trace-gpu-scale, --trace-rescale cluster, or --on-bad-row skip")
+            for line in t.line[big]:
+                report.skip("demand exceeds the cluster", int(line))
+            ok = np.flatnonzero(~big)
+            if ok.size == 0:
+                raise TraceError(path, None, f"every job demands more than the cluster's gpus={cfg.gpus}")
+            t, gpus = t.subset(ok), gpus[ok]
+
+    # 3. selection: the first N jobs, or a seeded sample of N
+    if jobs is not None:
+        if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
+            raise ConfigError("trace_jobs", jobs, "must be an integer >= 1")
+        if jobs < t.n:
+            idx = np.sort(rng.choice(t.n, size=jobs, replace=False)) if sample else np.arange(jobs)
+            report.filtered["jobs not selected (trace_jobs)"] += t.n - jobs
+            t, gpus = t.subset(idx), gpus[idx]
+    n = t.n
+
+    # 4. arrivals and cluster size
+    length_h = t.duration_s / 3600.0
+    submit_h = (t.submit_s - t.submit_s[0]) / 3600.0
+    gpu_hours = float(np.sum(gpus * length_h))
+    span_h = float(submit_h[-1])
+    total_gpus, factor = cfg.gpus, 1.0
+    if rescale == "arrivals" and span_h > 0:
+        factor = gpu_hours / (cfg.gpus * cfg.load * span_h)
+        submit_h = submit_h * factor
+    elif rescale == "cluster":
+        period_h = span_h if span_h > 0 else float(length_h.max())  # one instant: the longest run
+        need = gpu_hours / (period_h * cfg.load)
+        total_gpus = max(int(math.ceil(need)), int(gpus.max()))
+    report.time_factor, report.total_gpus, report.jobs = factor, total_gpus, n
+
+    # 5. types, labels, hidden curves and estimates (one seeded generator)
+    job_type = assign_job_types(gpus * length_h, t.tier, cfg.type_mix)
+    is_rlhf = job_type == JOB_TYPES.index("rlhf")
+    hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
+    curves = sample_curves(rng, cfg.curves, cfg.evals_per_job, hacking, is_rlhf)
+    est = length_h * np.exp(cfg.estimate_error * rng.standard_normal(n))
+    w = Workload(submit_h=submit_h, gpus=gpus, length_h=length_h, est_length_h=est, job_type=job_type,
+                 tenant=t.tenant.copy(), hacking=hacking, curves=curves, noise=cfg.noise, total_gpus=total_gpus)
+    w.validate()
+    return w, report
+
+
+def trace_config(**fields) -> WorkloadConfig:
+    """A :class:`WorkloadConfig` for trace replay: its job-type demand and length
+    models are not used (the trace gives those), so any ``gpus >= 1`` is valid."""
+    one_gpu = {t: dataclasses.replace(m, gpu_choices=(1,), gpu_probs=(1.0,))
+               for t, m in WorkloadConfig().job_types.items()}
+    fields.setdefault("job_types", one_gpu)
+    return WorkloadConfig(**fields)
+
+
+def load_trace(path, format: str = "philly", config: WorkloadConfig | None = None, *, on_bad_row: str = "error",
+               min_duration_s: float = 1.0, max_duration_h: float = 24 * 365, **options) -> Workload:
+    """Read a trace file and build its workload in one call.
+
+    ``options`` go to :func:`replay_trace` (``jobs, window, sample, rescale,
+    gpu_scale``). Skipped rows raise a :class:`TraceWarning` with their counts.
+
+    >>> w = load_trace("philly.csv", "philly", WorkloadConfig(gpus=256), jobs=1000)  # doctest: +SKIP
+    """
+    table = read_trace(path, format, on_bad_row=on_bad_row, min_duration_s=min_duration_s,
+                       max_duration_h=max_duration_h)
+    w, report = replay_trace(table, config, on_bad_row=on_bad_row, **options)
+    if report.skipped:
+        warnings.warn(report.summary(), TraceWarning, stacklevel=2)
+    return w

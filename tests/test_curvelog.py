@@ -1,0 +1,255 @@
+"""Training-log replay: the CSV / JSONL / TensorBoard curve formats, the labelling rule, and workloads
+whose RLHF jobs take their curves from logs."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from evalstop_gym import WorkloadConfig, generate, run_policy
+from evalstop_gym.config import JOB_TYPES, ConfigError
+from evalstop_gym.curvelog import (CurveLogError, LoggedRun, apply_curve_log, label_run, read_curve_log,
+                                   resample, write_curve_log)
+
+
+def run_of(scores, steps=None, name="r"):
+    scores = np.asarray(scores, dtype=float)
+    steps = np.arange(scores.size, dtype=float) if steps is None else np.asarray(steps, dtype=float)
+    nan = np.full(scores.size, np.nan)
+    return LoggedRun(name, steps, scores, nan, nan)
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+CSV = """job,step,eval_score,train_loss,proxy_reward,kl
+b,0,0.1,2.0,0.0,0.0
+a,0,0.0,1.0,,0.0
+a,10,,0.9,,0.1
+b,10,0.3,1.8,0.2,0.2
+a,20,0.5,0.8,,0.2
+a,20,0.6,0.7,,0.3
+a,30,0.4,0.6,,0.4
+"""
+
+
+def test_csv_runs_interleaved_blank_evals_and_repeated_steps(tmp_path):
+    p = tmp_path / "log.csv"
+    p.write_text(CSV)
+    runs = read_curve_log(str(p))
+    assert sorted(runs) == ["a", "b"]
+    a = runs["a"]
+    assert a.step.tolist() == [0, 10, 20, 30]
+    np.testing.assert_allclose(a.eval_score, [0.0, np.nan, 0.6, 0.4])   # step 20 logged twice: last kept
+    np.testing.assert_allclose(a.train_loss, [1.0, 0.9, 0.7, 0.6])
+    assert np.all(np.isnan(a.proxy_reward))
+    np.testing.assert_allclose(a.extra["kl"], [0.0, 0.1, 0.3, 0.4])
+    assert a.series("eval_score")[0].tolist() == [0, 20, 30]
+
+
+def test_jsonl_and_csv_round_trip_through_the_writer(tmp_path):
+    rows = [{"job": "x", "step": s, "eval_score": 0.1 * s, "train_loss": 1 - 0.1 * s, "proxy_reward": None,
+             "kl": 0.01 * s} for s in range(5)]
+    for name in ("log.jsonl", "log.csv"):
+        write_curve_log(str(tmp_path / name), rows)
+        run = read_curve_log(str(tmp_path / name))["x"]
+        np.testing.assert_allclose(run.eval_score, [0, 0.1, 0.2, 0.3, 0.4])
+        assert np.all(np.isnan(run.proxy_reward))
+        np.testing.assert_allclose(run.extra["kl"], [0, 0.01, 0.02, 0.03, 0.04])
+
+
+def test_a_directory_of_logs_is_one_library(tmp_path):
+    write_curve_log(str(tmp_path / "one.csv"), [{"job": "a", "step": s, "eval_score": s} for s in range(3)])
+    write_curve_log(str(tmp_path / "two.jsonl"), [{"job": "b", "step": s, "eval_score": -s} for s in range(3)])
+    assert sorted(read_curve_log(str(tmp_path))) == ["a", "b"]
+    write_curve_log(str(tmp_path / "three.csv"), [{"job": "a", "step": s, "eval_score": s} for s in range(3)])
+    with pytest.raises(CurveLogError, match="also appears in another file"):
+        read_curve_log(str(tmp_path))
+
+
+@pytest.mark.parametrize("name, text, line, problem", [
+    ("e.csv", "", None, "the file is empty"),
+    ("e.csv", "job,eval_score\na,1\n", 1, "missing column(s) step"),
+    ("e.csv", "job,step,eval_score\na,0,0.1\na,1,high\n", 3, "eval_score='high' is not a number"),
+    ("e.csv", "job,step,eval_score\na,0,0.1\na,,0.2\n", 3, "empty step"),
+    ("e.csv", "job,step,eval_score\na,0,0.1\n,1,0.2\n", 3, "empty job name"),
+    ("e.csv", "job,step,eval_score\na,0,0.1\na,1\n", 3, "2 fields, the header has 3"),
+    ("e.csv", "job,step,eval_score\na,0,0.1\na,1,\n", 2, "at least 2 are needed"),
+    ("e.jsonl", '{"job": "a", "step": 0, "eval_score": 1}\n{"job": "a", "step": 1,\n', 2, "not valid JSON"),
+    ("e.jsonl", '[1, 2]\n', 1, "must be a JSON object"),
+    ("e.jsonl", '{"job": "a", "eval_score": 1}\n', 1, "missing step"),
+    ("e.jsonl", "\n", None, "no curve rows"),
+    ("e.txt", "job,step,eval_score\n", None, "unknown curve-log type"),
+])
+def test_bad_curve_logs_name_file_line_and_problem(tmp_path, name, text, line, problem):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(CurveLogError) as e:
+        read_curve_log(str(p))
+    assert str(p) in str(e.value) and problem in str(e.value)
+    if line:
+        assert f"line {line}:" in str(e.value)
+
+
+def test_missing_path_and_bad_format_name(tmp_path):
+    with pytest.raises(CurveLogError, match="no such file"):
+        read_curve_log(str(tmp_path / "nope.csv"))
+    with pytest.raises(ConfigError, match="curves_format"):
+        read_curve_log(str(tmp_path), "wandb")
+
+
+# -- labelling rule ----------------------------------------------------------------------------
+
+def test_rising_and_saturating_runs_are_healthy():
+    x = np.linspace(0, 1, 41)
+    assert not label_run(run_of(0.1 + 0.8 * x)).hacking
+    assert not label_run(run_of(0.1 + 0.8 * (1 - np.exp(-5 * x)))).hacking
+
+
+def test_peak_then_decline_is_hacking_with_its_peak_position():
+    x = np.linspace(0, 1, 41)
+    gao = np.where(x > 0, (x / 0.4) * (1 - np.log(np.maximum(x, 1e-9) / 0.4)), 0)   # Gao's form, peak at 0.4
+    lab = label_run(run_of(0.1 + 0.6 * gao, steps=100 + 10 * np.arange(41)))
+    assert lab.hacking
+    assert lab.peak_progress == pytest.approx(0.4, abs=0.03)
+    assert lab.peak_step == pytest.approx(100 + 0.4 * 400, abs=12)
+
+
+def test_a_decline_within_the_noise_is_not_hacking():
+    x = np.linspace(0, 1, 41)
+    rise_then_dip = 0.1 + 0.6 * np.minimum(x / 0.5, 1) - 0.2 * np.maximum(x - 0.5, 0)   # dips 0.1
+    assert label_run(run_of(rise_then_dip)).hacking              # a clean log: the dip is real
+    assert not label_run(run_of(rise_then_dip), noise_floor=0.06).hacking   # 2 sigma = 0.12 > 0.1
+    assert not label_run(run_of(0.1 + 0.6 * x - 0.01 * (x > 0.9))).hacking  # under a tenth of the range
+
+
+def test_noisy_healthy_logs_are_rarely_called_hacking_and_clear_drops_are():
+    x = np.linspace(0, 1, 41)
+    plateau = 0.1 + 0.6 * np.minimum(x / 0.5, 1)
+    drop = plateau - 0.4 * np.maximum(x - 0.5, 0)               # falls 0.2 = 4 sigma
+    rngs = [np.random.default_rng(s) for s in range(100)]
+    noisy = [0.05 * r.standard_normal(41) for r in rngs]
+    assert np.mean([label_run(run_of(plateau + z)).hacking for z in noisy]) <= 0.05
+    assert np.mean([label_run(run_of(drop + z)).hacking for z in noisy]) >= 0.95
+
+
+def test_resample_interpolates_onto_progress_checkpoints():
+    run = run_of([0.0, 1.0, 0.0], steps=[100, 200, 300])
+    start, at = resample(run, "eval_score", 4)
+    assert start == 0.0
+    np.testing.assert_allclose(at, [0.5, 1.0, 0.5, 0.0])   # steps 150, 200, 250, 300
+    assert resample(run, "train_loss", 4) is None
+
+
+# -- replay onto a workload -------------------------------------------------------------------
+
+def library():
+    x = np.linspace(0, 1, 21)
+    hack = 0.1 + 0.5 * np.sin(np.pi * x)                 # peaks at the middle, back to 0.1
+    healthy = 0.1 + 0.7 * x
+    nan = np.full(21, np.nan)
+    return {"hack": LoggedRun("hack", np.arange(21.0), hack, 2 - x, x),
+            "ok": LoggedRun("ok", np.arange(21.0), healthy, nan, nan)}
+
+
+def test_rlhf_jobs_take_logged_curves_and_labels_others_keep_theirs():
+    cfg = WorkloadConfig(jobs=60, seed=5, noise=0.03)
+    w0 = generate(cfg)
+    w = apply_curve_log(w0, library(), seed=1)
+    rlhf = w.job_type == JOB_TYPES.index("rlhf")
+    x = np.arange(1, 11) / 10
+    hack_gold = 0.1 + 0.5 * np.sin(np.pi * x)
+    for j in np.flatnonzero(rlhf):
+        is_hack = np.allclose(w.curves.gold[j], hack_gold)
+        assert is_hack or np.allclose(w.curves.gold[j], 0.1 + 0.7 * x)
+        assert w.hacking[j] == is_hack
+        assert w.curves.start[j] == pytest.approx(0.1)
+        if is_hack:
+            np.testing.assert_allclose(w.curves.loss[j], 2 - x)
+            np.testing.assert_allclose(w.curves.proxy[j], x)
+            assert w.curves.peak_progress[j] == pytest.approx(0.5)
+        else:   # not logged: the calibrated model's loss and proxy stay
+            np.testing.assert_array_equal(w.curves.loss[j], w0.curves.loss[j])
+            np.testing.assert_array_equal(w.curves.proxy[j], w0.curves.proxy[j])
+    assert 0 < w.hacking[rlhf].sum() < rlhf.sum()        # both runs dealt out
+    for name in ("gold", "loss", "proxy", "eval_z"):
+        np.testing.assert_array_equal(getattr(w.curves, name)[~rlhf], getattr(w0.curves, name)[~rlhf])
+    np.testing.assert_array_equal(w.hacking[~rlhf], w0.hacking[~rlhf])
+    np.testing.assert_allclose(w.observed - w.curves.gold, 0.03 * w0.curves.eval_z)   # the workload's noise
+    np.testing.assert_array_equal(apply_curve_log(w0, library(), seed=1).curves.gold, w.curves.gold)
+
+
+def test_evalstop_catches_logged_hacking_runs():
+    from baselines import make_policy
+
+    w = apply_curve_log(generate(WorkloadConfig(jobs=80, seed=2, noise=0.01)), library(), seed=0)
+    m = run_policy(w, make_policy("fifo", "evalstop", k=2))
+    assert m["recall"] == 1.0 and m["precision"] > 0.9
+
+
+def test_bad_apply_arguments():
+    w = generate(WorkloadConfig(jobs=10))
+    with pytest.raises(ConfigError, match="no runs"):
+        apply_curve_log(w, {})
+    with pytest.raises(ConfigError, match="job_types"):
+        apply_curve_log(w, library(), job_types=("ppo",))
+
+
+# -- TensorBoard ---------------------------------------------------------------------------------
+
+def test_tensorboard_event_directories_are_runs(tmp_path):
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed")
+    tb = pytest.importorskip("torch.utils.tensorboard", reason="torch's SummaryWriter is not available")
+    for name, sign in (("run_up", 1), ("run_down", -1)):
+        with tb.SummaryWriter(str(tmp_path / name)) as wr:
+            for step in range(0, 50, 10):
+                wr.add_scalar("eval/score", 0.5 + sign * 0.01 * step, step)
+                wr.add_scalar("train/loss", 2.0 - 0.01 * step, step)
+                wr.add_scalar("objective/scores", 0.02 * step, step)
+    runs = read_curve_log(str(tmp_path))
+    assert sorted(runs) == ["run_down", "run_up"]
+    up = runs["run_up"]
+    assert up.step.tolist() == [0, 10, 20, 30, 40]
+    np.testing.assert_allclose(up.eval_score, [0.5, 0.6, 0.7, 0.8, 0.9], rtol=1e-6)
+    np.testing.assert_allclose(up.proxy_reward, [0.0, 0.2, 0.4, 0.6, 0.8], atol=1e-6)
+    assert label_run(runs["run_down"]).drop > 0
+
+
+def test_tensorboard_without_an_eval_tag_is_an_error(tmp_path):
+    pytest.importorskip("tensorboard", reason="tensorboard is not installed")
+    tb = pytest.importorskip("torch.utils.tensorboard", reason="torch's SummaryWriter is not available")
+    with tb.SummaryWriter(str(tmp_path / "r")) as wr:
+        for step in range(3):
+            wr.add_scalar("something/else", 1.0, step)
+    with pytest.raises(CurveLogError, match="fewer than 2 eval scores.*something/else"):
+        read_curve_log(str(tmp_path), "tensorboard")
+
+
+# -- command line ----------------------------------------------------------------------------------
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "evalstop_gym.cli", *args], capture_output=True, text=True)
+
+
+def write_library(tmp_path):
+    rows = [{"job": name, "step": float(s), "eval_score": float(run.eval_score[s])}
+            for name, run in library().items() for s in range(21)]
+    write_curve_log(str(tmp_path / "lib.jsonl"), rows)
+    return str(tmp_path / "lib.jsonl")
+
+
+def test_cli_simulate_with_curves_and_label(tmp_path):
+    path = write_library(tmp_path)
+    r = cli("simulate", "--curves", path, "--stopper", "evalstop", "--jobs", "40", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"] == 40 and "2 logged runs" in r.stderr
+    r = cli("curves", "label", path)
+    assert r.returncode == 0 and "1 of 2 runs hacking" in r.stdout
+
+
+def test_cli_bad_curve_log_exit_2(tmp_path):
+    p = tmp_path / "bad.csv"
+    p.write_text("job,step,eval_score\na,0,x\n")
+    r = cli("simulate", "--curves", str(p))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "line 2" in r.stderr.strip().splitlines()[-1]

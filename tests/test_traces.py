@@ -1,0 +1,315 @@
+"""Cluster-trace replay: one tiny hand-written fixture per layout, the rules, and the real Philly file."""
+
+import math
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from evalstop_gym import WorkloadConfig, run_policy
+from evalstop_gym.config import JOB_TYPES, ConfigError
+from evalstop_gym.traces import (TraceError, TraceWarning, assign_job_types, load_trace, read_trace,
+                                 replay_trace, trace_config)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PHILLY = os.path.join(REPO, "..", "shared", "traces", "philly_jobs_pollux.csv")
+
+# six jobs, deliberately out of submit order (as in the real file)
+PHILLY_ROWS = """timestamp,duration,num_gpus,gpu_time,cluster
+2017-10-01 02:00:00,3600.0,8,28800.0,vcB
+2017-10-01 00:00:00,1800.0,1,1800.0,vcA
+2017-10-01 01:00:00,7200.0,2,14400.0,vcA
+2017-10-01 03:00:00,360.0,1,360.0,vcC
+2017-10-01 04:00:00,36000.0,16,576000.0,vcB
+2017-10-01 05:00:00,900.0,4,3600.0,vcA
+"""
+
+HELIOS_ROWS = """job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue
+1,uA,vc1,1,4,1,COMPLETED,2020-06-09 18:00:00,2020-06-09 18:00:00,2020-06-09 19:00:00,3600,0
+2,uB,vc2,0,16,1,COMPLETED,2020-06-09 18:30:00,2020-06-09 18:30:00,2020-06-09 18:40:00,600,0
+3,uA,vc1,8,32,1,FAILED,2020-06-09 19:00:00,2020-06-09 19:00:00,2020-06-09 21:00:00,7200,0
+4,uC,vc3,2,8,1,CANCELLED,2020-06-09 20:00:00,2020-06-09 20:00:00,2020-06-09 20:00:00,0,0
+5,uC,vc3,4,8,1,COMPLETED,2020-06-09 21:00:00,2020-06-09 21:00:00,2020-06-09 21:30:00,1800,0
+"""
+
+ACME_ROWS = """job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration,queue,gpu_time
+10,u1,1,8,128,Pretrain,COMPLETED,2023-03-01 00:00:00+08:00,2023-03-01 00:00:10+08:00,2023-03-01 00:10:10+08:00,600,10,4800
+11,u2,1,8,128,Eval,COMPLETED,2023-03-01 01:00:00+08:00,2023-03-01 01:00:00+08:00,2023-03-01 03:00:00+08:00,7200,0,57600
+12,u1,1,4,64,SFT,FAILED,2023-03-01 02:00:00+08:00,2023-03-01 02:00:00+08:00,2023-03-01 02:30:00+08:00,1800,0,7200
+13,u3,1,1,16,Debug,CANCELLED,2023-03-01 03:00:00+08:00,2023-03-01 03:00:00+08:00,2023-03-01 03:01:00+08:00,60,0,60
+14,u2,2,16,256,MLLM,COMPLETED,2023-02-28 20:00:00+00:00,2023-02-28 20:00:00+00:00,2023-02-28 21:00:00+00:00,3600,0,57600
+"""
+
+
+def write(tmp_path, text, name="trace.csv"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+CFG = WorkloadConfig(gpus=16, load=1.0, seed=3)
+
+
+# -- the three layouts -------------------------------------------------------------------
+
+def test_philly_rows_sorted_by_submit_with_hours_gpus_and_tenants(tmp_path):
+    w, rep = replay_trace(read_trace(write(tmp_path, PHILLY_ROWS), "philly"), CFG, rescale="none")
+    assert w.n == 6 and rep.jobs == 6 and rep.rows == 6
+    np.testing.assert_allclose(w.submit_h, [0, 1, 2, 3, 4, 5])
+    np.testing.assert_allclose(w.length_h, [0.5, 2.0, 1.0, 0.1, 10.0, 0.25])
+    assert w.gpus.tolist() == [1, 2, 8, 1, 16, 4]
+    # tenants numbered by first appearance in the file: vcB, vcA, vcC
+    assert w.tenant.tolist() == [1, 1, 0, 2, 0, 1]
+    assert w.total_gpus == 16
+
+
+def test_helios_filters_cpu_only_and_zero_length_jobs_and_counts_them(tmp_path):
+    table = read_trace(write(tmp_path, HELIOS_ROWS), "helios")
+    assert table.n == 3
+    assert table.report.filtered == {"CPU-only jobs (0 GPUs)": 1, "jobs shorter than 1 s": 1}
+    w, rep = replay_trace(table, CFG, rescale="none")
+    np.testing.assert_allclose(w.submit_h, [0, 1, 3])
+    assert w.gpus.tolist() == [1, 8, 4]
+    assert "CPU-only" in rep.summary() and "5 rows" in rep.summary()
+
+
+def test_acme_utc_offsets_and_type_tiers(tmp_path):
+    w, _ = replay_trace(read_trace(write(tmp_path, ACME_ROWS), "acme"),
+                        CFG.replace(mix={"lora": 0.4, "dpo": 0.2, "rlhf": 0.4}), rescale="none")
+    # 2023-02-28 20:00 UTC is 2023-03-01 04:00+08:00: the last row is the 5th job
+    np.testing.assert_allclose(w.submit_h, [0, 1, 2, 3, 4])
+    types = [JOB_TYPES[t] for t in w.job_type]
+    # tiers: Debug/Eval 0 < SFT 1 < Pretrain/MLLM 2, then GPU-hours; cuts at 40% / 60% of 5 jobs
+    # order: Debug(1 GPU-min), Eval(16 GPU-h), SFT(2 GPU-h), Pretrain(1.33 GPU-h), MLLM(16 GPU-h)
+    assert types == ["rlhf", "lora", "dpo", "lora", "rlhf"]
+
+
+def test_type_rule_cuts_at_the_mix_by_gpu_hours():
+    gh = np.array([5.0, 1.0, 3.0, 2.0, 4.0, 0.5, 9.0, 7.0, 8.0, 6.0])
+    t = assign_job_types(gh, np.zeros(10, int), {"lora": 0.1, "dpo": 0.1, "rlhf": 0.8})
+    assert [JOB_TYPES[i] for i in t] == ["rlhf", "dpo", "rlhf", "rlhf", "rlhf", "lora", "rlhf", "rlhf",
+                                         "rlhf", "rlhf"]
+
+
+def test_hidden_parts_come_from_the_calibrated_model_and_the_seed(tmp_path):
+    path = write(tmp_path, PHILLY_ROWS)
+    w1 = load_trace(path, "philly", CFG)
+    w2 = load_trace(path, "philly", CFG)
+    w3 = load_trace(path, "philly", CFG.replace(seed=4))
+    assert w1.curves.gold.shape == (6, CFG.evals_per_job)
+    np.testing.assert_array_equal(w1.curves.gold, w2.curves.gold)
+    np.testing.assert_array_equal(w1.est_length_h, w2.est_length_h)
+    assert not np.array_equal(w1.est_length_h, w3.est_length_h)
+    assert not np.any(w1.hacking & (w1.job_type != JOB_TYPES.index("rlhf")))
+    assert np.all(np.isnan(w1.curves.proxy[w1.job_type != JOB_TYPES.index("rlhf")]))
+    assert np.all(w1.est_length_h > 0)
+
+
+# -- options -------------------------------------------------------------------------------
+
+def test_rescale_arrivals_gives_the_configured_offered_load(tmp_path):
+    table = read_trace(write(tmp_path, PHILLY_ROWS), "philly")
+    for load in (0.5, 1.0, 2.0):
+        w, rep = replay_trace(table, CFG.replace(load=load))
+        offered = np.sum(w.gpus * w.length_h) / (w.total_gpus * w.submit_h[-1])
+        assert offered == pytest.approx(load)
+        assert rep.time_factor == pytest.approx(np.sum(w.gpus * w.length_h) / (16 * load * 5))
+
+
+def test_rescale_cluster_keeps_times_and_sizes_the_cluster(tmp_path):
+    table = read_trace(write(tmp_path, PHILLY_ROWS), "philly")
+    w, _ = replay_trace(table, CFG.replace(load=1.0), rescale="cluster")
+    np.testing.assert_allclose(w.submit_h, [0, 1, 2, 3, 4, 5])
+    gpu_hours = 0.5 + 4 + 8 + 0.1 + 160 + 1
+    assert w.total_gpus == max(math.ceil(gpu_hours / 5.0), 16)
+    w, _ = replay_trace(table, CFG.replace(load=0.5), rescale="cluster")
+    assert w.total_gpus == math.ceil(gpu_hours / 2.5)
+
+
+def test_window_jobs_and_seeded_sample(tmp_path):
+    table = read_trace(write(tmp_path, PHILLY_ROWS), "philly")
+    w, rep = replay_trace(table, CFG, window="1:4", rescale="none")
+    np.testing.assert_allclose(w.length_h, [2.0, 1.0, 0.1])   # submitted at 1, 2, 3 h
+    assert rep.filtered["jobs outside the window"] == 3
+    w, _ = replay_trace(table, CFG, window=(None, 2), rescale="none")
+    assert w.n == 2
+    w, rep = replay_trace(table, CFG, jobs=2, rescale="none")
+    np.testing.assert_allclose(w.length_h, [0.5, 2.0])
+    assert rep.filtered["jobs not selected (trace_jobs)"] == 4
+    a, _ = replay_trace(table, CFG, jobs=3, sample=True)
+    b, _ = replay_trace(table, CFG, jobs=3, sample=True)
+    np.testing.assert_array_equal(a.length_h, b.length_h)
+    picks = {tuple(replay_trace(table, CFG.replace(seed=s), jobs=3, sample=True)[0].length_h) for s in range(8)}
+    assert len(picks) > 1
+
+
+def test_gpu_scale_number_and_fit(tmp_path):
+    table = read_trace(write(tmp_path, PHILLY_ROWS), "philly")
+    w, _ = replay_trace(table, CFG, gpu_scale=0.5, rescale="none")
+    assert w.gpus.tolist() == [1, 1, 4, 1, 8, 2]     # rounded half up, at least 1
+    w, rep = replay_trace(table, trace_config(gpus=4), gpu_scale="fit", rescale="none")
+    assert max(w.gpus) == 4 and rep.gpu_scale == 0.25 and w.total_gpus == 4
+
+
+def test_trace_config_allows_small_clusters():
+    with pytest.raises(ConfigError):
+        WorkloadConfig(gpus=4)          # an RLHF job of the generator may need 16 GPUs
+    assert trace_config(gpus=4, seed=2).gpus == 4
+
+
+def test_replays_run_under_a_policy(tmp_path):
+    from baselines import make_policy
+
+    w = load_trace(write(tmp_path, ACME_ROWS), "acme", CFG)
+    m = run_policy(w, make_policy("fifo", "evalstop"))
+    assert m["jobs"] == 5
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
+GOOD = "2017-10-01 00:00:00,60,1,60,a\n"
+
+
+@pytest.mark.parametrize("body, line, problem", [
+    (GOOD + "2017-13-45 00:00:00,60,1,60,a\n", 3, "not a time"),
+    (GOOD + "yesterday,60,1,60,a\n", 3, "not a time"),
+    (GOOD + "2017-10-01 01:00:00,-5,1,-5,a\n", 3, "finite and >= 0"),
+    (GOOD + "2017-10-01 01:00:00,inf,1,inf,a\n", 3, "finite and >= 0"),
+    (GOOD + "2017-10-01 01:00:00,1e12,1,1e12,a\n", 3, "more than max_duration_h"),
+    (GOOD + "2017-10-01 01:00:00,abc,1,1,a\n", 3, "not a number of seconds"),
+    (GOOD + "2017-10-01 01:00:00,60,-2,1,a\n", 3, "whole number >= 0"),
+    (GOOD + "2017-10-01 01:00:00,60,1.5,1,a\n", 3, "whole number >= 0"),
+    (GOOD + "2017-10-01 01:00:00,,1,1,a\n", 3, "empty duration"),
+    (GOOD + "2017-10-01 01:00:00,60\n", 3, "only 2 fields"),
+    (GOOD + "2017-10-01 01:00:00,60,64,3840,a\n", 3, "demands 64 GPUs, more than the cluster's gpus=16"),
+])
+def test_bad_row_names_file_line_and_problem(tmp_path, body, line, problem):
+    path = write(tmp_path, HEADER + body)
+    with pytest.raises(TraceError) as e:
+        load_trace(path, "philly", CFG)
+    msg = str(e.value)
+    assert path in msg and f"line {line}:" in msg and problem in msg
+    assert isinstance(e.value, ConfigError) and isinstance(e.value, ValueError)
+    assert e.value.line == line
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("", "the file is empty"),
+    ("\n\n", "the file is empty"),
+    (HEADER, "no job rows"),
+    ("timestamp,duration,cluster\n" + "2017-10-01 00:00:00,60,a\n", "missing column(s) num_gpus"),
+    (HEADER + "2017-10-01 00:00:00,60,0,0,a\n", "no replayable job"),
+])
+def test_whole_file_problems_are_errors_even_when_skipping(tmp_path, text, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(TraceError) as e:
+        read_trace(path, "philly", on_bad_row="skip")
+    assert path in str(e.value) and problem in str(e.value)
+
+
+def test_missing_file_is_a_trace_error(tmp_path):
+    with pytest.raises(TraceError, match="cannot open"):
+        read_trace(str(tmp_path / "nope.csv"))
+
+
+def test_skip_drops_bad_rows_counts_them_and_warns(tmp_path):
+    body = (GOOD + "bad time,60,1,60,a\n" + "2017-10-01 01:00:00,-1,1,-1,a\n" + "2017-10-01 02:00:00,-1,1,-1,b\n"
+            + "2017-10-01 03:00:00,60,64,1,a\n" + "2017-10-01 04:00:00,120,2,240,b\n")
+    path = write(tmp_path, HEADER + body)
+    with pytest.warns(TraceWarning, match="skipped 4 bad rows") as rec:
+        w = load_trace(path, "philly", CFG, on_bad_row="skip")
+    assert w.n == 2
+    msg = str(rec[0].message)
+    assert "2 negative duration (first at line 4)" in msg and "1 unparsable timestamp (first at line 3)" in msg
+    assert "1 demand exceeds the cluster (first at line 6)" in msg
+
+
+def test_bad_options_are_config_errors(tmp_path):
+    table = read_trace(write(tmp_path, PHILLY_ROWS), "philly")
+    for kwargs, name in [({"rescale": "both"}, "trace_rescale"), ({"jobs": 0}, "trace_jobs"),
+                         ({"window": "5"}, "trace_window"), ({"window": "4:2"}, "trace_window"),
+                         ({"window": "100:200"}, "trace_window"), ({"gpu_scale": -1.0}, "trace_gpu_scale"),
+                         ({"gpu_scale": "big"}, "trace_gpu_scale"), ({"on_bad_row": "ignore"}, "on_bad_row")]:
+        with pytest.raises(ConfigError, match=name):
+            replay_trace(table, CFG, **kwargs)
+    with pytest.raises(ConfigError, match="trace_format"):
+        read_trace(write(tmp_path, PHILLY_ROWS), "alibaba")
+
+
+# -- command line ---------------------------------------------------------------------------
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "evalstop_gym.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_trace_error_is_one_line_exit_2(tmp_path):
+    path = write(tmp_path, HEADER + GOOD + "2017-10-01 01:00:00,-5,1,-5,a\n")
+    r = cli("simulate", "--trace", path, "--json")
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert path in last and "line 3" in last and ">= 0" in last
+
+
+def test_cli_skip_reports_counts_on_stderr_and_json_on_stdout(tmp_path):
+    import json
+
+    path = write(tmp_path, PHILLY_ROWS + "garbage,1,1,1,a\n")
+    r = cli("simulate", "--trace", path, "--on-bad-row", "skip", "--stopper", "evalstop", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["jobs"] == 6
+    assert "skipped 1 bad rows: 1 unparsable timestamp (first at line 8)" in r.stderr
+
+
+def test_cli_acme_trace_with_options(tmp_path):
+    r = cli("simulate", "--trace", write(tmp_path, ACME_ROWS), "--trace-format", "acme", "--gpus", "8",
+            "--trace-gpu-scale", "fit", "--trace-jobs", "3", "--trace-sample", "--trace-window", "0:",
+            "--seed", "2")
+    assert r.returncode == 0, r.stderr
+    assert "| jobs " in r.stdout and "3 jobs replayed, on 8 GPUs" in r.stderr and "x0.5" in r.stderr
+
+
+# -- the real Philly file (../shared/traces from the repo root) -----------------------------
+
+needs_philly = pytest.mark.skipif(not os.path.exists(PHILLY), reason=f"real Philly trace not found at {PHILLY}")
+
+
+@needs_philly
+def test_real_philly_file_reads_every_row():
+    table = read_trace(PHILLY, "philly")
+    assert table.n == 82247 and not table.report.skipped and not table.report.filtered
+    assert set(np.unique(table.gpus)) == {1, 2, 4, 8, 12, 16, 24, 32, 64, 128}
+    assert len(table.tenant_names) == 15
+    assert np.all(np.diff(table.submit_s) >= 0)
+
+
+@needs_philly
+def test_real_philly_sample_replays_under_srtf_and_evalstop():
+    from baselines import SCHEDULERS, make_policy
+
+    sched = "srtf-est" if "srtf-est" in SCHEDULERS else "fifo"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # nothing skipped, so no warning
+        w = load_trace(PHILLY, "philly", trace_config(gpus=128, seed=1), jobs=3000, sample=True)
+    m = run_policy(w, make_policy(sched, "evalstop", k=2))
+    assert m["jobs"] == 3000 and m["precision"] > 0.9
+
+
+@needs_philly
+@pytest.mark.slow
+def test_real_philly_whole_file_under_60_s_each():
+    import time
+
+    from baselines import SCHEDULERS, make_policy
+
+    table = read_trace(PHILLY, "philly")
+    w, _ = replay_trace(table, trace_config(seed=0), rescale="cluster")
+    sched = "srtf-est" if "srtf-est" in SCHEDULERS else "fifo"
+    for policy in (make_policy("fifo"), make_policy(sched, "evalstop", k=2)):
+        t = time.perf_counter()
+        m = run_policy(w, policy)
+        assert m["jobs"] == 82247
+        assert time.perf_counter() - t <= 60
