@@ -64,7 +64,7 @@ def run_generate(args: argparse.Namespace) -> int:
     try:
         from ..overopt import generate_library
     except ImportError as e:  # pragma: no cover - torch missing
-        from ..cli import UsageError
+        from ..config import UsageError
         raise UsageError(f"the generator needs torch ({e}); pip install torch") from None
 
     def progress(done, total):
