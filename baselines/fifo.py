@@ -6,6 +6,7 @@ from evalstop_gym.policy import Scheduler
 
 class FIFO(Scheduler):
     name = "fifo"
+    static_key = True  # a waiting job's key is frozen
 
     def key(self, job, cluster):
         return job.submit_h

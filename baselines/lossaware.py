@@ -25,6 +25,7 @@ from evalstop_gym.policy import Scheduler
 class LossAware(Scheduler):
     name = "lossaware"
     preemptive = True
+    static_key = True  # a waiting job's key is frozen
 
     def __init__(self, window: int = 3):
         check_range("window", window, 1, integer=True)

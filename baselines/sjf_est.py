@@ -15,6 +15,7 @@ from evalstop_gym.policy import Scheduler
 class SJFEst(Scheduler):
     name = "sjf-est"
     preemptive = False
+    static_key = True  # a waiting job's key is frozen
 
     def key(self, job, cluster):
         return (job.est_length_h, job.submit_h)

@@ -21,6 +21,7 @@ from evalstop_gym.policy import Scheduler
 class SRTFEst(Scheduler):
     name = "srtf-est"
     preemptive = True
+    static_key = True  # a waiting job's key is frozen
 
     def key(self, job, cluster):
         return job.remaining_est_h

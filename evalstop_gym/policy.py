@@ -16,6 +16,7 @@ from typing import NamedTuple, Sequence
 
 from .simulator import DONE, EVAL, Outcome, Simulator
 from .view import ClusterView, JobView
+from .waiting_queue import WaitingQueue
 
 
 class Plan(NamedTuple):
@@ -55,9 +56,15 @@ class Scheduler(Policy):
     """
 
     preemptive = False
+    # True if a job's key never changes while it waits: the queue is then kept
+    # sorted across scheduling points (``WaitingQueue``) instead of re-sorted.
+    static_key = False
 
     def key(self, job: JobView, cluster: ClusterView):
         raise NotImplementedError
+
+    def reset(self) -> None:
+        self._queue = WaitingQueue(self.key) if self.static_key else None
 
     def wakeup(self, cluster: ClusterView, plan: Plan) -> float | None:
         """Time (hours) at which priorities change by themselves, if any.
@@ -74,6 +81,8 @@ class Scheduler(Policy):
 
     def allocate(self, cluster: ClusterView) -> Plan:
         """The greedy allocation in ``key`` order (see the class docstring)."""
+        if self.static_key:
+            return self._allocate_from_queue(cluster)
         key = self.key
         if not self.preemptive:
             free = cluster.free_gpus
@@ -98,6 +107,55 @@ class Scheduler(Policy):
                     break
         return Plan([j for j in cluster.running if j not in keep],
                     [j for j in cluster.waiting if j in keep])
+
+    def _allocate_from_queue(self, cluster: ClusterView) -> Plan:
+        """The same allocation as the sorting path, reading waiting jobs from the kept queue.
+
+        Taking, again and again, the best-ranked job that fits in what is left
+        gives the same set as walking the sorted list with first-fit.
+        """
+        queue = getattr(self, "_queue", None)
+        if queue is None:
+            queue = self._queue = WaitingQueue(self.key)
+        queue.sync(cluster)
+        if not self.preemptive:
+            free = cluster.free_gpus
+            taken = []
+            while free > 0:
+                e = queue.best(free)
+                if e is None:
+                    break
+                queue.take(e)
+                taken.append(e)
+                free -= e[3].gpus
+            queue.put_back(taken)
+            return Plan((), [e[2] for e in taken]) if taken else NO_CHANGE
+        key = self.key
+        # running jobs rank before waiting ones on equal keys, then in dict order
+        running = [(key(v, cluster), i, v) for i, v in enumerate(cluster.running.values())]
+        running.sort()  # (key, dict position): positions are unique, views never compared
+        free, r, n_run, keep, taken = cluster.total_gpus, 0, len(running), set(), []
+        w = queue.best(free)
+        while free > 0:
+            while r < n_run and running[r][2].gpus > free:
+                r += 1
+            if r < n_run and (w is None or running[r][0] <= w[0]):  # ties: running first
+                keep.add(running[r][2].job_id)
+                free -= running[r][2].gpus
+                r += 1
+                if w is not None and w[3].gpus > free:
+                    w = queue.best(free)  # still fitting, w stays the best that fits
+            elif w is not None:
+                queue.take(w)
+                taken.append(w)
+                free -= w[3].gpus
+                w = queue.best(free)
+            else:
+                break
+        queue.put_back(taken)
+        started = {e[2] for e in taken}
+        return Plan([j for j in cluster.running if j not in keep],
+                    [j for j in cluster.waiting if j in started])
 
 
 class Stopper(Policy):

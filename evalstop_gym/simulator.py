@@ -80,6 +80,7 @@ class Simulator:
         # event tie-breaker: a plain int (picklable), bumped on every push
         self._heap = [(t, j, _ARRIVAL, j, 0) for j, t in enumerate(w.submit_h.tolist())]
         self._seq = n
+        self._queued = 0  # stamps of entries into the waiting queue
         heapq.heapify(self._heap)
         self._dirty = False
         self._wakeups: set[float] = set()
@@ -123,8 +124,14 @@ class Simulator:
         v = JobView(j, int(w.tenant[j]), JOB_TYPES[w.job_type[j]], self._gpus[j], float(w.submit_h[j]),
                     float(w.est_length_h[j]), self._evals, self.cluster)
         self.views[j] = v
-        self.cluster.waiting[j] = v
+        self._enqueue(v)
         self._dirty = True
+
+    def _enqueue(self, v: JobView) -> None:
+        self._queued += 1
+        v.queued_seq = self._queued
+        v.status = WAITING
+        self.cluster.waiting[v.job_id] = v
 
     def _checkpoint(self, j: int) -> bool:
         """Record eval checkpoint of job ``j``; True if a stop decision is due."""
@@ -209,8 +216,7 @@ class Simulator:
         self._epoch[j] += 1
         del c.running[j]
         c.free_gpus += v.gpus
-        c.waiting[j] = v
-        v.status = WAITING
+        self._enqueue(v)
         self._preemptions += 1
 
     def stop(self, j: int) -> None:

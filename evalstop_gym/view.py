@@ -25,7 +25,7 @@ class JobView:
 
     __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total",
                  "eval_scores", "train_losses", "proxy_rewards", "consecutive_declines", "status",
-                 "start_h", "_service_h", "_run_since_h", "_cluster")
+                 "start_h", "queued_seq", "_service_h", "_run_since_h", "_cluster")
 
     def __init__(self, job_id: int, tenant: int, job_type: str, gpus: int, submit_h: float,
                  est_length_h: float, evals_total: int, cluster: "ClusterView"):
@@ -42,6 +42,7 @@ class JobView:
         self.consecutive_declines = 0
         self.status = WAITING
         self.start_h: float | None = None   # first time the job started running
+        self.queued_seq = -1                # stamp of its last entry into the queue (increasing)
         self._service_h = 0.0               # attained service before the current run
         self._run_since_h: float | None = None
         self._cluster = cluster
@@ -86,7 +87,7 @@ class ClusterView:
     """Public cluster state: clock (hours), GPU counts, waiting and running jobs.
 
     ``waiting`` and ``running`` map job id to :class:`JobView`, in the order
-    jobs entered each state.
+    jobs entered each state (for ``waiting``, the order of ``JobView.queued_seq``).
     """
 
     __slots__ = ("now_h", "total_gpus", "free_gpus", "waiting", "running", "finished")

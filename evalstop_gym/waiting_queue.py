@@ -1,0 +1,70 @@
+"""Waiting jobs in priority order, kept across scheduling points.
+
+For schedulers whose key of a job never changes while the job waits (FIFO,
+SJF-Est, SRTF-Est, LossAware), re-sorting the whole queue at every scheduling
+point makes an episode cost grow with (jobs x queue length). This keeps one heap
+per GPU demand instead, so picking the best job that fits in ``free`` GPUs
+looks only at the heads of the demand classes that fit.
+
+It learns about new waiting jobs from ``JobView.queued_seq`` (a public stamp
+the simulator gives a job each time it enters the queue; ``ClusterView.waiting``
+is in stamp order), and drops stale entries (jobs that started, were stopped,
+or came back with a new stamp) lazily when they reach a head.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable
+
+from .view import ClusterView, JobView
+
+
+class WaitingQueue:
+    """The waiting jobs of one episode ordered by ``(key, queued_seq)``."""
+
+    def __init__(self, key: Callable[[JobView, ClusterView], object]):
+        self._key = key
+        self._cluster: ClusterView | None = None
+        self._heaps: dict[int, list] = {}
+        self._newest = -1
+
+    def sync(self, cluster: ClusterView) -> None:
+        """Add the jobs that entered the queue since the last call."""
+        if cluster is not self._cluster:  # a new episode
+            self._cluster, self._heaps, self._newest = cluster, {}, -1
+        new = []
+        for v in reversed(cluster.waiting.values()):
+            if v.queued_seq <= self._newest:
+                break
+            new.append(v)
+        if new:
+            self._newest = new[0].queued_seq
+            key, heaps = self._key, self._heaps
+            for v in new:
+                heapq.heappush(heaps.setdefault(v.gpus, []), (key(v, cluster), v.queued_seq, v.job_id, v))
+
+    def best(self, free: int) -> tuple | None:
+        """The best entry ``(key, seq, job_id, view)`` among jobs needing <= ``free`` GPUs, if any."""
+        waiting = self._cluster.waiting
+        best = None
+        for gpus, heap in self._heaps.items():
+            if gpus > free:
+                continue
+            while heap:
+                e = heap[0]
+                if waiting.get(e[2]) is e[3] and e[3].queued_seq == e[1]:
+                    break
+                heapq.heappop(heap)  # stale: the job left the queue since it was pushed
+            if heap and (best is None or heap[0] < best):
+                best = heap[0]
+        return best
+
+    def take(self, entry: tuple) -> None:
+        """Remove ``entry`` (as returned by :meth:`best`) from its heap."""
+        heapq.heappop(self._heaps[entry[3].gpus])
+
+    def put_back(self, entries: list[tuple]) -> None:
+        """Return taken entries: if a plan is not applied, its jobs still wait in order."""
+        for e in entries:
+            heapq.heappush(self._heaps[e[3].gpus], e)
