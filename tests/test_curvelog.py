@@ -253,3 +253,14 @@ def test_cli_bad_curve_log_exit_2(tmp_path):
     p.write_text("job,step,eval_score\na,0,x\n")
     r = cli("simulate", "--curves", str(p))
     assert r.returncode == 2 and "Traceback" not in r.stderr and "line 2" in r.stderr.strip().splitlines()[-1]
+
+
+def test_cli_compare_logged_and_calibrated(tmp_path):
+    path = write_library(tmp_path)
+    r = cli("curves", "compare", "--curves", path, "--jobs", "40", "--seeds", "2", "--scheduler", "fifo",
+            "--stoppers", "evalstop,cusum")
+    assert r.returncode == 0, r.stderr
+    for text in ("logged", "calibrated", "evalstop k=2", "cusum", "50% hacking by the labelling rule"):
+        assert text in r.stdout
+    r = cli("curves", "compare", "--curves", path, "--stoppers", "evalstop,nope")
+    assert r.returncode == 2 and "stoppers" in r.stderr

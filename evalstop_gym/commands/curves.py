@@ -48,6 +48,9 @@ def add_parser(sub) -> None:
     c.add_argument("--scheduler", default=None, metavar="NAME",
                    help="base scheduler (default: srtf-est if registered, else fifo)")
     c.add_argument("--k", type=int, default=2, help="EvalStop's consecutive declines (default %(default)s)")
+    c.add_argument("--stoppers", default="evalstop", metavar="A,B",
+                   help="stoppers to compare with no stopper, each with its defaults except evalstop's --k "
+                        "(default %(default)s; e.g. evalstop,patience,cusum,smoothed)")
     c.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1, paired across arms (default %(default)s)")
     add_workload_flags(c)
     c.set_defaults(func=run_compare)
@@ -120,7 +123,8 @@ def default_scheduler() -> str:
     return "srtf-est" if "srtf-est" in SCHEDULERS else "fifo"
 
 
-def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5) -> list[dict]:
+def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
+            stoppers: tuple[str, ...] = ("evalstop",)) -> list[dict]:
     """Rows (one per curve source and stopper) of mean and sd metrics over paired seeds.
 
     ``logged``: the RLHF jobs take curves and labels from ``runs``. ``calibrated``:
@@ -138,7 +142,7 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5) -> l
     arms = {"logged": config, "calibrated": config.replace(hacking_fraction=rate)}
     rows = []
     for source, cfg in arms.items():
-        for stopper in ("none", "evalstop"):
+        for stopper in ("none", *stoppers):
             per_seed = []
             for seed in range(seeds):
                 w = generate(cfg.replace(seed=seed))
@@ -146,7 +150,7 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5) -> l
                     w = apply_curve_log(w, runs, seed=seed)
                 params = {"k": k} if stopper == "evalstop" else {}
                 per_seed.append(run_policy(w, make_policy(scheduler, stopper, **params)))
-            row = {"curves": source, "stopper": stopper if stopper == "none" else f"evalstop k={k}",
+            row = {"curves": source, "stopper": f"evalstop k={k}" if stopper == "evalstop" else stopper,
                    "hacking_rate": rate}
             for key in ("precision", "recall", "fpr", "avg_jct_h", "compute_waste_gpu_h", "delivered_quality"):
                 vals = [m[key] for m in per_seed if m[key] is not None]
@@ -157,7 +161,7 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5) -> l
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from ..config import WorkloadConfig, check_range
+    from ..config import ConfigError, WorkloadConfig, check_range
     from ..curvelog import read_curve_log
     from ..report import format_table
 
@@ -165,7 +169,13 @@ def run_compare(args: argparse.Namespace) -> int:
     runs = read_curve_log(args.curves)
     cfg = WorkloadConfig(**workload_kwargs(args))
     scheduler = args.scheduler or default_scheduler()
-    rows = compare(runs, cfg, scheduler, k=args.k, seeds=args.seeds)
+    from baselines import STOPPERS
+
+    stoppers = tuple(x.strip() for x in args.stoppers.split(",") if x.strip())
+    for x in stoppers:
+        if x not in STOPPERS or x == "none":
+            raise ConfigError("stoppers", x, f"must be among {', '.join(t for t in STOPPERS if t != 'none')}")
+    rows = compare(runs, cfg, scheduler, k=args.k, seeds=args.seeds, stoppers=stoppers)
     for r in rows:
         for key in ("precision", "recall", "fpr", "avg_jct_h"):
             if r[key] is not None:
