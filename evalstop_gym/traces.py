@@ -36,7 +36,7 @@ submit times by one factor so the offered load is ``config.load``;
 ``ceil(GPU-hours / (span * load))`` GPUs (at least the largest demand);
 ``"none"`` keeps both. GPU demands are multiplied by ``gpu_scale`` (rounded,
 at least 1) before any check; ``gpu_scale="fit"`` shrinks them just enough
-for the largest to fit ``config.gpus``.
+for the largest to fit ``config.gpus`` (with ``rescale="cluster"`` it is 1).
 
 Bad rows (missing values, unparsable times or numbers, negative or absurd
 durations, negative GPU counts, demands above the cluster) raise
@@ -199,9 +199,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 def parse_time(text: str) -> float:
     """Seconds since the epoch of a trace time: ``YYYY-MM-DD HH:MM:SS[+HH:MM]`` (naive = UTC) or seconds."""
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(seconds):
+            raise ValueError(f"not a finite time: {text!r}")
+        return seconds
     t = datetime.fromisoformat(text.strip())
     if t.tzinfo is None:
         t = t.replace(tzinfo=timezone.utc)

@@ -177,6 +177,7 @@ GOOD = "2017-10-01 00:00:00,60,1,60,a\n"
 @pytest.mark.parametrize("body, line, problem", [
     (GOOD + "2017-13-45 00:00:00,60,1,60,a\n", 3, "not a time"),
     (GOOD + "yesterday,60,1,60,a\n", 3, "not a time"),
+    (GOOD + "nan,60,1,60,a\n", 3, "not a time"),
     (GOOD + "2017-10-01 01:00:00,-5,1,-5,a\n", 3, "finite and >= 0"),
     (GOOD + "2017-10-01 01:00:00,inf,1,inf,a\n", 3, "finite and >= 0"),
     (GOOD + "2017-10-01 01:00:00,1e12,1,1e12,a\n", 3, "more than max_duration_h"),
@@ -209,6 +210,17 @@ def test_whole_file_problems_are_errors_even_when_skipping(tmp_path, text, probl
     with pytest.raises(TraceError) as e:
         read_trace(path, "philly", on_bad_row="skip")
     assert path in str(e.value) and problem in str(e.value)
+
+
+@pytest.mark.parametrize("fmt, rows, column", [("helios", HELIOS_ROWS, "vc"), ("acme", ACME_ROWS, "type"),
+                                                ("acme", ACME_ROWS, "submit_time")])
+def test_each_layout_names_its_own_missing_column(tmp_path, fmt, rows, column):
+    header, *body = rows.splitlines()
+    cols = header.split(",")
+    i = cols.index(column)
+    text = "\n".join(",".join(c for k, c in enumerate(r.split(",")) if k != i) for r in [header, *body])
+    with pytest.raises(TraceError, match=f"line 1: missing column\\(s\\) {column} for the {fmt} layout"):
+        read_trace(write(tmp_path, text), fmt)
 
 
 def test_missing_file_is_a_trace_error(tmp_path):
