@@ -1,7 +1,7 @@
 """The multi-tenant PettingZoo env (evalstop_tenants_v0): PettingZoo's own checkers,
 seeding, the equivalence with platform-level EvalStop and with the simulator, batching of
 same-instant checkpoints, the per-tenant information boundary, rewards, pickling and
-vectorization."""
+vectorization (SuperSuit + SB3: tests/test_multiagent_examples.py)."""
 
 import dataclasses
 import pickle
@@ -283,20 +283,6 @@ def test_options_override_workload_fields_for_one_episode():
     env.reset(seed=1, options={"jobs": 5})
     assert play(env, never_stop, seed=1, options={"jobs": 5})["metrics"]["jobs"] == 5
     assert play(env, never_stop, seed=1)["metrics"]["jobs"] == 10
-
-
-def test_supersuit_vector_env_trains_with_sb3():
-    ss = pytest.importorskip("supersuit")
-    sb3 = pytest.importorskip("stable_baselines3")
-    venv = ss.pettingzoo_env_to_vec_env_v1(tenants_v0.parallel_env(jobs=10))
-    venv = ss.concat_vec_envs_v1(venv, 2, num_cpus=0, base_class="stable_baselines3")
-    assert venv.num_envs == 8  # 4 tenants x 2 env copies, one shared policy
-    venv.venv.reset(seed=0)    # SuperSuit's SB3 wrapper cannot seed through PPO(seed=...)
-    model = sb3.PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, verbose=0)
-    model.learn(256)
-    action, _ = model.predict(venv.reset(), deterministic=True)
-    assert action.shape == (8,)
-    venv.close()
 
 
 def test_rllib_parallel_pettingzoo_env_smoke():
