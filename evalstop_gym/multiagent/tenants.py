@@ -57,6 +57,7 @@ N_TENANT = len(TENANT_FEATURES)
 # reward = sum of weight * term, each term divided by the episode's job count (docs/multiagent.md)
 DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "quality": 100.0, "gpu_h": -0.05}
 _TERMS = tuple(DEFAULT_REWARD_WEIGHTS)
+_JCT, _QUALITY, _GPU = (_TERMS.index(k) for k in ("jct_h", "quality", "gpu_h"))  # rows of the accrued terms
 
 
 def tenant_feature_names(slots: int) -> list[str]:
@@ -335,16 +336,16 @@ class TenantsEnv(ParallelEnv):
         self._kind = kind = sim.advance()
         dt = c.now_h - t0
         if dt:
-            self._terms[0] += jobs * dt   # jct_h: jobs in the system x hours
-            self._terms[2] += gpus * dt   # gpu_h: GPUs held x hours
+            self._terms[_JCT] += jobs * dt   # jobs in the system x hours
+            self._terms[_GPU] += gpus * dt   # GPUs held x hours
         for v in running:
             if v.status == COMPLETED:
-                self._terms[1, v.tenant] += v.eval_scores[-1]  # a completed job delivers its final checkpoint
+                self._terms[_QUALITY, v.tenant] += v.eval_scores[-1]  # a completed job delivers its final checkpoint
         return kind
 
     def _stop(self, v: JobView) -> None:
         self._sim.stop(v.job_id)
-        self._terms[1, v.tenant] += max(v.eval_scores)  # a stopped job delivers its best observed checkpoint
+        self._terms[_QUALITY, v.tenant] += max(v.eval_scores)  # a stopped job delivers its best observed checkpoint
 
     # -- observations and infos ------------------------------------------------------
     def _observe_all(self) -> dict[str, np.ndarray]:
