@@ -235,6 +235,25 @@ class Simulator:
         self._seq += 1
         heapq.heappush(self._heap, (at_h, self._seq, _WAKEUP, -1, 0))
 
+    def eval_due_now(self) -> bool:
+        """True if a live, non-final eval checkpoint is due at the current instant.
+
+        Then the next :meth:`advance` returns ``EVAL`` at this same instant,
+        so a driver batching simultaneous decisions can wait for it without
+        time passing. Read-only.
+        """
+        heap, now, epoch, views = self._heap, self.cluster.now_h, self._epoch, self.views
+        stack = [0]
+        while stack:  # the events at ``now`` form a subtree at the heap's root
+            i = stack.pop()
+            if i >= len(heap) or heap[i][0] > now:
+                continue
+            _, _, kind, j, ep = heap[i]
+            if kind == _CHECKPOINT and ep == epoch[j] and len(views[j].eval_scores) + 1 < self._evals:
+                return True
+            stack += (2 * i + 1, 2 * i + 2)
+        return False
+
     # -- results -----------------------------------------------------------------
     @property
     def done(self) -> bool:

@@ -47,6 +47,43 @@ def _check_weights(weights: dict[str, float] | None) -> dict[str, float]:
     return out
 
 
+def episode_workload(config: WorkloadConfig, np_random, seed: int | None, options: dict | None) -> Workload:
+    """The workload of a new episode: ``options["workload"]``, or ``config`` with the
+    options' field overrides and ``seed`` (drawn from ``np_random`` when None)."""
+    options = dict(options or {})
+    if "workload" in options:
+        w = options.pop("workload")
+        if options:
+            raise ConfigError("options", sorted(options), "no other options go with 'workload'")
+        if not isinstance(w, Workload):
+            raise ConfigError("options.workload", type(w).__name__, "must be an evalstop_gym Workload")
+        return w
+    if "seed" in options:
+        raise ConfigError("options.seed", options["seed"], "pass the seed as reset(seed=...)")
+    cfg = config
+    if options:
+        unknown = set(options) - _WORKLOAD_FIELDS
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ConfigError(f"options.{name}", options[name], "unknown option; options are "
+                              f"'workload' or workload fields {', '.join(sorted(_WORKLOAD_FIELDS))}")
+        cfg = cfg.replace(**options)
+    if seed is None:
+        seed = int(np_random.integers(0, 2**63 - 1))
+    return generate(cfg.replace(seed=seed))
+
+
+def as_int(action: Any) -> int | None:
+    """An action as a Python int, or None if it is not an integer scalar."""
+    if isinstance(action, (bool, np.bool_)):
+        return None
+    if isinstance(action, (int, np.integer)):
+        return int(action)
+    if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
+        return int(action)
+    return None
+
+
 class SimEnv(gym.Env):
     """Base of the EvalStop environments (not registered itself).
 
@@ -119,27 +156,7 @@ class SimEnv(gym.Env):
 
     # -- episode -----------------------------------------------------------------
     def _episode_workload(self, seed: int | None, options: dict | None) -> Workload:
-        options = dict(options or {})
-        if "workload" in options:
-            w = options.pop("workload")
-            if options:
-                raise ConfigError("options", sorted(options), "no other options go with 'workload'")
-            if not isinstance(w, Workload):
-                raise ConfigError("options.workload", type(w).__name__, "must be an evalstop_gym Workload")
-            return w
-        if "seed" in options:
-            raise ConfigError("options.seed", options["seed"], "pass the seed as reset(seed=...)")
-        cfg = self.config
-        if options:
-            unknown = set(options) - _WORKLOAD_FIELDS
-            if unknown:
-                name = sorted(unknown)[0]
-                raise ConfigError(f"options.{name}", options[name], "unknown option; options are "
-                                  f"'workload' or workload fields {', '.join(sorted(_WORKLOAD_FIELDS))}")
-            cfg = cfg.replace(**options)
-        if seed is None:
-            seed = int(self.np_random.integers(0, 2**63 - 1))
-        return generate(cfg.replace(seed=seed))
+        return episode_workload(self.config, self.np_random, seed, options)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is None and self._episodes == 0:
@@ -247,15 +264,7 @@ class SimEnv(gym.Env):
                              "turn invalid actions into penalized no-ops")
         return True
 
-    @staticmethod
-    def _as_int(action: Any) -> int | None:
-        if isinstance(action, (bool, np.bool_)):
-            return None
-        if isinstance(action, (int, np.integer)):
-            return int(action)
-        if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
-            return int(action)
-        return None
+    _as_int = staticmethod(as_int)
 
     # -- abstract ---------------------------------------------------------------
     def _observe(self) -> np.ndarray:

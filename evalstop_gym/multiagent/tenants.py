@@ -33,10 +33,10 @@ from pettingzoo import ParallelEnv
 from ..config import ConfigError, WorkloadConfig, check_range
 from ..metrics import compute_metrics
 from ..policy import apply_plan
-from ..simulator import _CHECKPOINT, DONE, EVAL, Outcome, Simulator
+from ..simulator import DONE, EVAL, Outcome, Simulator
 from ..view import COMPLETED, RUNNING, JobView
 from ..workload import Workload
-from ..envs.base import SimEnv
+from ..envs.base import as_int, episode_workload
 from ..envs.features import (COUNT_SCALE, cluster_bounds, cluster_row, feature_names,
                              job_bounds, observation, window)
 from ..envs.render import ansi_text
@@ -63,28 +63,6 @@ _JCT, _QUALITY, _GPU = (_TERMS.index(k) for k in ("jct_h", "quality", "gpu_h")) 
 def tenant_feature_names(slots: int) -> list[str]:
     """Names of a tenant's observation entries: job slots, ``cluster.*``, then ``tenant.*``."""
     return feature_names(slots) + [f"tenant.{f}" for f in TENANT_FEATURES]
-
-
-class _Simulator(Simulator):
-    """The simulator plus the one read-only question batching needs (no new behaviour)."""
-
-    def eval_due_now(self) -> bool:
-        """True if a live, non-final eval checkpoint is due at the current instant.
-
-        Then the next :meth:`advance` returns ``EVAL`` at this same instant, so
-        stop decisions already raised can wait for it without time passing.
-        """
-        heap, now, epoch, views = self._heap, self.cluster.now_h, self._epoch, self.views
-        stack = [0]
-        while stack:  # the events at ``now`` form a subtree at the heap's root
-            i = stack.pop()
-            if i >= len(heap) or heap[i][0] > now:
-                continue
-            _, _, kind, j, ep = heap[i]
-            if kind == _CHECKPOINT and ep == epoch[j] and len(views[j].eval_scores) + 1 < views[j].evals_total:
-                return True
-            stack += (2 * i + 1, 2 * i + 2)
-        return False
 
 
 class _Own:
@@ -184,7 +162,7 @@ class TenantsEnv(ParallelEnv):
         self.observation_spaces = {a: spaces.Box(low, high, dtype=np.float32) for a in self.possible_agents}
         self.action_spaces = {a: spaces.Discrete(2) for a in self.possible_agents}
         self._np_random: np.random.Generator | None = None
-        self._sim: _Simulator | None = None
+        self._sim: Simulator | None = None
         self._episodes = 0
 
     # -- PettingZoo API ------------------------------------------------------------
@@ -222,7 +200,7 @@ class TenantsEnv(ParallelEnv):
         if "tenants" in options:
             raise ConfigError("options.tenants", options["tenants"], "the tenant count fixes the agents; "
                               "make a new env with tenants=...")
-        w = SimEnv._episode_workload(self, seed, options)  # needs only .config and .np_random
+        w = episode_workload(self.config, self.np_random, seed, options)
         self._check_workload(w)
         self._episodes += 1
         self._start(w)
@@ -237,7 +215,7 @@ class TenantsEnv(ParallelEnv):
                               f"tenants={len(self.possible_agents)})")
 
     def _start(self, w: Workload) -> None:
-        self._sim = _Simulator(w)
+        self._sim = Simulator(w)
         self._n_jobs = w.n
         self._steps = 0
         self._terms = np.zeros((len(_TERMS), len(self.possible_agents)))  # accrued since the last step
@@ -279,7 +257,7 @@ class TenantsEnv(ParallelEnv):
         for a, act in actions.items():
             if a not in self.action_spaces:
                 raise ValueError(f"unknown agent {a!r}; agents are {self.possible_agents}")
-            x = SimEnv._as_int(act)
+            x = as_int(act)
             if x not in (CONTINUE, STOP):
                 raise ValueError(f"invalid action {act!r} for {a}: actions are 0 (continue) and 1 (stop)")
         stops = []
@@ -288,7 +266,7 @@ class TenantsEnv(ParallelEnv):
             if a not in actions:
                 raise ValueError(f"{a} has job {v.job_id} at an eval checkpoint and must act "
                                  "(0 continue, 1 stop); its action is missing")
-            if SimEnv._as_int(actions[a]) == STOP:
+            if as_int(actions[a]) == STOP:
                 stops.append(v)
         return stops
 
