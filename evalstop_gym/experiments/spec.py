@@ -1,4 +1,4 @@
-"""The experiment suite as data: E1-E5 of DESIGN.md section 4, plus E6 and E7.
+"""The experiment suite as data: E1-E5 of DESIGN.md section 4, plus E6-E8.
 
 An :class:`Experiment` is a list of :class:`Point` s (one policy at one sweep
 value, with the workload fields it changes) run over the same seeds, the
@@ -35,6 +35,7 @@ K_SWEEP = (1, 2, 3, 4, 5)
 EVALS_SWEEP = (5, 10, 20)
 EVALS_NOISES = (0.02, 0.05)
 LOAD_SWEEP = (0.6, 0.8, 1.0, 1.2, 1.5)
+PEAK_RANGES = ((0.15, 0.45), (0.3, 0.6), (0.45, 0.75), (0.6, 0.9), (0.7, 1.0))  # hacking-peak progress
 
 # improvement columns: name -> the metric it reduces (lower is better for both)
 GAINS = {"jct_gain": "avg_jct_h", "waste_cut": "compute_waste_gpu_h"}
@@ -316,6 +317,25 @@ def _e7(c: _Context) -> Experiment:
         ("avg_jct_h", "avg_queue_h", "utilization", *IMPROVEMENT), ("avg_jct_h", "jct_gain_pct"))
 
 
+def _e8(c: _Context) -> Experiment:
+    from ..config import CurveModel
+
+    arms = [a for a in (NO_STOPPER, c.evalstop()) if a is not None]
+    c.note("each point draws hacking peaks uniformly from a range 0.3 wide; x is its middle; "
+           "the default model's range is 0.3-0.6")
+    points = tuple(Point.of(a, c.base, x=round((lo + hi) / 2, 3), curves=CurveModel(hack_peak=(lo, hi)))
+                   for lo, hi in PEAK_RANGES for a in arms)
+    return Experiment(
+        "E8", "Hacking-peak position", "Where in a run hacking sets in: how does it move recall, "
+        "JCT gain and waste cut?", "peak_progress_mid", points,
+        (*DETECTION, "detection_delay_evals", *IMPROVEMENT), ("recall", "jct_gain_pct", "waste_cut_pct"),
+        claims=(Claim("recall >= 0.95 together with a waste cut near the paper's 22% (<= 30%)",
+                      "99% recall, 22% waste cut", _is("evalstop"),
+                      (Check("recall", ">=", 0.95), Check("waste_cut_pct", "<=", 30.0)), each=True,
+                      source="paper"),),
+        plot_refs=(("recall", 0.99, "paper"), ("jct_gain_pct", 9.0, "paper"), ("waste_cut_pct", 22.0, "paper")))
+
+
 EXPERIMENTS: dict[str, tuple[str, Callable[[_Context], Experiment]]] = {
     "E1": ("main table: every stopper over the main base scheduler", _e1),
     "E2": ("composability: every base scheduler with and without EvalStop", _e2),
@@ -324,6 +344,7 @@ EXPERIMENTS: dict[str, tuple[str, Callable[[_Context], Experiment]]] = {
     "E5": ("k sensitivity, k = 1-5", _e5),
     "E6": ("evals per job 5/10/20 at sigma 0.02 and 0.05", _e6),
     "E7": ("offered-load sweep 0.6-1.5", _e7),
+    "E8": ("hacking-peak position sweep, peaks from 15-45% to 70-100% of a run", _e8),
 }
 
 
