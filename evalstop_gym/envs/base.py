@@ -47,9 +47,15 @@ def _check_weights(weights: dict[str, float] | None) -> dict[str, float]:
     return out
 
 
-def episode_workload(config: WorkloadConfig, np_random, seed: int | None, options: dict | None) -> Workload:
+def episode_workload(config: WorkloadConfig, np_random, seed: int | None, options: dict | None,
+                     trace=None, trace_options: dict | None = None) -> Workload:
     """The workload of a new episode: ``options["workload"]``, or ``config`` with the
-    options' field overrides and ``seed`` (drawn from ``np_random`` when None)."""
+    options' field overrides and ``seed`` (drawn from ``np_random`` when None).
+
+    With ``trace`` (a :class:`~evalstop_gym.traces.TraceTable`), the episode
+    replays it (:func:`~evalstop_gym.traces.replay_trace` with ``trace_options``):
+    arrivals, demands and lengths from the trace, curves and labels drawn with
+    the episode's seed."""
     options = dict(options or {})
     if "workload" in options:
         w = options.pop("workload")
@@ -70,6 +76,10 @@ def episode_workload(config: WorkloadConfig, np_random, seed: int | None, option
         cfg = cfg.replace(**options)
     if seed is None:
         seed = int(np_random.integers(0, 2**63 - 1))
+    if trace is not None:
+        from ..traces import replay_trace
+
+        return replay_trace(trace, cfg.replace(seed=seed), **(trace_options or {}))[0]
     return generate(cfg.replace(seed=seed))
 
 
@@ -98,7 +108,12 @@ class SimEnv(gym.Env):
       action raises ``ValueError``) or ``"penalize"`` (it is a no-op and the
       step's ``invalid`` reward term is 1);
     * ``reward_weights``: overrides of :data:`DEFAULT_REWARD_WEIGHTS`;
-    * ``render_mode``: ``"ansi"`` or ``"rgb_array"``.
+    * ``render_mode``: ``"ansi"`` or ``"rgb_array"``;
+    * ``trace``: path of a cluster trace to replay instead of generating jobs
+      (read once, replayed with each episode's seed), ``trace_format``
+      (``philly``, ``helios``, ``acme``) and ``trace_options``: keywords of
+      :func:`evalstop_gym.traces.replay_trace` (``jobs, window, sample,
+      rescale, gpu_scale, on_bad_row``).
 
     Seeding: ``reset(seed=s)`` plays the workload of ``WorkloadConfig(seed=s)``,
     the same as ``simulate(..., seed=s)``; ``reset()`` plays the ``seed``
@@ -112,7 +127,8 @@ class SimEnv(gym.Env):
 
     def __init__(self, *, config: WorkloadConfig | None = None, max_steps: int | None = None,
                  invalid_action: str = "raise", reward_weights: dict[str, float] | None = None,
-                 render_mode: str | None = None, **workload: Any):
+                 render_mode: str | None = None, trace: str | None = None, trace_format: str = "philly",
+                 trace_options: dict[str, Any] | None = None, **workload: Any):
         unknown = set(workload) - _WORKLOAD_FIELDS
         if unknown:
             name = sorted(unknown)[0]
@@ -120,6 +136,14 @@ class SimEnv(gym.Env):
                               f"{', '.join(sorted(_WORKLOAD_FIELDS))}")
         if config is not None and not isinstance(config, WorkloadConfig):
             raise ConfigError("config", config, "must be a WorkloadConfig or None")
+        self._trace, self._trace_options = None, dict(trace_options or {})
+        if trace is not None:
+            from ..traces import read_trace, trace_config
+
+            self._trace = read_trace(trace, trace_format, on_bad_row=self._trace_options.get("on_bad_row", "error"))
+            config = config or trace_config()
+        elif trace_options:
+            raise ConfigError("trace_options", trace_options, "go only with trace=PATH")
         self.config = (config or WorkloadConfig()).replace(**workload)
         if max_steps is not None:
             check_range("max_steps", max_steps, 1, integer=True)
@@ -156,7 +180,7 @@ class SimEnv(gym.Env):
 
     # -- episode -----------------------------------------------------------------
     def _episode_workload(self, seed: int | None, options: dict | None) -> Workload:
-        return episode_workload(self.config, self.np_random, seed, options)
+        return episode_workload(self.config, self.np_random, seed, options, self._trace, self._trace_options)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is None and self._episodes == 0:
