@@ -1,0 +1,197 @@
+"""Evaluate policies, hand-coded by name or learned by path, on held-out seeds.
+
+    >>> from agents.evaluate import evaluate
+    >>> result = evaluate(["evalstop", "models/stop"], seeds=10, base=WorkloadConfig(noise=0.05))
+    >>> print(result.table)
+
+Every policy plays the same workloads (seeds ``first_seed .. first_seed +
+seeds - 1``, held-out test seeds only, see :mod:`agents.seeds`), and the rows
+are aggregated by the experiment suite's own code
+(:func:`evalstop_gym.experiments.tables.aggregate`), so the table is the one
+``reproduce`` prints: mean ± std over seeds, and paired gains against a
+no-stopper row on the same scheduler when one is listed.
+
+Policy names: ``STOPPER`` (over ``scheduler``), ``SCHEDULER`` (no stopper),
+``SCHEDULER+STOPPER``, each optionally with parameters ``NAME:k=3`` /
+``srtf-est+cusum:threshold=3,drift=0.5``; or the path of a saved model (its
+folder or its ``model.zip``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from evalstop_gym.config import ConfigError, WorkloadConfig, check_range
+
+from .policy import LEARNED, LearnedPolicy, learned_arm
+
+COLUMNS = ("avg_jct_h", "compute_waste_gpu_h", "precision", "recall", "fpr", "f1", "delivered_quality_regret",
+           "jct_gain")
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def looks_like_path(text: str) -> bool:
+    return os.sep in text or "/" in text or text.endswith(".zip") or Path(text).exists()
+
+
+def policy_point(text: str, scheduler: str = "srtf-est"):
+    """The experiment :class:`~evalstop_gym.experiments.spec.Point` of one ``--policy`` value."""
+    from baselines import SCHEDULERS, STOPPERS, stopper_params
+
+    from evalstop_gym.experiments.spec import Arm, Point
+
+    if looks_like_path(text):
+        arm, own_scheduler = learned_arm(text)
+        label = arm.label + ("" if own_scheduler else f" over {scheduler}")
+        return Point.of(Arm(label, arm.stopper, arm.params), own_scheduler or scheduler)
+    name, _, rest = text.partition(":")
+    params = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError("policy", text, "parameters are written NAME:key=value,key=value")
+        params[key.strip()] = _value(value.strip())
+    sched, plus, stopper = name.partition("+")
+    if not plus:
+        sched, stopper = (scheduler, name) if name in STOPPERS else (name, "none")
+    if sched not in SCHEDULERS or stopper not in STOPPERS:
+        raise ConfigError("policy", text, f"is neither a model path nor a policy name: schedulers "
+                          f"{', '.join(SCHEDULERS)}; stoppers {', '.join(STOPPERS)}; or SCHEDULER+STOPPER")
+    for p in params:
+        if p not in stopper_params(stopper):
+            raise ConfigError("policy", text, f"stopper {stopper!r} takes no parameter {p!r} "
+                              f"(it takes: {', '.join(stopper_params(stopper)) or 'nothing'})")
+    label = " + ".join([sched, *([stopper] if stopper != "none" else [])]) + "".join(
+        f" {k}={v}" for k, v in params.items())
+    return Point.of(Arm(label, stopper, tuple(sorted(params.items()))), sched)
+
+
+_LOADED: dict[str, LearnedPolicy] = {}
+
+
+def run_learned(spec) -> dict[str, Any]:
+    """Metrics of one learned run (a :class:`~evalstop_gym.experiments.runner.RunSpec` with stopper ``learned``)."""
+    from evalstop_gym.workload import generate
+
+    path = dict(spec.params)["model"]
+    pol = _LOADED.get(path) or _LOADED.setdefault(path, LearnedPolicy.load(path))
+    over = spec.scheduler if spec.scheduler != LEARNED and pol.env_id.endswith("StopControl-v0") else None
+    return pol.run(scheduler=over, workload=generate(spec.config))
+
+
+def run_spec(spec) -> dict[str, Any]:
+    """Metrics of any run: learned in this process, hand-coded through the suite's runner."""
+    from evalstop_gym.experiments.runner import execute
+
+    return run_learned(spec) if spec.stopper == LEARNED else execute(spec)
+
+
+def run_learned_specs(specs: Sequence, store, limit: int | None = None,
+                      on_done: Callable[[], None] | None = None) -> int:
+    """Run learned specs in this process (torch), appending each result to ``store``; ``reproduce`` uses it."""
+    from evalstop_gym.experiments.runner import record
+
+    done = 0
+    for spec in specs[:limit] if limit is not None else specs:
+        store.add(record(spec, run_learned(spec)))
+        done += 1
+        if on_done is not None:
+            on_done()
+    return done
+
+
+@dataclass
+class Evaluation:
+    rows: list[dict[str, Any]]
+    table: str                  # Markdown, as reproduce prints it
+    experiment: Any
+    seeds: list[int]
+    per_seed: dict[str, list[dict[str, Any]]]   # arm label -> metrics of each seed
+
+
+def evaluate(policies: Sequence[str], *, scheduler: str = "srtf-est", seeds: int = 10, first_seed: int = 0,
+             base: WorkloadConfig | None = None) -> Evaluation:
+    """Every policy on the same held-out seeds; rows and table as in ``reproduce``."""
+    from evalstop_gym.experiments.runner import RunSpec
+    from evalstop_gym.experiments.spec import Experiment
+    from evalstop_gym.experiments.tables import aggregate, markdown_table
+
+    from .seeds import check_test_seeds
+
+    if not policies:
+        raise ConfigError("policy", None, "name at least one policy")
+    check_range("seeds", seeds, 1, integer=True)
+    check_test_seeds(first_seed, seeds)
+    base = base or WorkloadConfig()
+    points = [policy_point(p, scheduler) for p in policies]
+    labels = [p.arm for p in points]
+    if len(set(labels)) != len(labels):
+        raise ConfigError("policy", labels, "lists the same policy twice")
+    exp = Experiment("evaluate", "Evaluation", "How do these policies compare on held-out seeds?", None,
+                     tuple(points), COLUMNS, ())
+    seed_list = list(range(first_seed, first_seed + seeds))
+    results: dict[str, dict[str, Any]] = {}
+    per_seed: dict[str, list[dict[str, Any]]] = {}
+    for point in points:
+        for s in seed_list:
+            spec = RunSpec.of(point, base, s)
+            results[spec.run_id] = run_spec(spec)
+            per_seed.setdefault(point.arm, []).append(results[spec.run_id])
+    rows = aggregate(exp, results, base, seed_list)
+    return Evaluation(rows, markdown_table(exp, rows), exp, seed_list, per_seed)
+
+
+# -- command line (`evalstop-gym evaluate`) --------------------------------------------
+HELP = "compare policies by name or saved model on held-out seeds"
+DESCRIPTION = ("Run each policy (a hand-coded one by name, or a model saved by `train` by path) on the same "
+               "held-out seeds and print reproduce's metrics table: mean ± std over seeds of average JCT, "
+               "compute waste, precision, recall, FPR, F1 and delivered-quality regret.")
+
+
+def add_arguments(p) -> None:
+    from evalstop_gym.commands.common import add_workload_flags
+
+    p.add_argument("--policy", action="append", required=True, metavar="NAME_OR_PATH",
+                   help="a hand-coded policy (STOPPER, SCHEDULER, SCHEDULER+STOPPER, optionally NAME:k=3) or a "
+                        "saved model (folder or model.zip); repeat to compare several")
+    p.add_argument("--scheduler", default="srtf-est", metavar="NAME",
+                   help="base scheduler of stopper names and of learned stop-policies (default %(default)s)")
+    p.add_argument("--seeds", type=int, default=10, help="held-out seeds --seed .. --seed+N-1 (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the rows as one JSON list instead of the table")
+    p.add_argument("--out", default=None, metavar="DIR", help="also write DIR/evaluate.md and evaluate.csv")
+    add_workload_flags(p)
+
+
+def run(args) -> int:
+    from evalstop_gym.commands.common import workload_kwargs
+    from evalstop_gym.experiments.tables import csv_table
+
+    wl = workload_kwargs(args)
+    first = wl.pop("seed")
+    ev = evaluate(args.policy, scheduler=args.scheduler, seeds=args.seeds, first_seed=first,
+                  base=WorkloadConfig(**wl))
+    setup = (f"{base_text(WorkloadConfig(**wl))}; held-out seeds {ev.seeds[0]}-{ev.seeds[-1]} (n = {len(ev.seeds)}); "
+             "cells: mean ± std over seeds")
+    if args.out:
+        from evalstop_gym.experiments.suite import prepare_out
+
+        out = prepare_out(args.out)
+        (out / "evaluate.md").write_text(f"{setup}\n\n{ev.table}\n", encoding="utf-8")
+        (out / "evaluate.csv").write_text(csv_table(ev.experiment, ev.rows), encoding="utf-8")
+    print(json.dumps(ev.rows) if args.json else f"{setup}\n\n{ev.table}")
+    return 0
+
+
+def base_text(cfg: WorkloadConfig) -> str:
+    return (f"workload {cfg.workload}: {cfg.jobs} jobs on {cfg.gpus} GPUs, load {cfg.load:g}, eval noise sigma "
+            f"{cfg.noise:g}, {cfg.hacking_fraction:.0%} of RLHF runs hack, {cfg.evals_per_job} evals per job")

@@ -1,0 +1,190 @@
+"""A saved model as a policy: load ``model.zip`` + ``config.json``, rebuild its env, play episodes.
+
+    >>> from agents.policy import LearnedPolicy
+    >>> pol = LearnedPolicy.load("models/stop")            # the folder, or its model.zip
+    >>> metrics = pol.run(seed=3, noise=0.05)              # one held-out episode, hidden-truth metrics
+
+The env is rebuilt from the config exactly as in training (env id, env
+settings, wrappers); only the workload changes (any ``WorkloadConfig`` field,
+default ``WorkloadConfig()``'s). A stop-policy trained over one base
+scheduler runs over another with ``scheduler=...``. Actions are the model's
+deterministic ones (argmax), with the env's action masks for MaskablePPO, so
+the same seed gives the same metrics every time.
+
+Loading never trusts the files: a missing or corrupt model or config, an
+unknown algorithm, or a model whose spaces differ from the env's raises
+:class:`~evalstop_gym.config.ConfigError` with one line saying which.
+Nothing here imports torch until a model is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from evalstop_gym.config import ConfigError
+
+from evalstop_gym.experiments.spec import LEARNED  # noqa: F401  (the stopper name of a learned arm)
+
+
+def model_files(path: str | os.PathLike) -> tuple[Path, Path]:
+    """``(model.zip, config.json)`` of a model folder or of a model file (``ConfigError`` if missing)."""
+    from .train import CONFIG_FILE, MODEL_FILE
+
+    p = Path(path)
+    model = p / MODEL_FILE if p.is_dir() else p
+    if not model.is_file():
+        raise ConfigError("model", str(path), f"no such model file (expected a folder with {MODEL_FILE}, "
+                          "or a .zip saved by `evalstop-gym train`)")
+    config = model.parent / CONFIG_FILE
+    if not config.is_file():
+        raise ConfigError("model", str(path), f"has no {CONFIG_FILE} beside it (saved by `evalstop-gym train`)")
+    return model, config
+
+
+def read_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The training config beside a model, checked for the keys a policy needs."""
+    from .train import ALGOS
+
+    _, cfg_path = model_files(path)
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError("model", str(path), f"its {cfg_path.name} is unreadable ({e})") from None
+    missing = [k for k in ("env_id", "env_kwargs", "env_wrapper", "algo") if not isinstance(cfg, dict) or k not in cfg]
+    if missing:
+        raise ConfigError("model", str(path), f"its {cfg_path.name} lacks {', '.join(missing)}")
+    if cfg["algo"] not in ALGOS:
+        raise ConfigError("model", str(path), f"its algo {cfg['algo']!r} is not one of {', '.join(ALGOS)}")
+    return cfg
+
+
+def fingerprint(path: str | os.PathLike) -> str:
+    """Hash of the model, its config and the code that runs it (agents/, the envs).
+
+    Part of a learned run's id in ``reproduce``, so results of another model
+    or older agent / env code are never reused.
+    """
+    import evalstop_gym.envs
+
+    h = hashlib.sha1()
+    for f in model_files(path):
+        h.update(f.read_bytes())
+    for folder in (Path(__file__).resolve().parent, Path(evalstop_gym.envs.__file__).resolve().parent):
+        for f in sorted(folder.glob("*.py")):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def describe(cfg: dict[str, Any]) -> str:
+    """A short label: what the model decides and with what."""
+    from evalstop_gym.envs.adapter import STOP_CONTROL_ID
+
+    if cfg["env_id"] == STOP_CONTROL_ID:
+        return f"learned stop-policy ({cfg['algo']})"
+    stops = next((kw for name, kw in cfg["env_wrapper"] if name == "HandCodedStops"), None)
+    if stops is not None:
+        return f"learned scheduler ({cfg['algo']}) + {stops.get('stopper', 'evalstop')}"
+    return f"learned scheduler and stops ({cfg['algo']})"
+
+
+def learned_arm(path: str | os.PathLike):
+    """``(Arm, scheduler or None)`` of a saved model for the experiment suite.
+
+    A stop-policy runs over the experiment's base scheduler (``None``); a
+    learned scheduler is its own (``"learned"``).
+    """
+    from evalstop_gym.envs.adapter import STOP_CONTROL_ID
+    from evalstop_gym.experiments.spec import Arm
+
+    cfg = read_config(path)
+    model, _ = model_files(path)
+    arm = Arm(describe(cfg), LEARNED, (("model", str(model.resolve())), ("fingerprint", fingerprint(path))))
+    return arm, (None if cfg["env_id"] == STOP_CONTROL_ID else LEARNED)
+
+
+def _space(space) -> str:
+    """A space in one short line: ``Box(30,)`` (with its bounds' extremes), ``Discrete(2)``."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Box):
+        return f"Box{space.shape} in [{space.low.min():g}, {space.high.max():g}]"
+    return str(space).splitlines()[0]
+
+
+class LearnedPolicy:
+    """A trained SB3 model with the env it was trained for."""
+
+    def __init__(self, model, config: dict[str, Any], path: Path):
+        self.model, self.config, self.path = model, config, path
+        self.maskable = config["algo"] == "maskable-ppo"
+        self.label = describe(config)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "LearnedPolicy":
+        from .train import algo_class
+
+        cfg = read_config(path)
+        model_path, _ = model_files(path)
+        try:
+            model = algo_class(cfg["algo"]).load(model_path, device="cpu")
+        except Exception as e:   # SB3 raises zipfile, pickle, KeyError, ... on a bad file
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise ConfigError("model", str(model_path), f"cannot be loaded as a {cfg['algo']} model "
+                              f"({type(e).__name__}{': ' + first if first else ''})") from None
+        pol = cls(model, cfg, model_path)
+        env = pol.make_env()
+        try:
+            if model.observation_space != env.observation_space or model.action_space != env.action_space:
+                raise ConfigError("model", str(model_path), f"was trained for other spaces: observation "
+                                  f"{_space(model.observation_space)}, action {_space(model.action_space)}; the "
+                                  f"env of its config has {_space(env.observation_space)}, "
+                                  f"{_space(env.action_space)}")
+        finally:
+            env.close()
+        return pol
+
+    @property
+    def env_id(self) -> str:
+        return self.config["env_id"]
+
+    def make_env(self, scheduler: str | None = None, **workload: Any):
+        """The model's env stack on a workload (``WorkloadConfig`` fields); ``scheduler`` for a stop-policy."""
+        from evalstop_gym.envs.adapter import STOP_CONTROL_ID
+
+        from .train import make_env
+
+        kwargs = dict(self.config["env_kwargs"])
+        if scheduler is not None:
+            if self.env_id != STOP_CONTROL_ID:
+                raise ConfigError("scheduler", scheduler, f"only a stop-policy runs over a base scheduler; "
+                                  f"this model is a {self.label}")
+            kwargs["scheduler"] = scheduler
+        return make_env(self.env_id, kwargs, workload, [tuple(w) for w in self.config["env_wrapper"]])
+
+    def act(self, obs, env) -> int:
+        """The deterministic action for ``obs`` (with ``env``'s masks for MaskablePPO)."""
+        if self.maskable:
+            action, _ = self.model.predict(obs, deterministic=True, action_masks=env.action_masks())
+        else:
+            action, _ = self.model.predict(obs, deterministic=True)
+        return int(action)
+
+    def agent(self, env):
+        """``agent(obs) -> action`` on ``env`` (for :func:`evalstop_gym.envs.adapter.rollout`)."""
+        return lambda obs: self.act(obs, env)
+
+    def run(self, seed: int = 0, *, scheduler: str | None = None, workload=None, **fields: Any) -> dict[str, Any]:
+        """Metrics of one episode: workload seed ``seed`` with ``fields``, or a ready ``workload``."""
+        from evalstop_gym.envs.adapter import rollout
+
+        env = self.make_env(scheduler)
+        try:
+            if workload is not None:
+                return rollout(env, self.agent(env), options={"workload": workload})["metrics"]
+            return rollout(env, self.agent(env), seed=seed, options=fields or None)["metrics"]
+        finally:
+            env.close()

@@ -1,0 +1,178 @@
+"""Learned agents: masks through SubprocVecEnv, training beats random, saved models reload to identical
+metrics, and the wrappers' contracts."""
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+import evalstop_gym  # noqa: F401,E402
+from agents.evaluate import evaluate  # noqa: E402
+from agents.policy import LearnedPolicy  # noqa: E402
+from agents.seeds import TEST_SEEDS_END, VALIDATION_FIRST, check_test_seeds, train_first  # noqa: E402
+from agents.train import make_env, train  # noqa: E402
+from agents.wrappers import STOP_FEATURES, HandCodedStops, JobFeatures, WorkloadSeeds  # noqa: E402
+from baselines import make_policy  # noqa: E402
+from evalstop_gym import ConfigError, simulate  # noqa: E402
+from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID, PolicyAgent, rollout  # noqa: E402
+from evalstop_gym.envs.features import JOB_FEATURES  # noqa: E402
+
+# a PPO run small enough for the test suite: 16k steps of one-job episodes at a higher learning
+# rate than the recipe's, one validation round
+SHORT_PPO = {"n_steps": 512, "batch_size": 128, "n_epochs": 10, "learning_rate": 1e-3, "eval_freq": 16384,
+             "n_eval_episodes": 1, "eval_workload": {"noise": 0.05, "jobs": 30}}
+
+
+@pytest.fixture(scope="module")
+def stop_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("stop-model")
+    return out, train(STOP_CONTROL_ID, "ppo", out=out, timesteps=16384, seed=0, n_envs=1, overrides=SHORT_PPO,
+                      echo=lambda _: None)
+
+
+def test_maskable_ppo_on_subproc_vec_env_reads_masks_from_the_env():
+    from sb3_contrib import MaskablePPO
+    from sb3_contrib.common.maskable.utils import get_action_masks
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    wrappers = [("HandCodedStops", {"work_conserving": True, "preempt": False})]
+    venv = SubprocVecEnv([lambda r=r: make_env(CLUSTER_ID, {"slots": 12}, {"jobs": 12}, wrappers, 100 + r, 2)
+                          for r in range(2)])
+    try:
+        venv.reset()
+        masks = get_action_masks(venv)
+        assert masks.shape == (2, 14) and masks.dtype == np.int8
+        # the masks come from the worker's env stack: the wrapper's narrowed ones, commit masked while a job fits
+        for mask in masks:
+            assert mask[1] == 0 and mask.any()
+            assert not (mask[0] and mask[2:].any())
+        # the env raises on any masked-out action, so a finished run proves every action honoured the masks
+        model = MaskablePPO("MlpPolicy", venv, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu")
+        model.learn(384)
+        assert model.num_timesteps >= 384
+    finally:
+        venv.close()
+
+
+def test_short_training_beats_a_random_policy_on_fixed_seeds(stop_model):
+    path, _ = stop_model
+    pol = LearnedPolicy.load(path)
+    rng = np.random.default_rng(0)
+    learned, random_ = [], []
+    for seed in range(3):
+        env = pol.make_env(noise=0.05, jobs=40)
+        learned.append(rollout(env, pol.agent(env), seed=seed)["return"])
+        random_.append(rollout(env, lambda obs: int(rng.integers(2)), seed=seed)["return"])
+    assert np.mean(learned) > np.mean(random_) + 10.0, (learned, random_)
+
+
+def test_saved_model_reloads_and_evaluates_to_identical_metrics(stop_model):
+    path, _ = stop_model
+    a = evaluate([str(path)], seeds=2, base=evalstop_gym.WorkloadConfig(jobs=40, noise=0.05))
+    b = evaluate([str(path / "model.zip")], seeds=2, base=evalstop_gym.WorkloadConfig(jobs=40, noise=0.05))
+    assert a.per_seed[a.rows[0]["arm"]] == b.per_seed[b.rows[0]["arm"]]
+    assert a.table == b.table
+    again = LearnedPolicy.load(path)
+    assert again.run(seed=1, jobs=40, noise=0.05) == a.per_seed[a.rows[0]["arm"]][1]
+
+
+def test_config_records_what_rebuilds_and_reproduces_the_run(stop_model):
+    path, config = stop_model
+    on_disk = json.loads((path / "config.json").read_text())
+    assert on_disk == config
+    assert (path / "model.zip").is_file() and (path / "final_model.zip").is_file()
+    assert config["env_id"] == STOP_CONTROL_ID and config["algo"] == "ppo" and config["seed"] == 0
+    assert config["env_wrapper"] == [["JobFeatures", {}]]
+    assert config["observation_space"]["shape"] == [len(STOP_FEATURES)]
+    assert config["hyperparams"]["n_steps"] == 512 and config["timesteps"] == 16384
+    assert {"stable-baselines3", "sb3-contrib", "torch", "gymnasium"} <= set(config["versions"])
+    assert config["seeds"]["validation"] == [VALIDATION_FIRST]
+    assert config["cpu_seconds"] > 0 and config["validation_rounds"]
+
+
+def test_training_validation_and_test_seeds_are_disjoint():
+    first = train_first(0, 1)
+    env = WorkloadSeeds(gym.make(STOP_CONTROL_ID, jobs=3), first, 2)
+    ref = gym.make(STOP_CONTROL_ID, jobs=3)
+    for i in range(3):
+        obs, _ = env.reset(seed=0)      # SB3's seed + rank is ignored: the wrapper owns the workload seed
+        assert np.array_equal(obs, ref.reset(seed=first + 2 * i)[0])
+        assert not np.array_equal(obs, ref.reset(seed=0)[0])
+    env.rewind()
+    assert np.array_equal(env.reset()[0], ref.reset(seed=first)[0])
+    assert min(first, train_first(5, 0), VALIDATION_FIRST) >= TEST_SEEDS_END
+    check_test_seeds(0, 10)
+    with pytest.raises(ConfigError, match="held-out"):
+        check_test_seeds(TEST_SEEDS_END - 5, 10)
+
+
+def test_job_features_keep_exactly_the_named_features():
+    raw = gym.make(STOP_CONTROL_ID, jobs=20, noise=0.05)
+    env = JobFeatures(gym.make(STOP_CONTROL_ID, jobs=20, noise=0.05))
+    idx = [list(JOB_FEATURES).index(f) for f in STOP_FEATURES]
+    o_raw, _ = raw.reset(seed=4)
+    o, _ = env.reset(seed=4)
+    for _ in range(30):
+        assert np.array_equal(o, o_raw[idx]) and env.observation_space.contains(o)
+        o_raw, *_ = raw.step(0)
+        o, *_ = env.step(0)
+
+
+@pytest.mark.parametrize("scheduler,work_conserving,preempt", [
+    ("srtf-est", False, True), ("tiresias", False, True), ("fifo", True, False), ("sjf-est", True, False)])
+def test_hand_coded_stops_give_exactly_the_direct_simulator(scheduler, work_conserving, preempt):
+    env = HandCodedStops(gym.make(CLUSTER_ID, slots=50, jobs=50), "evalstop", {"k": 2},
+                         work_conserving=work_conserving, preempt=preempt)
+    out = rollout(env, PolicyAgent(make_policy(scheduler, "evalstop"), env), seed=3)
+    assert out["metrics"] == simulate(scheduler, "evalstop", jobs=50, seed=3)
+
+
+def test_hand_coded_stops_masks_are_never_empty_and_the_agent_sees_no_eval():
+    env = HandCodedStops(gym.make(CLUSTER_ID, slots=16, jobs=30), work_conserving=True, preempt=False)
+    rng = np.random.default_rng(1)
+    obs, info = env.reset(seed=2)
+    refused = False
+    for _ in range(2000):
+        mask = env.action_masks()
+        assert mask.any() and np.array_equal(mask, info["action_mask"])
+        assert env.unwrapped.decision == "schedule"
+        if not refused and env.unwrapped.action_masks()[0] and not mask[0]:
+            with pytest.raises(ValueError, match="HandCodedStops"):
+                env.step(0)   # commit while a waiting job fits: the env allows it, work_conserving does not
+            refused = True
+        obs, _, terminated, _, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        if terminated:
+            break
+    assert terminated and refused and info["metrics"]["jobs"] == 30
+
+
+def test_slot_scorer_is_permutation_equivariant_and_round_trips(tmp_path):
+    import torch as th
+    from sb3_contrib import MaskablePPO
+
+    from agents.networks import SlotScorerPolicy
+    from evalstop_gym.envs.features import N_JOB
+
+    env = gym.make(CLUSTER_ID, slots=8, jobs=20)
+    model = MaskablePPO(SlotScorerPolicy, env, n_steps=64, batch_size=32, seed=0, device="cpu",
+                        policy_kwargs={"hidden": 16})
+    model.learn(64)
+    obs, _ = env.reset(seed=1)
+    for _ in range(5):
+        obs, *_ = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[-1]))
+    perm = np.array([0, 3, 1, 2, 7, 5, 6, 4])   # slot 0 stays: it holds the job at a checkpoint
+    rows = obs[:8 * N_JOB].reshape(8, N_JOB)
+    obs_p = np.concatenate([rows[perm].ravel(), obs[8 * N_JOB:]]).astype(np.float32)
+    with th.no_grad():
+        logits = model.policy.mlp_extractor.forward_actor(th.as_tensor(obs[None]))[0].numpy()
+        logits_p = model.policy.mlp_extractor.forward_actor(th.as_tensor(obs_p[None]))[0].numpy()
+    assert np.allclose(logits_p[2:], logits[2:][perm], atol=1e-6)
+    assert np.allclose(logits_p[:2], logits[:2], atol=1e-6)
+    model.save(tmp_path / "m.zip")
+    again = MaskablePPO.load(tmp_path / "m.zip", device="cpu")
+    mask = env.unwrapped.action_masks()
+    assert model.predict(obs, action_masks=mask, deterministic=True)[0] == \
+        again.predict(obs, action_masks=mask, deterministic=True)[0]

@@ -1,0 +1,117 @@
+"""`evalstop-gym train` / `evaluate` and `python -m agents.train`: bad input is one line and exit 2;
+evaluation is deterministic across processes."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+from agents.evaluate import evaluate  # noqa: E402
+from agents.train import train  # noqa: E402
+from evalstop_gym import WorkloadConfig  # noqa: E402
+from evalstop_gym.cli import main  # noqa: E402
+
+STOP_ID = "EvalStop-StopControl-v0"
+TINY = {"n_steps": 128, "batch_size": 64, "n_epochs": 1, "eval_freq": 256, "n_eval_episodes": 1,
+        "eval_workload": {"jobs": 10}}
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny-model")
+    train(STOP_ID, "ppo", out=out, timesteps=256, n_envs=1, overrides=TINY, echo=lambda _: None)
+    return out
+
+
+def one_line_error(capsys, argv, *needles):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["--env", STOP_ID, "--algo", "a2c"], ("algo='a2c'", "ppo")),
+    (["--env", "CartPole-v1", "--algo", "ppo"], ("env='CartPole-v1'", "EvalStop-Cluster-v0")),
+    (["--env", "EvalStop-Cluster-v0", "--algo", "dqn"], ("dqn.yml has no hyperparameters",)),
+    (["--env", STOP_ID, "--algo", "ppo", "--timesteps", "0"], ("timesteps=0",)),
+])
+def test_train_bad_input(capsys, tmp_path, argv, needles):
+    one_line_error(capsys, ["train", *argv, "--out", str(tmp_path)], *needles)
+
+
+def test_train_bad_hyperparameter_file(capsys, tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("EvalStop-StopControl-v0: [unclosed\n")
+    one_line_error(capsys, ["train", "--env", STOP_ID, "--algo", "ppo", "--hyperparams", str(bad),
+                            "--out", str(tmp_path)], "not valid YAML")
+    bad.write_text("EvalStop-StopControl-v0:\n  n_timesteps: 10\n  n_envs: 1\n  no_such_keyword: 3\n")
+    one_line_error(capsys, ["train", "--env", STOP_ID, "--algo", "ppo", "--hyperparams", str(bad),
+                            "--out", str(tmp_path)], "no_such_keyword")
+
+
+def test_evaluate_missing_model(capsys, tmp_path):
+    one_line_error(capsys, ["evaluate", "--policy", str(tmp_path / "nowhere")], "no such model file")
+
+
+def test_evaluate_model_without_config(capsys, model_dir, tmp_path):
+    shutil.copy(model_dir / "model.zip", tmp_path / "model.zip")
+    one_line_error(capsys, ["evaluate", "--policy", str(tmp_path)], "config.json")
+
+
+def test_evaluate_corrupt_model(capsys, model_dir, tmp_path):
+    shutil.copy(model_dir / "config.json", tmp_path / "config.json")
+    (tmp_path / "model.zip").write_bytes(b"PK\x03\x04 this is not a model")
+    one_line_error(capsys, ["evaluate", "--policy", str(tmp_path)], "cannot be loaded as a ppo model")
+
+
+def test_evaluate_model_trained_for_other_spaces(capsys, model_dir, tmp_path):
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    # a PPO model of the raw 30-feature observation beside a config that says JobFeatures (18)
+    PPO("MlpPolicy", gym.make(STOP_ID, jobs=5), n_steps=64, batch_size=32, device="cpu").save(tmp_path / "model.zip")
+    shutil.copy(model_dir / "config.json", tmp_path / "config.json")
+    one_line_error(capsys, ["evaluate", "--policy", str(tmp_path)], "trained for other spaces")
+
+
+def test_evaluate_corrupt_config(capsys, model_dir, tmp_path):
+    shutil.copy(model_dir / "model.zip", tmp_path / "model.zip")
+    (tmp_path / "config.json").write_text("{not json")
+    one_line_error(capsys, ["evaluate", "--policy", str(tmp_path)], "unreadable")
+    (tmp_path / "config.json").write_text(json.dumps({"env_id": STOP_ID, "env_kwargs": {}, "env_wrapper": [],
+                                                      "algo": "a2c"}))
+    one_line_error(capsys, ["evaluate", "--policy", str(tmp_path)], "'a2c'")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--policy", "nope"], "neither a model path nor a policy name"),
+    (["--policy", "evalstop:q=3"], "no parameter 'q'"),
+    (["--policy", "evalstop", "--seed", "899995"], "held-out test seeds"),
+])
+def test_evaluate_bad_policy_or_seeds(capsys, argv, needle):
+    one_line_error(capsys, ["evaluate", *argv], needle)
+
+
+def test_reproduce_with_a_missing_model(capsys, tmp_path):
+    one_line_error(capsys, ["reproduce", "--experiments", "E1", "--model", str(tmp_path / "none"),
+                            "--out", str(tmp_path / "out")], "no such model file")
+
+
+def test_cli_processes_exit_2_and_evaluate_is_deterministic_across_processes(model_dir):
+    r = subprocess.run([sys.executable, "-m", "agents.train", "--env", STOP_ID, "--algo", "sac", "--out", "x"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "algo='sac'" in r.stderr
+    argv = ["evaluate", "--policy", str(model_dir), "--policy", "evalstop", "--seeds", "2", "--jobs", "30",
+            "--noise", "0.05", "--json"]
+    r = subprocess.run([sys.executable, "-m", "evalstop_gym.cli", *argv], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    here = evaluate([str(model_dir), "evalstop"], seeds=2, base=WorkloadConfig(jobs=30, noise=0.05))
+    assert json.loads(r.stdout) == json.loads(json.dumps(here.rows))
