@@ -34,6 +34,9 @@ def add_parser(sub) -> None:
                         "stopper other than none, evalstop, stopat, lossplateau)")
     p.add_argument("--max-runs", type=int, default=None, metavar="N",
                    help="stop after N new runs; run again to resume (default: run all)")
+    p.add_argument("--model", default=None, metavar="PATH",
+                   help="a model saved by `evalstop-gym train` (folder or model.zip): adds a learned row to "
+                        "E1 and E3 (needs the rl extra)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_workload_flags(p)
     p.set_defaults(func=run)
@@ -50,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=args.out,
                   base=WorkloadConfig(**wl), backend=args.backend, workers=args.workers,
                   base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
-                  progress=not args.no_progress)
+                  progress=not args.no_progress, model=args.model)
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished runs are kept in {args.out}/runs.jsonl; run the same command again "
               "to resume", file=sys.stderr)

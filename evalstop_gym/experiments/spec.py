@@ -27,6 +27,7 @@ EXPECTED_SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "lossaware", "tiresias")
 MAIN_BASE = "srtf-est"      # the paper's base scheduler
 FALLBACK_BASE = "fifo"
 EVALSTOP_K = 2              # the paper's default k
+LEARNED = "learned"         # stopper name of a saved model's arm (run by agents.evaluate, not the pool)
 STOPAT_P = 0.65             # the paper's fixed-progress anchor
 
 NOISE_SWEEP = (0.01, 0.02, 0.05, 0.08, 0.10, 0.12)
@@ -159,6 +160,14 @@ class _Context:
     base: str
     detectors: tuple[str, ...]
     notes: list[str]
+    learned_arm: tuple[Arm, str | None] | None = None   # a saved model's arm and its own scheduler, if any
+
+    def learned(self, x: Any = None, **workload: Any) -> tuple[Point, ...]:
+        """The learned policy's point (none without a model); a stop-policy runs over the base scheduler."""
+        if self.learned_arm is None:
+            return ()
+        arm, scheduler = self.learned_arm
+        return (Point.of(arm, scheduler or self.base, x, **workload),)
 
     def arm(self, stopper: str, **params: Any) -> Arm | None:
         """The arm of a registered stopper, or ``None`` (with a note) if it is not registered."""
@@ -209,12 +218,13 @@ IMPROVEMENT = ("jct_gain", "jct_gain_p", "waste_cut", "waste_cut_p")
 def _e1(c: _Context) -> Experiment:
     arms = [NO_STOPPER, c.arm("stopat", p=STOPAT_P), c.arm("lossplateau"), c.evalstop(),
             *(c.arm(d) for d in c.detectors)]
-    c.note("the learned-policy row of DESIGN.md E1 is not part of this suite yet")
+    if c.learned_arm is None:
+        c.note("no learned-policy row: pass a model saved by `evalstop-gym train` with --model PATH")
     evalstop = _is("evalstop")
     return Experiment(
         "E1", "Main table", f"Which stopper, over the {c.base} base scheduler, finds hacking runs and saves "
         "the most JCT and compute?", None,
-        tuple(Point.of(a, c.base) for a in arms if a is not None),
+        tuple(Point.of(a, c.base) for a in arms if a is not None) + c.learned(),
         (*DETECTION, "avg_jct_h", *IMPROVEMENT, "compute_waste_gpu_h", "detection_delay_evals",
          "delivered_quality"),
         (*DETECTION, "jct_gain_pct", "waste_cut_pct"),
@@ -253,7 +263,8 @@ def _e3(c: _Context) -> Experiment:
     arms = c.under_test()
     return Experiment(
         "E3", "Eval-noise sweep", "How do precision, recall and FPR degrade as eval noise sigma grows?",
-        "noise", tuple(Point.of(a, c.base, x=s, noise=s) for s in NOISE_SWEEP for a in arms),
+        "noise", tuple(p for s in NOISE_SWEEP
+                       for p in (*(Point.of(a, c.base, x=s, noise=s) for a in arms), *c.learned(x=s, noise=s))),
         (*DETECTION, "detection_delay_evals", "jct_gain", "waste_cut"), DETECTION,
         claims=(
             Claim("EvalStop k=2 precision for sigma <= 0.05", ">= 91%",
@@ -362,13 +373,16 @@ def parse_names(text: str | None) -> list[str]:
 
 
 def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None = None,
-                base_scheduler: str | None = None, detectors: Sequence[str] | None = None
+                base_scheduler: str | None = None, detectors: Sequence[str] | None = None,
+                model: str | None = None
                 ) -> list[Experiment]:
     """Build the named experiments against the registry (default: the live one).
 
     ``base_scheduler`` defaults to SRTF-Est, falling back to FIFO (with a note)
     while SRTF-Est is not registered; naming an unregistered one is an error.
-    ``detectors`` defaults to every registered non-anchor stopper.
+    ``detectors`` defaults to every registered non-anchor stopper. ``model``:
+    the path of a model saved by ``evalstop-gym train``, which adds a
+    ``learned`` row to E1 and to every noise level of E3 (``agents.policy``).
     """
     reg = registry or Registry.current()
     names = list(EXPERIMENTS) if names is None else names
@@ -392,9 +406,14 @@ def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None
             if d not in reg.detectors:
                 raise ConfigError("detectors", d, "must be among the registered detectors: "
                                   f"{', '.join(reg.detectors) or '(none registered yet)'}")
+    learned = None
+    if model is not None:
+        from agents.policy import learned_arm   # reads the model's config; no torch yet
+
+        learned = learned_arm(model)
     out = []
     for n in names:
-        ctx = _Context(reg, base, dets, list(notes))
+        ctx = _Context(reg, base, dets, list(notes), learned)
         exp = EXPERIMENTS[n][1](ctx)
         out.append(dataclasses.replace(exp, notes=tuple(ctx.notes)))
     return out

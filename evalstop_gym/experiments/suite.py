@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from ..config import ConfigError, WorkloadConfig, check_range
 from .runner import BACKENDS, ResultStore, RunSpec, pending_specs, run_sweep
-from .spec import Experiment, build_suite
+from .spec import LEARNED, Experiment, build_suite
 from .tables import aggregate, claim_verdicts, claims_table, csv_table, markdown_table
 
 RUNS_FILE = "runs.jsonl"
@@ -76,12 +76,14 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
               out: str | os.PathLike = "results", base: WorkloadConfig | None = None,
               backend: str = "local", workers: int | None = None, base_scheduler: str | None = None,
               detectors: Sequence[str] | None = None, max_runs: int | None = None, progress: bool = True,
-              plots: bool = True, echo: Callable[[str], None] = print) -> SuiteResult:
+              plots: bool = True, echo: Callable[[str], None] = print, model: str | None = None) -> SuiteResult:
     """Run the named experiments (default: all) over ``seeds`` seeds from ``first_seed``.
 
     Finished runs found in ``<out>/runs.jsonl`` are not run again. With
     ``max_runs``, stops after that many new runs and writes no tables until a
-    later call has run the rest.
+    later call has run the rest. ``model`` (a model saved by ``evalstop-gym
+    train``) adds a learned row to E1 and E3; its runs go after the others, in
+    this process (``agents.evaluate``), on held-out seeds only.
     """
     check_range("seeds", seeds, 1, integer=True)
     check_range("first_seed", first_seed, 0, integer=True)
@@ -92,15 +94,26 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
     if max_runs is not None:
         check_range("max_runs", max_runs, 1, integer=True)
     base = base or WorkloadConfig()
-    experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors)
+    if model is not None:
+        from agents.seeds import check_test_seeds
+
+        check_test_seeds(first_seed, seeds)
+    experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
     seed_list = list(range(first_seed, first_seed + seeds))
     specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
+    learned = [s for s in specs if s.stopper == LEARNED]
     outdir = prepare_out(out)
     store = ResultStore(outdir / RUNS_FILE)
     todo = len(pending_specs(specs, store))
     with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
               disable=not progress) as bar:
-        new = run_sweep(specs, store, backend=backend, workers=workers, limit=max_runs, on_done=bar.update)
+        new = run_sweep([s for s in specs if s.stopper != LEARNED], store, backend=backend, workers=workers,
+                        limit=max_runs, on_done=bar.update)
+        if learned and (max_runs is None or new < max_runs):
+            from agents.evaluate import run_learned_specs
+
+            new += run_learned_specs(pending_specs(learned, store), store,
+                                     limit=None if max_runs is None else max_runs - new, on_done=bar.update)
     result = SuiteResult(experiments, new, todo - new)
     if not result.complete:
         echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
