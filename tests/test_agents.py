@@ -176,3 +176,14 @@ def test_slot_scorer_is_permutation_equivariant_and_round_trips(tmp_path):
     mask = env.unwrapped.action_masks()
     assert model.predict(obs, action_masks=mask, deterministic=True)[0] == \
         again.predict(obs, action_masks=mask, deterministic=True)[0]
+
+
+def test_train_on_two_subprocess_workers_with_tensorboard_logs(tmp_path):
+    tiny = {"n_steps": 128, "batch_size": 64, "n_epochs": 1, "eval_freq": 256, "n_eval_episodes": 1,
+            "eval_workload": {"jobs": 10}}
+    config = train(STOP_CONTROL_ID, "ppo", out=tmp_path / "m", timesteps=512, n_envs=2, seed=3,
+                   tensorboard=str(tmp_path / "tb"), overrides=tiny, echo=lambda _: None)
+    assert config["n_envs"] == 2 and config["seed"] == 3
+    assert str(train_first(3, 0)) in config["seeds"]["train"] and "2 * i" in config["seeds"]["train"]
+    assert list((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    assert LearnedPolicy.load(tmp_path / "m").run(seed=0, jobs=10)["jobs"] == 10
