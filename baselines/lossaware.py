@@ -12,7 +12,7 @@ which is SLAQ's reason to favour new jobs too.
 Source: SLAQ (Zhang, Stafman, Or & Freedman, SoCC 2017), which allocates
 resources to the jobs with the largest normalized loss reduction. Loss falls
 for hacking runs as well as healthy ones, so this scheduler cannot see
-reward hacking (DESIGN.md section 1). It must be preemptive to differ from
+reward hacking. It must be preemptive to differ from
 FIFO: jobs that never ran have no loss history. Priorities change only at
 eval checkpoints, which are not scheduling points, so a job keeps its GPUs
 at least until the next arrival, completion or stop.

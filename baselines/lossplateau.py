@@ -8,7 +8,7 @@ is below ``tolerance``. Applies to every job type.
 Defaults ``window = 3`` evals and ``tolerance = 0.01`` (1%) are the usual
 shape of a loss-plateau rule (as in Keras ``ReduceLROnPlateau``/
 ``EarlyStopping`` on the loss), chosen before measuring, not tuned. Training
-loss keeps falling while a run hacks its proxy reward (DESIGN.md section 1),
+loss keeps falling while a run hacks its proxy reward,
 so this rule misses hacking runs by design: the paper's loss-plateau
 baseline, which "misses more than half of hacking runs" (Zhang et al. 2026).
 """

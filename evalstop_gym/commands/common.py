@@ -61,7 +61,7 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
                    help="cusum, smoothed: eval-noise sigma if known (default: estimated from observed scores)")
 
 
-# stopper parameter flags (argparse dest names = the stoppers' keyword names); helpers add theirs here
+# stopper parameter flags (argparse dest names = the stoppers' keyword names); a new stopper adds its own
 STOPPER_FLAGS = ("k", "p", "window", "tolerance", "patience", "min_delta", "threshold", "drift", "sigma")
 
 

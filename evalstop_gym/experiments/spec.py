@@ -1,4 +1,4 @@
-"""The experiment suite as data: E1-E5 of DESIGN.md section 4, plus E6-E8.
+"""The experiment suite as data: the paper's experiments E1-E5, plus E6-E8.
 
 An :class:`Experiment` is a list of :class:`Point` s (one policy at one sweep
 value, with the workload fields it changes) run over the same seeds, the
@@ -97,7 +97,7 @@ class Check:
 
 @dataclass(frozen=True)
 class Claim:
-    """A claim of the paper (or of DESIGN.md), our target for it, and the rows it covers.
+    """A claim of the paper (or of the calibration), our target for it, and the rows it covers.
 
     ``each``: one verdict per matching row; otherwise one verdict over all
     matching rows (it holds if every row meets every check).
@@ -108,7 +108,7 @@ class Claim:
     where: Callable[[Mapping[str, Any]], bool]
     checks: tuple[Check, ...]
     each: bool = False
-    source: str = "issue 3"
+    source: str = "target"
 
 
 @dataclass(frozen=True)
@@ -312,11 +312,11 @@ def _e6(c: _Context) -> Experiment:
         "evals_per_job", points, (*DETECTION, "detection_delay_evals", "jct_gain", "waste_cut"), DETECTION,
         claims=(
             Claim(f"k={k2} false alarms near zero at sigma 0.02, 10 evals", "",
-                  _is("evalstop", x=10, noise=0.02), (Check("fpr", "<=", 0.02),), source="DESIGN.md 2"),
+                  _is("evalstop", x=10, noise=0.02), (Check("fpr", "<=", 0.02),), source="calibration"),
             Claim(f"k={k2} false alarms near 5% at sigma 0.05, 10 evals", "",
-                  _is("evalstop", x=10, noise=0.05), (Check("fpr", "<=", 0.10),), source="DESIGN.md 2"),
+                  _is("evalstop", x=10, noise=0.05), (Check("fpr", "<=", 0.10),), source="calibration"),
             Claim(f"k={k2} fires on about half of healthy runs at sigma 0.05, 20 evals", "",
-                  _is("evalstop", x=20, noise=0.05), (Check("fpr", ">=", 0.25),), source="DESIGN.md 2"),
+                  _is("evalstop", x=20, noise=0.05), (Check("fpr", ">=", 0.25),), source="calibration"),
         ))
 
 
