@@ -166,12 +166,18 @@ class WorkloadConfig:
     mix: Mapping[str, float] | None = None   # overrides the preset's type mix
     job_types: Mapping[str, JobTypeModel] = field(default_factory=lambda: dict(DEFAULT_JOB_TYPES))
     curves: CurveModel = field(default_factory=CurveModel)
+    # nodes, GPU types and placement (evalstop_gym.cluster.ClusterSpec); None: one flat pool of ``gpus``
+    cluster: Any = None
 
     def __post_init__(self) -> None:
         if self.workload not in PRESETS:
             raise ConfigError("workload", self.workload, f"must be one of {', '.join(PRESETS)}")
         check_range("jobs", self.jobs, 1, integer=True)
         check_range("gpus", self.gpus, 1, integer=True)
+        if self.cluster is not None and getattr(self.cluster, "total_gpus", None) != self.gpus:
+            raise ConfigError("cluster", getattr(self.cluster, "name", self.cluster),
+                              f"must be a ClusterSpec holding gpus={self.gpus} GPUs "
+                              "(set gpus to its nodes x gpus_per_node)")
         check_range("load", self.load, 0.0, 10.0, lo_open=True)
         check_range("hacking_fraction", self.hacking_fraction, 0.0, 1.0)
         check_range("noise", self.noise, 0.0, 1.0)

@@ -13,12 +13,22 @@ Definitions (kept stable across versions):
   detection delay: eval checkpoints from the true peak to the stop.
 * Delivered quality: true score of the checkpoint the tenant gets (best
   observed when stopped, final otherwise); regret: true peak minus that.
+* Topology (:mod:`evalstop_gym.cluster`): fragmentation is the time average,
+  over the makespan, of the free GPUs while jobs wait and none of them can be
+  placed on those GPUs (``fragmentation_gpus``; ``fragmentation`` is that over
+  the cluster's GPUs). ``spread_lost_gpu_h``: GPU-hours lost to spread
+  placement, ``sum(gpus * hours run spread * (1 - spread penalty))``.
+  ``utilization_<type>``: GPU-hours run on GPUs of that type over its GPUs x
+  makespan (one key per GPU type; ``utilization_gpu`` on a single type).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from fractions import Fraction
+
+from .config import JOB_TYPES
 from .simulator import Outcome
 from .timebase import TICKS_PER_HOUR, to_ticks
 
@@ -27,6 +37,7 @@ METRIC_KEYS = (
     "compute_waste_gpu_h", "gpu_hours", "precision", "recall", "fpr", "f1", "detection_delay_evals",
     "jobs", "jobs_stopped", "true_positives", "false_positives", "false_negatives",
     "delivered_quality", "delivered_quality_regret", "preemptions",
+    "fragmentation_gpus", "fragmentation", "spread_lost_gpu_h",
 )
 
 
@@ -86,4 +97,26 @@ def compute_metrics(out: Outcome) -> dict[str, float | int | None]:
         "delivered_quality": float(delivered.mean()),
         "delivered_quality_regret": float(regret.mean()),
         "preemptions": out.preemptions,
+        **_topology_metrics(out),
     }
+
+
+def _topology_metrics(out: Outcome) -> dict[str, float]:
+    """Fragmentation, hours lost to spread placement and per-type utilization (exact to the last step)."""
+    w = out.workload
+    spec = w.spec
+    span = int(out.finish_ticks.max() - out.submit_ticks.min())
+    frag = out.fragmentation_gpu_ticks / span if span > 0 else 0.0
+    lost = Fraction(0)
+    for t, name in enumerate(JOB_TYPES):
+        mine = w.job_type == t
+        loss = 1 - spec.penalty(name)
+        if loss:
+            lost += loss * int(np.sum(out.spread_ticks[mine] * w.gpus[mine]))
+    m = {"fragmentation_gpus": frag, "fragmentation": frag / w.total_gpus,
+         "spread_lost_gpu_h": float(lost / TICKS_PER_HOUR)}
+    per_type = spec.types_of_nodes
+    for gpu_type, ticks in out.type_gpu_ticks.items():
+        gpus = per_type.count(gpu_type) * spec.gpus_per_node
+        m[f"utilization_{gpu_type}"] = ticks / (gpus * span) if span > 0 else 0.0
+    return m

@@ -12,7 +12,7 @@ it and adding a stop rule, so stoppers compose over every base scheduler.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 from .simulator import DONE, EVAL, Outcome, Simulator
 from .view import ClusterView, JobView
@@ -20,11 +20,16 @@ from .waiting_queue import WaitingQueue
 
 
 class Plan(NamedTuple):
-    """Scheduling decision: preemptions are applied before starts."""
+    """Scheduling decision: preemptions are applied before starts.
+
+    ``placed`` (on nodes): job id -> ``((node, gpus), ...)`` for started jobs;
+    a started job without an entry is placed by the cluster's placement policy.
+    """
 
     preempt: Sequence[int] = ()
     start: Sequence[int] = ()
     wakeup_h: float | None = None   # ask to be called again at this time (hours)
+    placed: Mapping[int, tuple] | None = None
 
 
 NO_CHANGE = Plan()
@@ -53,6 +58,11 @@ class Scheduler(Policy):
     active job, keep the best set that fits, preempt running jobs outside it
     and start waiting jobs inside it. Ties keep running jobs first, then
     waiting jobs in the order they started waiting.
+
+    "Fits" is the cluster's: on the flat pool, enough free GPUs; on nodes,
+    a placement under the cluster's placement policy (``ClusterView.pool``,
+    :mod:`evalstop_gym.placement`), where a running job is kept only on its
+    own nodes. A scheduler may rank GPU types per job (:meth:`type_preference`).
     """
 
     preemptive = False
@@ -65,6 +75,10 @@ class Scheduler(Policy):
 
     def reset(self) -> None:
         self._queue = WaitingQueue(self.key) if self.static_key else None
+
+    def type_preference(self, job: JobView, cluster: ClusterView) -> dict[str, int] | None:
+        """GPU type -> rank (lower preferred) for placing ``job``; None: no preference."""
+        return None
 
     def wakeup(self, cluster: ClusterView, plan: Plan) -> float | None:
         """Time (hours) at which priorities change by themselves, if any.
@@ -83,30 +97,35 @@ class Scheduler(Policy):
         """The greedy allocation in ``key`` order (see the class docstring)."""
         if self.static_key:
             return self._allocate_from_queue(cluster)
-        key = self.key
+        key, prefer = self.key, self.type_preference
         if not self.preemptive:
-            free = cluster.free_gpus
-            if free == 0 or not cluster.waiting:
+            if cluster.free_gpus == 0 or not cluster.waiting:
                 return NO_CHANGE
+            pool = cluster.pool()
             start = []
             for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
-                if v.gpus <= free:
+                if v.gpus <= pool.cap:
                     start.append(v.job_id)
-                    free -= v.gpus
-                    if free == 0:
+                    pool.take(v, prefer(v, cluster))
+                    if pool.cap == 0:
                         break
-            return Plan((), start)
-        free = cluster.total_gpus
+            return Plan((), start, placed=pool.placed)
+        pool = cluster.pool(empty=True)
         keep = set()
         active = [*cluster.running.values(), *cluster.waiting.values()]
+        running = cluster.running
         for v in sorted(active, key=lambda v: key(v, cluster)):
-            if v.gpus <= free:
+            if v.job_id in running:
+                if pool.holds(v):
+                    keep.add(v.job_id)
+                    pool.keep(v)
+            elif v.gpus <= pool.cap:
                 keep.add(v.job_id)
-                free -= v.gpus
-                if free == 0:
-                    break
+                pool.take(v, prefer(v, cluster))
+            if pool.cap == 0:
+                break
         return Plan([j for j in cluster.running if j not in keep],
-                    [j for j in cluster.waiting if j in keep])
+                    [j for j in cluster.waiting if j in keep], placed=pool.placed)
 
     def _allocate_from_queue(self, cluster: ClusterView) -> Plan:
         """The same allocation as the sorting path, reading waiting jobs from the kept queue.
@@ -118,44 +137,47 @@ class Scheduler(Policy):
         if queue is None:
             queue = self._queue = WaitingQueue(self.key)
         queue.sync(cluster)
+        prefer = self.type_preference
         if not self.preemptive:
-            free = cluster.free_gpus
+            pool = cluster.pool()
             taken = []
-            while free > 0:
-                e = queue.best(free)
+            while pool.cap > 0:
+                e = queue.best(pool.cap)
                 if e is None:
                     break
                 queue.take(e)
                 taken.append(e)
-                free -= e[3].gpus
+                pool.take(e[3], prefer(e[3], cluster))
             queue.put_back(taken)
-            return Plan((), [e[2] for e in taken]) if taken else NO_CHANGE
+            return Plan((), [e[2] for e in taken], placed=pool.placed) if taken else NO_CHANGE
         key = self.key
         # running jobs rank before waiting ones on equal keys, then in dict order
         running = [(key(v, cluster), i, v) for i, v in enumerate(cluster.running.values())]
         running.sort()  # (key, dict position): positions are unique, views never compared
-        free, r, n_run, keep, taken = cluster.total_gpus, 0, len(running), set(), []
-        w = queue.best(free)
-        while free > 0:
-            while r < n_run and running[r][2].gpus > free:
+        pool = cluster.pool(empty=True)
+        r, n_run, keep, taken = 0, len(running), set(), []
+        w = queue.best(pool.cap)
+        while pool.cap > 0:
+            # a running job stays on its own nodes: once it no longer fits, it never will
+            while r < n_run and not pool.holds(running[r][2]):
                 r += 1
             if r < n_run and (w is None or running[r][0] <= w[0]):  # ties: running first
                 keep.add(running[r][2].job_id)
-                free -= running[r][2].gpus
+                pool.keep(running[r][2])
                 r += 1
-                if w is not None and w[3].gpus > free:
-                    w = queue.best(free)  # still fitting, w stays the best that fits
+                if w is not None and w[3].gpus > pool.cap:
+                    w = queue.best(pool.cap)  # still fitting, w stays the best that fits
             elif w is not None:
                 queue.take(w)
                 taken.append(w)
-                free -= w[3].gpus
-                w = queue.best(free)
+                pool.take(w[3], prefer(w[3], cluster))
+                w = queue.best(pool.cap)
             else:
                 break
         queue.put_back(taken)
         started = {e[2] for e in taken}
         return Plan([j for j in cluster.running if j not in keep],
-                    [j for j in cluster.waiting if j in started])
+                    [j for j in cluster.waiting if j in started], placed=pool.placed)
 
 
 class Stopper(Policy):
@@ -192,8 +214,9 @@ def apply_plan(sim: Simulator, plan: Plan) -> None:
     """Apply a :class:`Plan` to the simulator (preemptions first)."""
     for j in plan.preempt:
         sim.preempt(j)
+    placed = plan.placed
     for j in plan.start:
-        sim.start(j)
+        sim.start(j, placed.get(j) if placed else None)
     if plan.wakeup_h is not None and plan.wakeup_h > sim.cluster.now_h:
         sim.request_wakeup(plan.wakeup_h)
 

@@ -19,7 +19,8 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 def format_metrics(metrics: Mapping[str, Any], title: str = "") -> str:
     """One episode's metrics as a two-column table."""
-    rows = [(k, fmt(metrics[k])) for k in METRIC_KEYS if k in metrics]
+    keys = [*METRIC_KEYS, *sorted(k for k in metrics if k.startswith("utilization_"))]
+    rows = [(k, fmt(metrics[k])) for k in keys if k in metrics]
     table = tabulate(rows, headers=("metric", "value"), tablefmt="github")
     return f"{title}\n{table}" if title else table
 

@@ -1,4 +1,4 @@
-"""Discrete-event simulator of a shared cluster of homogeneous GPUs.
+"""Discrete-event simulator of a shared GPU cluster.
 
 Events: job arrival, eval checkpoint (the last checkpoint is the completion),
 and scheduler wake-ups. They sit in one heap keyed by ``(time, counter)``, so
@@ -27,6 +27,12 @@ when it reaches ``length``; each event time is ``now + remaining work`` in
 integers, so preemptions, resumes and the eval count never shift a completion,
 and events of the same millisecond form one scheduling point. Hours appear at
 the boundary only (views, :class:`Outcome`, metrics).
+
+The cluster is the workload's :class:`~evalstop_gym.cluster.ClusterSpec`. On
+the flat pool (one node, every speed 1) a job's work is its service. On nodes
+or GPU types a started job is placed (:mod:`evalstop_gym.placement`) and runs
+at an exact rational rate: its work targets stay ``length * i // evals`` and
+each event falls ``ceil(remaining work / rate)`` ticks ahead.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import JOB_TYPES
+from .placement import Placer
 from .timebase import MAX_HOURS, TICKS_PER_HOUR, ceil_ticks, to_ticks
 from .view import COMPLETED, RUNNING, STOPPED, WAITING, ClusterView, JobView
 from .workload import Workload
@@ -65,6 +72,11 @@ class Outcome:
     delivered_ckpt: np.ndarray  # index of the delivered checkpoint (-1: the starting one)
     first_start_ticks: np.ndarray  # int64: first time started (-1: never started)
     preemptions: int
+    # topology accounting (integers): ticks each job ran spread over nodes; GPU-ticks run per
+    # GPU type; the integral over time of free GPUs that no waiting job could use (GPU-ticks)
+    spread_ticks: np.ndarray | None = None
+    type_gpu_ticks: dict | None = None
+    fragmentation_gpu_ticks: int = 0
 
     @property
     def finish_h(self) -> np.ndarray:
@@ -102,7 +114,17 @@ class Simulator:
         rlhf = JOB_TYPES.index("rlhf")
         self._proxy = [row if t == rlhf else None
                        for row, t in zip(w.curves.proxy.tolist(), w.job_type.tolist())]
-        self.cluster = ClusterView(w.total_gpus)
+        spec = w.spec
+        self._placer = None if spec.trivial else Placer(spec)
+        self.cluster = ClusterView(w.total_gpus, spec, self._placer)
+        if self._placer is not None:
+            self._job_type = [JOB_TYPES[t] for t in w.job_type.tolist()]
+            self._rate: list[tuple[int, int] | None] = [None] * n  # exact speed of the current run
+            self._work = [0] * n                                  # work done, ticks at speed 1
+            self._spread = [0] * n
+            self._type_ticks = dict.fromkeys(spec.gpu_types, 0)
+        self._waiting_demand: dict[int, int] = {}  # GPU demand -> waiting jobs (for fragmentation)
+        self._frag = 0
         self.views: list[JobView | None] = [None] * n
         self._epoch = [0] * n
         self._finish = [-1] * n
@@ -141,6 +163,8 @@ class Simulator:
             if kind == _CHECKPOINT and epoch != self._epoch[j]:
                 continue  # the job was preempted or stopped since this was pushed
             if t != cluster.now_ticks:
+                if cluster.free_gpus and self._waiting_demand:
+                    self._account_fragmentation(t)
                 cluster.now_ticks = t
                 cluster.now_h = t / TICKS_PER_HOUR
             if kind == _CHECKPOINT:
@@ -152,6 +176,20 @@ class Simulator:
             else:
                 self._wakeups.discard(t)
                 self._dirty = True
+
+    def _account_fragmentation(self, t: int) -> None:
+        """Count free GPUs over [now, t) if no waiting job can be placed on them."""
+        c = self.cluster
+        cap = c.free_gpus if self._placer is None else self._placer.cap(c.node_free)
+        if min(self._waiting_demand) > cap:  # fitting is monotone in demand (placement.py)
+            self._frag += (t - c.now_ticks) * c.free_gpus
+
+    def _unwait(self, g: int) -> None:
+        d = self._waiting_demand
+        if d[g] == 1:
+            del d[g]
+        else:
+            d[g] -= 1
 
     def _arrive(self, j: int) -> None:
         w = self._w
@@ -166,6 +204,8 @@ class Simulator:
         v.queued_seq = self._queued
         v.status = WAITING
         self.cluster.waiting[v.job_id] = v
+        d = self._waiting_demand
+        d[v.gpus] = d.get(v.gpus, 0) + 1
 
     def _checkpoint(self, j: int) -> bool:
         """Record eval checkpoint of job ``j``; True if a stop decision is due."""
@@ -184,6 +224,11 @@ class Simulator:
         i += 1
         # service at a checkpoint is exactly length * i // evals: integers, no drift
         now = self.cluster.now_ticks
+        if self._placer is not None:
+            self._settle(j, v, now)
+            # the event fell on the first tick at which work reached the target; at a speed
+            # above 1 it may pass it by less than one tick's work, which is not carried over
+            self._work[j] = self._length[j] * i // self._evals
         v._service_ticks += now - v._run_since_ticks
         v._run_since_ticks = now
         if i == self._evals:
@@ -195,7 +240,14 @@ class Simulator:
     def _push_checkpoint(self, j: int) -> None:
         """Push job ``j``'s next checkpoint: when its service reaches ``length * (i + 1) // evals``."""
         v = self.views[j]
-        due = self._length[j] * (len(v.eval_scores) + 1) // self._evals - v._service_ticks
+        target = self._length[j] * (len(v.eval_scores) + 1) // self._evals
+        if self._placer is None:
+            due = target - v._service_ticks
+        else:
+            rate = self._rate[j]
+            due = target - self._work[j]
+            if rate is not None:  # ceil(remaining work * den / num)
+                due = -(-due * rate[1] // rate[0])
         self._seq += 1
         heapq.heappush(self._heap, (self.cluster.now_ticks + due, self._seq, _CHECKPOINT, j, self._epoch[j]))
 
@@ -203,12 +255,16 @@ class Simulator:
         v = self.views[j]
         c = self.cluster
         if v.status == RUNNING:
+            if self._placer is not None:
+                self._settle(j, v, c.now_ticks)
+                self._release(v)
             v._service_ticks += c.now_ticks - v._run_since_ticks
             v._run_since_ticks = None
             del c.running[j]
             c.free_gpus += v.gpus
         else:
             del c.waiting[j]
+            self._unwait(v.gpus)
         v.status = status
         self._epoch[j] += 1
         self._finish[j] = c.now_ticks
@@ -224,15 +280,22 @@ class Simulator:
                                   f"(status {v.status if v else 'not arrived'})")
         return v
 
-    def start(self, j: int) -> None:
-        """Start (or resume) waiting job ``j`` on ``gpus`` free GPUs."""
+    def start(self, j: int, where: tuple | None = None) -> None:
+        """Start (or resume) waiting job ``j`` on ``gpus`` free GPUs.
+
+        On nodes, ``where`` (``((node, gpus), ...)``) says where; by default
+        the cluster's placement policy chooses.
+        """
         v = self._active_view(j, "start")
         c = self.cluster
         if v.status != WAITING:
             raise SimulationError(f"cannot start job {j}: it is already running")
         if v.gpus > c.free_gpus:
             raise SimulationError(f"cannot start job {j}: it needs {v.gpus} GPUs, {c.free_gpus} are free")
+        if self._placer is not None:
+            self._place(j, v, where)
         del c.waiting[j]
+        self._unwait(v.gpus)
         c.running[j] = v
         c.free_gpus -= v.gpus
         v.status = RUNNING
@@ -248,6 +311,9 @@ class Simulator:
         c = self.cluster
         if v.status != RUNNING:
             raise SimulationError(f"cannot preempt job {j}: it is not running")
+        if self._placer is not None:
+            self._settle(j, v, c.now_ticks)
+            self._release(v)
         v._service_ticks += c.now_ticks - v._run_since_ticks
         v._run_since_ticks = None
         self._epoch[j] += 1
@@ -255,6 +321,42 @@ class Simulator:
         c.free_gpus += v.gpus
         self._enqueue(v)
         self._preemptions += 1
+
+    # -- nodes -------------------------------------------------------------------------
+    def _place(self, j: int, v: JobView, where: tuple | None) -> None:
+        free = self.cluster.node_free
+        if where is None:
+            where = self._placer.place(free, v.gpus)
+            if where is None:
+                raise SimulationError(f"cannot start job {j}: no placement of {v.gpus} GPUs on nodes "
+                                      f"with {free} free under {self._placer.policy!r}")
+        else:
+            where = tuple(sorted((int(n), int(g)) for n, g in where))
+            if (sum(g for _, g in where) != v.gpus or len({n for n, _ in where}) != len(where)
+                    or any(not 0 <= n < len(free) or not 0 < g <= free[n] for n, g in where)):
+                raise SimulationError(f"cannot start job {j} on {where}: it needs {v.gpus} GPUs "
+                                      f"on distinct nodes with room (free per node: {free})")
+        for n, g in where:
+            free[n] -= g
+        v.nodes = where
+        self._rate[j] = self._placer.rate(self._job_type[j], where)
+
+    def _settle(self, j: int, v: JobView, now: int) -> None:
+        """Book the run since ``_run_since_ticks``: work at the job's rate, spread and per-type time."""
+        ran = now - v._run_since_ticks
+        rate = self._rate[j]
+        self._work[j] += ran if rate is None else ran * rate[0] // rate[1]
+        types, node_type = self._type_ticks, self._placer.node_type
+        for n, g in v.nodes:
+            types[node_type[n]] += ran * g
+        if self._placer.is_spread(v.nodes):
+            self._spread[j] += ran
+
+    def _release(self, v: JobView) -> None:
+        free = self.cluster.node_free
+        for n, g in v.nodes:
+            free[n] += g
+        v.nodes = None
 
     def stop(self, j: int) -> None:
         """Stop job ``j`` for good: free its GPUs now, deliver its best observed checkpoint."""
@@ -318,4 +420,9 @@ class Simulator:
             delivered_ckpt=np.array(delivered),
             first_start_ticks=np.array(self._first_start, dtype=np.int64),
             preemptions=self._preemptions,
+            spread_ticks=np.array(self._spread, dtype=np.int64) if self._placer else np.zeros(self._n, np.int64),
+            type_gpu_ticks=(dict(self._type_ticks) if self._placer else
+                            {self.cluster.spec.gpu_types[0]: int(np.sum(
+                                np.array([v._service_ticks for v in views], dtype=np.int64) * self._w.gpus))}),
+            fragmentation_gpu_ticks=self._frag,
         )

@@ -11,6 +11,7 @@ its own picture, never the simulation.
 
 from __future__ import annotations
 
+from .placement import FlatPool, NodePool
 from .timebase import TICKS_PER_HOUR
 
 WAITING, RUNNING, COMPLETED, STOPPED = "waiting", "running", "completed", "stopped"
@@ -32,7 +33,8 @@ class JobView:
 
     __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total",
                  "eval_scores", "train_losses", "proxy_rewards", "consecutive_declines", "status",
-                 "start_h", "queued_seq", "submit_ticks", "est_length_ticks", "_service_ticks", "_run_since_ticks", "_cluster")
+                 "start_h", "queued_seq", "submit_ticks", "est_length_ticks", "_service_ticks", "_run_since_ticks", "_cluster",
+                 "nodes")
 
     def __init__(self, job_id: int, tenant: int, job_type: str, gpus: int, submit_ticks: int,
                  est_length_ticks: int, evals_total: int, cluster: "ClusterView"):
@@ -55,6 +57,7 @@ class JobView:
         self._service_ticks = 0             # attained service before the current run, ticks
         self._run_since_ticks: int | None = None
         self._cluster = cluster
+        self.nodes: tuple | None = None     # while running on nodes: ((node, gpus), ...); None on the flat pool
 
     @property
     def attained_ticks(self) -> int:
@@ -111,11 +114,19 @@ class ClusterView:
 
     ``waiting`` and ``running`` map job id to :class:`JobView`, in the order
     jobs entered each state (for ``waiting``, the order of ``JobView.queued_seq``).
+
+    ``spec`` is the :class:`~evalstop_gym.cluster.ClusterSpec` (public: nodes,
+    GPU types, throughputs, placement policy). On a cluster of several nodes
+    (or GPU types) ``node_free`` lists the free GPUs of each node and a
+    running job's ``JobView.nodes`` says where it runs; on the flat pool
+    ``node_free`` is None. :meth:`pool` gives the allocator its tentative
+    allocation state.
     """
 
-    __slots__ = ("now_ticks", "now_h", "total_gpus", "free_gpus", "waiting", "running", "finished")
+    __slots__ = ("now_ticks", "now_h", "total_gpus", "free_gpus", "waiting", "running", "finished",
+                 "spec", "node_free", "_placer")
 
-    def __init__(self, total_gpus: int):
+    def __init__(self, total_gpus: int, spec=None, placer=None):
         self.now_ticks = 0
         self.now_h = 0.0
         self.total_gpus = total_gpus
@@ -123,6 +134,20 @@ class ClusterView:
         self.waiting: dict[int, JobView] = {}
         self.running: dict[int, JobView] = {}
         self.finished = 0
+        self.spec = spec
+        self._placer = placer
+        self.node_free: list[int] | None = [spec.gpus_per_node] * spec.nodes if placer else None
+
+    def pool(self, empty: bool = False):
+        """Tentative allocation state for planning (:mod:`evalstop_gym.placement`).
+
+        ``empty``: as if no job ran (preemptive planning, which keeps running
+        jobs on their nodes one by one); otherwise the GPUs free now.
+        """
+        if self._placer is None:
+            return FlatPool(self.total_gpus if empty else self.free_gpus)
+        free = [self.spec.gpus_per_node] * self.spec.nodes if empty else list(self.node_free)
+        return NodePool(self._placer, free)
 
     @property
     def used_gpus(self) -> int:

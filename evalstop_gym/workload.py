@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .cluster import ClusterSpec
 from .config import JOB_TYPES, ConfigError, WorkloadConfig
 from .curves import Curves, sample_curves
 from .timebase import MAX_HOURS, TICKS_PER_HOUR
@@ -35,6 +36,12 @@ class Workload:
     curves: Curves
     noise: float               # eval noise sigma used for observed scores
     total_gpus: int
+    cluster: ClusterSpec | None = None  # nodes, GPU types, placement; None: the flat pool of total_gpus
+
+    @property
+    def spec(self) -> ClusterSpec:
+        """The cluster the workload runs on (the flat pool when none is given)."""
+        return self.cluster if self.cluster is not None else ClusterSpec.flat(self.total_gpus)
 
     @property
     def n(self) -> int:
@@ -52,6 +59,9 @@ class Workload:
     def validate(self) -> None:
         if self.n == 0:
             raise ConfigError("jobs", 0, "a workload needs at least one job")
+        if self.cluster is not None and self.cluster.total_gpus != self.total_gpus:
+            raise ConfigError("cluster", self.cluster.describe(),
+                              f"must hold the workload's gpus={self.total_gpus} GPUs")
         big = np.flatnonzero(self.gpus > self.total_gpus)
         if big.size:
             j = int(big[0])
@@ -108,13 +118,14 @@ def generate(cfg: WorkloadConfig) -> Workload:
     hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
     curves = sample_curves(rng, cfg.curves, cfg.evals_per_job, hacking, is_rlhf)
     w = Workload(submit_h=submit, gpus=gpus, length_h=length, est_length_h=est, job_type=job_type,
-                 tenant=tenant, hacking=hacking, curves=curves, noise=cfg.noise, total_gpus=cfg.gpus)
+                 tenant=tenant, hacking=hacking, curves=curves, noise=cfg.noise, total_gpus=cfg.gpus,
+                 cluster=cfg.cluster)
     w.validate()
     return w
 
 
 def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | None = None,
-                       noise: float = 0.0) -> Workload:
+                       noise: float = 0.0, cluster: ClusterSpec | None = None) -> Workload:
     """A hand-written workload, for tests, examples and replays.
 
     Each job is a dict with ``submit_h, gpus, length_h`` and optionally
@@ -122,7 +133,8 @@ def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | N
     ``"rlhf"``), ``tenant`` (0), ``hacking`` (False), ``gold`` (true scores at
     the checkpoints; default a straight rise), ``observed`` (observed scores;
     default gold, with ``noise`` 0), ``loss`` and ``proxy`` (defaults: falling /
-    rising lines). Jobs must be listed in submit order.
+    rising lines). Jobs must be listed in submit order. ``cluster``: its nodes
+    (default: the flat pool of ``total_gpus``).
     """
     if not jobs:
         raise ConfigError("jobs", [], "a workload needs at least one job")
@@ -147,6 +159,6 @@ def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | N
                  est_length_h=np.array([j.get("est_length_h", j.get("length_h", 1.0)) for j in jobs], float),
                  job_type=np.array([JOB_TYPES.index(j.get("job_type", "rlhf")) for j in jobs]),
                  tenant=col("tenant", 0).astype(np.int64), hacking=col("hacking", False).astype(bool),
-                 curves=curves, noise=1.0, total_gpus=total_gpus)
+                 curves=curves, noise=1.0, total_gpus=total_gpus, cluster=cluster)
     w.validate()
     return w

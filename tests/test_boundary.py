@@ -5,9 +5,13 @@ import gc
 import numpy as np
 import pytest
 
+from fractions import Fraction
+
 from baselines import FIFO
 from evalstop_gym import WorkloadConfig, generate
+from evalstop_gym.cluster import ClusterSpec, two_types
 from evalstop_gym.curves import Curves
+from evalstop_gym.placement import Placer
 from evalstop_gym.policy import Policy, drive
 from evalstop_gym.simulator import Simulator
 from evalstop_gym.view import ClusterView, JobView
@@ -63,13 +67,17 @@ def test_policy_cannot_read_hidden_attributes():
         snoop.views[0].length_h  # noqa: B018
 
 
-def test_no_hidden_object_is_reachable_from_views():
-    sim = Simulator(generate(WorkloadConfig(jobs=30, seed=2)))
+@pytest.mark.parametrize("cluster", [None, two_types()], ids=["flat", "two-types"])
+def test_no_hidden_object_is_reachable_from_views(cluster):
+    # the cluster spec (nodes, GPU types, speeds, placement policy) is public by design
+    sim = Simulator(generate(WorkloadConfig(jobs=30, seed=2, cluster=cluster)))
     drive(sim, FIFO())
+    public = (JobView, ClusterView, ClusterSpec, Placer, Fraction, frozenset, dict, list, tuple, str, int, float,
+              type(None))
     for root in (sim.cluster, sim.views[0], sim.views[-1]):
         for o in reachable(root):
             assert not isinstance(o, (Simulator, Workload, Curves, np.ndarray)), type(o)
-            assert isinstance(o, (JobView, ClusterView, dict, list, tuple, str, int, float, type(None))), type(o)
+            assert isinstance(o, public), type(o)
 
 
 def test_views_cannot_grow_new_attributes():

@@ -1,0 +1,187 @@
+"""Placement: which nodes a job's GPUs come from, and how fast it then runs.
+
+Rules shared by every policy (``ClusterSpec.placement``):
+
+* a job of at most ``gpus_per_node`` GPUs runs within one node when one has
+  room; a larger job takes ``gpus // gpus_per_node`` whole free nodes plus its
+  remainder on one more node. Either way it is on its fewest possible nodes,
+  ``ceil(gpus / gpus_per_node)``: *consolidated*;
+* a job on more nodes than that is *spread* and runs at ``spread_penalty`` of
+  its speed (per job type, :mod:`evalstop_gym.cluster`).
+
+The policies differ in which node they pick and in what happens when no
+consolidated placement exists:
+
+* ``consolidate``: best fit, the node with the fewest free GPUs that holds
+  the job, so whole nodes stay free for large jobs. A job that cannot be
+  consolidated does not fit: it waits (as Tiresias's consolidation does).
+* ``first-fit``: the lowest-numbered node that holds the job; when none can,
+  the job is spread over the lowest-numbered nodes with free GPUs.
+* ``spread``: worst fit, the node with the most free GPUs (balancing load over
+  nodes); when no consolidated placement exists, the job is spread over the
+  nodes with the most free GPUs.
+
+Under ``first-fit`` and ``spread`` a job fits whenever enough GPUs are free
+anywhere, as in the flat pool; under ``consolidate`` it fits when a
+consolidated placement exists. In both cases fitting is monotone in demand (if
+``g`` GPUs fit, so do fewer), so "the largest demand that fits" (:attr:`Pool.cap`)
+answers every fit question the allocator asks.
+
+Speed is exact. A job's *rate* is the fraction ``num / den`` (from the
+spec's exact factors): the slowest GPU type it holds (synchronous training
+waits for its slowest worker) times the spread penalty if spread. Its
+length is work measured at rate 1, in ticks; run for ``t`` ticks at rate
+``num / den`` it does ``t * num // den`` ticks of work, and it reaches a
+work target ``W`` from work ``w`` after ``ceil((W - w) * den / num)`` ticks.
+With a rate of at most 1 the work at that instant is exactly ``W``; a
+preemption mid-run drops the fraction of a work tick not yet completed.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Sequence
+
+from .cluster import ClusterSpec
+
+Placement = tuple  # ((node, gpus), ...) sorted by node
+
+
+class Placer:
+    """The placement policy of one :class:`ClusterSpec`: chooses nodes and gives rates."""
+
+    def __init__(self, spec: ClusterSpec):
+        self.spec = spec
+        self.gpn = spec.gpus_per_node
+        self.node_type = spec.types_of_nodes
+        self.strict = spec.placement == "consolidate"
+        self.policy = spec.placement
+        self._rates: dict[tuple, tuple[int, int] | None] = {}
+
+    # -- fitting -----------------------------------------------------------------------
+    def cap(self, free: Sequence[int]) -> int:
+        """The largest demand that can be placed on nodes with ``free`` GPUs each."""
+        if not self.strict:
+            return sum(free)
+        g, whole, most = self.gpn, 0, 0
+        for f in free:
+            if f == g:
+                whole += 1
+            elif f > most:
+                most = f
+        return whole * g + most
+
+    def place(self, free: Sequence[int], gpus: int, prefer: dict[str, int] | None = None) -> Placement | None:
+        """Nodes for a job of ``gpus`` GPUs (``((node, count), ...)``), or None if it does not fit.
+
+        ``prefer`` ranks GPU types (lower first): nodes of a better-ranked
+        type are chosen first, then the policy's own order decides.
+        """
+        g = self.gpn
+        rank = (lambda n: prefer.get(self.node_type[n], len(prefer))) if prefer else (lambda n: 0)
+        if self.policy == "consolidate":
+            order = lambda n: (rank(n), free[n], n)        # best fit  # noqa: E731
+        elif self.policy == "first-fit":
+            order = lambda n: (rank(n), n)                 # noqa: E731
+        else:
+            order = lambda n: (rank(n), -free[n], n)       # worst fit  # noqa: E731
+        whole, rem = divmod(gpus, g)
+        nodes = range(len(free))
+        taken: dict[int, int] = {}
+        if whole:
+            full = sorted((n for n in nodes if free[n] == g), key=order)
+            if len(full) >= whole:
+                for n in full[:whole]:
+                    taken[n] = g
+            else:
+                taken = None
+        if taken is not None and rem:
+            fits = [n for n in nodes if free[n] >= rem and n not in taken]
+            if fits:
+                taken[min(fits, key=order)] = rem
+            else:
+                taken = None
+        if taken is None:  # no consolidated placement
+            if self.strict or sum(free) < gpus:
+                return None
+            taken, need = {}, gpus
+            for n in sorted((n for n in nodes if free[n] > 0), key=order):
+                taken[n] = min(free[n], need)
+                need -= taken[n]
+                if need == 0:
+                    break
+        return tuple(sorted(taken.items()))
+
+    # -- speed -------------------------------------------------------------------------
+    def rate(self, job_type: str, where: Placement) -> tuple[int, int] | None:
+        """Exact speed ``(num, den)`` of a ``job_type`` job on ``where``; None for speed 1."""
+        types = frozenset(self.node_type[n] for n, _ in where)
+        spread = len(where) > -(-sum(c for _, c in where) // self.gpn)
+        key = (job_type, types, spread)
+        if key not in self._rates:
+            spec = self.spec
+            r = min(spec.speed(t, job_type) for t in types)
+            if spread:
+                r *= spec.penalty(job_type)
+            self._rates[key] = None if r == 1 else (r.numerator, r.denominator)
+        return self._rates[key]
+
+    def is_spread(self, where: Placement) -> bool:
+        return len(where) > -(-sum(c for _, c in where) // self.gpn)
+
+
+def speed_of(rate: tuple[int, int] | None) -> Fraction:
+    return Fraction(1) if rate is None else Fraction(*rate)
+
+
+class FlatPool:
+    """Tentative allocation on the flat pool: a count of free GPUs."""
+
+    __slots__ = ("cap",)
+    placed = None
+
+    def __init__(self, free: int):
+        self.cap = free
+
+    def take(self, v, prefer=None) -> None:
+        self.cap -= v.gpus
+
+    def holds(self, v) -> bool:
+        return v.gpus <= self.cap
+
+    keep = take
+
+
+class NodePool:
+    """Tentative allocation on nodes: what the greedy allocator fills while it plans.
+
+    ``take`` places a waiting job by the placement policy and records where
+    (:attr:`placed`, handed to the simulator with the plan); ``keep`` keeps a
+    running job on its own nodes (if :meth:`holds`: they still have room).
+    """
+
+    __slots__ = ("placer", "free", "cap", "placed")
+
+    def __init__(self, placer: Placer, free: list[int]):
+        self.placer = placer
+        self.free = free
+        self.cap = placer.cap(free)
+        self.placed: dict[int, Placement] = {}
+
+    def take(self, v, prefer: dict[str, int] | None = None) -> None:
+        where = self.placer.place(self.free, v.gpus, prefer)
+        for n, c in where:
+            self.free[n] -= c
+        self.placed[v.job_id] = where
+        self.cap = self.placer.cap(self.free)
+
+    def holds(self, v) -> bool:
+        """Do running job ``v``'s own nodes still have its GPUs free?"""
+        free = self.free
+        return all(free[n] >= c for n, c in v.nodes)
+
+    def keep(self, v) -> None:
+        """Keep running job ``v`` on its nodes (after :meth:`holds`)."""
+        for n, c in v.nodes:
+            self.free[n] -= c
+        self.cap = self.placer.cap(self.free)
