@@ -35,6 +35,7 @@ exact integers (see :mod:`evalstop_gym.placement`).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -54,6 +55,7 @@ OLDER_GPU_THROUGHPUT = {"lora": 0.80, "dpo": 0.65, "rlhf": 0.55}
 _MAX_DENOMINATOR = 10_000  # factors are read to 4 decimals: rates stay small exact fractions
 
 
+@functools.lru_cache(maxsize=None)
 def exact(value: float) -> Fraction:
     """A factor as the exact fraction of its decimal text (0.23 -> 23/100)."""
     return Fraction(repr(float(value))).limit_denominator(_MAX_DENOMINATOR)
@@ -194,7 +196,7 @@ class ClusterSpec:
     @property
     def trivial(self) -> bool:
         """One node, every speed 1: placement can change nothing (the flat pool)."""
-        return self.nodes == 1 and all(self.speed(t, j) == 1 for t in self.gpu_types for j in JOB_TYPES)
+        return self.nodes == 1 and (not self.throughput or all(self.speed(t, j) == 1 for t in self.gpu_types for j in JOB_TYPES))
 
     def describe(self) -> str:
         groups = {t: self.types_of_nodes.count(t) for t in self.gpu_types}

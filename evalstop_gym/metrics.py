@@ -108,7 +108,7 @@ def _topology_metrics(out: Outcome) -> dict[str, float]:
     span = int(out.finish_ticks.max() - out.submit_ticks.min())
     frag = out.fragmentation_gpu_ticks / span if span > 0 else 0.0
     lost = Fraction(0)
-    for t, name in enumerate(JOB_TYPES):
+    for t, name in enumerate(JOB_TYPES if out.spread_ticks.any() else ()):
         mine = w.job_type == t
         loss = 1 - spec.penalty(name)
         if loss:

@@ -143,7 +143,7 @@ class FlatPool:
     def __init__(self, free: int):
         self.cap = free
 
-    def take(self, v, prefer=None) -> None:
+    def take(self, v) -> None:
         self.cap -= v.gpus
 
     def holds(self, v) -> bool:
@@ -160,16 +160,18 @@ class NodePool:
     running job on its own nodes (if :meth:`holds`: they still have room).
     """
 
-    __slots__ = ("placer", "free", "cap", "placed")
+    __slots__ = ("placer", "free", "cap", "placed", "cluster", "prefer")
 
-    def __init__(self, placer: Placer, free: list[int]):
+    def __init__(self, placer: Placer, free: list[int], cluster=None, prefer=None):
         self.placer = placer
         self.free = free
         self.cap = placer.cap(free)
         self.placed: dict[int, Placement] = {}
+        self.cluster, self.prefer = cluster, prefer
 
-    def take(self, v, prefer: dict[str, int] | None = None) -> None:
-        where = self.placer.place(self.free, v.gpus, prefer)
+    def take(self, v) -> None:
+        """Place waiting job ``v`` (it must fit: ``v.gpus <= cap``)."""
+        where = self.placer.place(self.free, v.gpus, self.prefer and self.prefer(v, self.cluster))
         for n, c in where:
             self.free[n] -= c
         self.placed[v.job_id] = where

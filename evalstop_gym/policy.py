@@ -97,20 +97,20 @@ class Scheduler(Policy):
         """The greedy allocation in ``key`` order (see the class docstring)."""
         if self.static_key:
             return self._allocate_from_queue(cluster)
-        key, prefer = self.key, self.type_preference
+        key = self.key
         if not self.preemptive:
             if cluster.free_gpus == 0 or not cluster.waiting:
                 return NO_CHANGE
-            pool = cluster.pool()
+            pool = cluster.pool(self.type_preference)
             start = []
             for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
                 if v.gpus <= pool.cap:
                     start.append(v.job_id)
-                    pool.take(v, prefer(v, cluster))
+                    pool.take(v)
                     if pool.cap == 0:
                         break
-            return Plan((), start, placed=pool.placed)
-        pool = cluster.pool(empty=True)
+            return Plan((), start, None, pool.placed)
+        pool = cluster.pool(self.type_preference, empty=True)
         keep = set()
         active = [*cluster.running.values(), *cluster.waiting.values()]
         running = cluster.running
@@ -121,11 +121,11 @@ class Scheduler(Policy):
                     pool.keep(v)
             elif v.gpus <= pool.cap:
                 keep.add(v.job_id)
-                pool.take(v, prefer(v, cluster))
+                pool.take(v)
             if pool.cap == 0:
                 break
         return Plan([j for j in cluster.running if j not in keep],
-                    [j for j in cluster.waiting if j in keep], placed=pool.placed)
+                    [j for j in cluster.waiting if j in keep], None, pool.placed)
 
     def _allocate_from_queue(self, cluster: ClusterView) -> Plan:
         """The same allocation as the sorting path, reading waiting jobs from the kept queue.
@@ -137,9 +137,10 @@ class Scheduler(Policy):
         if queue is None:
             queue = self._queue = WaitingQueue(self.key)
         queue.sync(cluster)
-        prefer = self.type_preference
         if not self.preemptive:
-            pool = cluster.pool()
+            if not cluster.free_gpus:
+                return NO_CHANGE
+            pool = cluster.pool(self.type_preference)
             taken = []
             while pool.cap > 0:
                 e = queue.best(pool.cap)
@@ -147,14 +148,14 @@ class Scheduler(Policy):
                     break
                 queue.take(e)
                 taken.append(e)
-                pool.take(e[3], prefer(e[3], cluster))
+                pool.take(e[3])
             queue.put_back(taken)
-            return Plan((), [e[2] for e in taken], placed=pool.placed) if taken else NO_CHANGE
+            return Plan((), [e[2] for e in taken], None, pool.placed) if taken else NO_CHANGE
         key = self.key
         # running jobs rank before waiting ones on equal keys, then in dict order
         running = [(key(v, cluster), i, v) for i, v in enumerate(cluster.running.values())]
         running.sort()  # (key, dict position): positions are unique, views never compared
-        pool = cluster.pool(empty=True)
+        pool = cluster.pool(self.type_preference, empty=True)
         r, n_run, keep, taken = 0, len(running), set(), []
         w = queue.best(pool.cap)
         while pool.cap > 0:
@@ -170,14 +171,14 @@ class Scheduler(Policy):
             elif w is not None:
                 queue.take(w)
                 taken.append(w)
-                pool.take(w[3], prefer(w[3], cluster))
+                pool.take(w[3])
                 w = queue.best(pool.cap)
             else:
                 break
         queue.put_back(taken)
         started = {e[2] for e in taken}
         return Plan([j for j in cluster.running if j not in keep],
-                    [j for j in cluster.waiting if j in started], placed=pool.placed)
+                    [j for j in cluster.waiting if j in started], None, pool.placed)
 
 
 class Stopper(Policy):
@@ -215,8 +216,12 @@ def apply_plan(sim: Simulator, plan: Plan) -> None:
     for j in plan.preempt:
         sim.preempt(j)
     placed = plan.placed
-    for j in plan.start:
-        sim.start(j, placed.get(j) if placed else None)
+    if placed:
+        for j in plan.start:
+            sim.start(j, placed.get(j))
+    else:
+        for j in plan.start:
+            sim.start(j)
     if plan.wakeup_h is not None and plan.wakeup_h > sim.cluster.now_h:
         sim.request_wakeup(plan.wakeup_h)
 

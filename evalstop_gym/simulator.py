@@ -163,8 +163,12 @@ class Simulator:
             if kind == _CHECKPOINT and epoch != self._epoch[j]:
                 continue  # the job was preempted or stopped since this was pushed
             if t != cluster.now_ticks:
-                if cluster.free_gpus and self._waiting_demand:
-                    self._account_fragmentation(t)
+                free, wd = cluster.free_gpus, self._waiting_demand
+                if free and wd:  # GPUs idle while jobs wait: fragmentation if none fits
+                    if self._placer is not None:
+                        self._account_fragmentation(t)
+                    elif min(wd) > free:
+                        self._frag += (t - cluster.now_ticks) * free
                 cluster.now_ticks = t
                 cluster.now_h = t / TICKS_PER_HOUR
             if kind == _CHECKPOINT:
@@ -180,8 +184,8 @@ class Simulator:
     def _account_fragmentation(self, t: int) -> None:
         """Count free GPUs over [now, t) if no waiting job can be placed on them."""
         c = self.cluster
-        cap = c.free_gpus if self._placer is None else self._placer.cap(c.node_free)
-        if min(self._waiting_demand) > cap:  # fitting is monotone in demand (placement.py)
+        # fitting is monotone in demand (placement.py): the smallest waiting demand decides
+        if min(self._waiting_demand) > self._placer.cap(c.node_free):
             self._frag += (t - c.now_ticks) * c.free_gpus
 
     def _unwait(self, g: int) -> None:
@@ -240,12 +244,11 @@ class Simulator:
     def _push_checkpoint(self, j: int) -> None:
         """Push job ``j``'s next checkpoint: when its service reaches ``length * (i + 1) // evals``."""
         v = self.views[j]
-        target = self._length[j] * (len(v.eval_scores) + 1) // self._evals
         if self._placer is None:
-            due = target - v._service_ticks
+            due = self._length[j] * (len(v.eval_scores) + 1) // self._evals - v._service_ticks
         else:
+            due = self._length[j] * (len(v.eval_scores) + 1) // self._evals - self._work[j]
             rate = self._rate[j]
-            due = target - self._work[j]
             if rate is not None:  # ceil(remaining work * den / num)
                 due = -(-due * rate[1] // rate[0])
         self._seq += 1
@@ -295,7 +298,11 @@ class Simulator:
         if self._placer is not None:
             self._place(j, v, where)
         del c.waiting[j]
-        self._unwait(v.gpus)
+        d = self._waiting_demand
+        if d[v.gpus] == 1:
+            del d[v.gpus]
+        else:
+            d[v.gpus] -= 1
         c.running[j] = v
         c.free_gpus -= v.gpus
         v.status = RUNNING

@@ -138,16 +138,17 @@ class ClusterView:
         self._placer = placer
         self.node_free: list[int] | None = [spec.gpus_per_node] * spec.nodes if placer else None
 
-    def pool(self, empty: bool = False):
+    def pool(self, prefer=None, empty: bool = False):
         """Tentative allocation state for planning (:mod:`evalstop_gym.placement`).
 
+        ``prefer(job, cluster)``: GPU type ranks for placing a job (or None).
         ``empty``: as if no job ran (preemptive planning, which keeps running
         jobs on their nodes one by one); otherwise the GPUs free now.
         """
         if self._placer is None:
             return FlatPool(self.total_gpus if empty else self.free_gpus)
         free = [self.spec.gpus_per_node] * self.spec.nodes if empty else list(self.node_free)
-        return NodePool(self._placer, free)
+        return NodePool(self._placer, free, self, prefer)
 
     @property
     def used_gpus(self) -> int:
