@@ -166,18 +166,22 @@ class WorkloadConfig:
     mix: Mapping[str, float] | None = None   # overrides the preset's type mix
     job_types: Mapping[str, JobTypeModel] = field(default_factory=lambda: dict(DEFAULT_JOB_TYPES))
     curves: CurveModel = field(default_factory=CurveModel)
-    # nodes, GPU types and placement (evalstop_gym.cluster.ClusterSpec); None: one flat pool of ``gpus``
+    # nodes, GPU types and placement: a ClusterSpec, a preset name or YAML/JSON path, or a dict
+    # (evalstop_gym.cluster); None: one flat pool of ``gpus``
     cluster: Any = None
 
     def __post_init__(self) -> None:
+        if self.cluster is not None:
+            from .cluster import resolve_cluster
+
+            object.__setattr__(self, "cluster", resolve_cluster(self.cluster, self.gpus))
         if self.workload not in PRESETS:
             raise ConfigError("workload", self.workload, f"must be one of {', '.join(PRESETS)}")
         check_range("jobs", self.jobs, 1, integer=True)
         check_range("gpus", self.gpus, 1, integer=True)
-        if self.cluster is not None and getattr(self.cluster, "total_gpus", None) != self.gpus:
-            raise ConfigError("cluster", getattr(self.cluster, "name", self.cluster),
-                              f"must be a ClusterSpec holding gpus={self.gpus} GPUs "
-                              "(set gpus to its nodes x gpus_per_node)")
+        if self.cluster is not None and self.cluster.total_gpus != self.gpus:
+            raise ConfigError("cluster", self.cluster.describe(),
+                              f"must hold gpus={self.gpus} GPUs (set gpus to its nodes x gpus_per_node)")
         check_range("load", self.load, 0.0, 10.0, lo_open=True)
         check_range("hacking_fraction", self.hacking_fraction, 0.0, 1.0)
         check_range("noise", self.noise, 0.0, 1.0)
@@ -208,7 +212,15 @@ class WorkloadConfig:
         return self.mix if self.mix is not None else PRESETS[self.workload]
 
     def replace(self, **changes: Any) -> "WorkloadConfig":
-        """A copy with ``changes`` applied (and validated)."""
+        """A copy with ``changes`` applied (and validated).
+
+        A new ``cluster`` without ``gpus`` brings its own GPU count.
+        """
+        if changes.get("cluster") is not None and "gpus" not in changes:
+            from .cluster import resolve_cluster
+
+            changes["cluster"] = resolve_cluster(changes["cluster"], self.gpus)
+            changes["gpus"] = changes["cluster"].total_gpus
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise ConfigError(sorted(unknown)[0], changes[sorted(unknown)[0]],

@@ -158,32 +158,66 @@ class NodePool:
     ``take`` places a waiting job by the placement policy and records where
     (:attr:`placed`, handed to the simulator with the plan); ``keep`` keeps a
     running job on its own nodes (if :meth:`holds`: they still have room).
+    :attr:`cap` is kept up to date from a count of nodes per free-GPU value,
+    so each update costs ``O(gpus_per_node)``, not ``O(nodes)``.
     """
 
-    __slots__ = ("placer", "free", "cap", "placed", "cluster", "prefer")
+    __slots__ = ("placer", "free", "cap", "placed", "cluster", "prefer", "_counts", "_total")
 
     def __init__(self, placer: Placer, free: list[int], cluster=None, prefer=None):
         self.placer = placer
         self.free = free
-        self.cap = placer.cap(free)
         self.placed: dict[int, Placement] = {}
         self.cluster, self.prefer = cluster, prefer
+        self._total = sum(free)
+        if placer.strict:
+            counts = [0] * (placer.gpn + 1)
+            for f in free:
+                counts[f] += 1
+            self._counts = counts
+        else:
+            self._counts = None
+        self._update_cap()
+
+    def _update_cap(self) -> None:
+        counts = self._counts
+        if counts is None:
+            self.cap = self._total
+            return
+        g = self.placer.gpn
+        f = g - 1
+        while f and not counts[f]:  # the fullest partly free node
+            f -= 1
+        self.cap = counts[g] * g + f
+
+    def _use(self, where: Placement) -> None:
+        free, counts = self.free, self._counts
+        for n, c in where:
+            f = free[n]
+            free[n] = f - c
+            self._total -= c
+            if counts is not None:
+                counts[f] -= 1
+                counts[f - c] += 1
+        if counts is None:
+            self.cap = self._total
+        else:
+            self._update_cap()
 
     def take(self, v) -> None:
         """Place waiting job ``v`` (it must fit: ``v.gpus <= cap``)."""
         where = self.placer.place(self.free, v.gpus, self.prefer and self.prefer(v, self.cluster))
-        for n, c in where:
-            self.free[n] -= c
+        self._use(where)
         self.placed[v.job_id] = where
-        self.cap = self.placer.cap(self.free)
 
     def holds(self, v) -> bool:
         """Do running job ``v``'s own nodes still have its GPUs free?"""
         free = self.free
-        return all(free[n] >= c for n, c in v.nodes)
+        for n, c in v.nodes:
+            if free[n] < c:
+                return False
+        return True
 
     def keep(self, v) -> None:
         """Keep running job ``v`` on its nodes (after :meth:`holds`)."""
-        for n, c in v.nodes:
-            self.free[n] -= c
-        self.cap = self.placer.cap(self.free)
+        self._use(v.nodes)

@@ -122,6 +122,7 @@ class Simulator:
             self._rate: list[tuple[int, int] | None] = [None] * n  # exact speed of the current run
             self._work = [0] * n                                  # work done, ticks at speed 1
             self._spread = [0] * n
+            self._held: list = [None] * n  # (spread?, [(GPU type, GPUs), ...]) of the current run
             self._type_ticks = dict.fromkeys(spec.gpu_types, 0)
         self._waiting_demand: dict[int, int] = {}  # GPU demand -> waiting jobs (for fragmentation)
         self._frag = 0
@@ -185,7 +186,8 @@ class Simulator:
         """Count free GPUs over [now, t) if no waiting job can be placed on them."""
         c = self.cluster
         # fitting is monotone in demand (placement.py): the smallest waiting demand decides
-        if min(self._waiting_demand) > self._placer.cap(c.node_free):
+        least = min(self._waiting_demand)
+        if least > c.free_gpus or least > self._placer.cap(c.node_free):
             self._frag += (t - c.now_ticks) * c.free_gpus
 
     def _unwait(self, g: int) -> None:
@@ -347,16 +349,19 @@ class Simulator:
             free[n] -= g
         v.nodes = where
         self._rate[j] = self._placer.rate(self._job_type[j], where)
+        node_type = self._placer.node_type
+        self._held[j] = (self._placer.is_spread(where), [(node_type[n], g) for n, g in where])
 
     def _settle(self, j: int, v: JobView, now: int) -> None:
         """Book the run since ``_run_since_ticks``: work at the job's rate, spread and per-type time."""
         ran = now - v._run_since_ticks
         rate = self._rate[j]
         self._work[j] += ran if rate is None else ran * rate[0] // rate[1]
-        types, node_type = self._type_ticks, self._placer.node_type
-        for n, g in v.nodes:
-            types[node_type[n]] += ran * g
-        if self._placer.is_spread(v.nodes):
+        spread, held = self._held[j]
+        types = self._type_ticks
+        for t, g in held:
+            types[t] += ran * g
+        if spread:
             self._spread[j] += ran
 
     def _release(self, v: JobView) -> None:

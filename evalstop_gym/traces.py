@@ -447,6 +447,10 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
         period_h = span_h if span_h > 0 else float(length_h.max())  # one instant: the longest run
         need = gpu_hours / (period_h * cfg.load)
         total_gpus = max(int(math.ceil(need)), int(gpus.max()))
+    cluster = cfg.cluster
+    if cluster is not None and rescale == "cluster":  # whole nodes of the spec's size
+        cluster = resize_cluster(cluster, total_gpus)
+        total_gpus = cluster.total_gpus
     report.time_factor, report.total_gpus, report.jobs = factor, total_gpus, n
 
     # 5. types, labels, hidden curves and estimates (one seeded generator)
@@ -456,9 +460,19 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
     curves = sample_curves(rng, cfg.curves, cfg.evals_per_job, hacking, is_rlhf)
     est = length_h * np.exp(cfg.estimate_error * rng.standard_normal(n))
     w = Workload(submit_h=submit_h, gpus=gpus, length_h=length_h, est_length_h=est, job_type=job_type,
-                 tenant=t.tenant.copy(), hacking=hacking, curves=curves, noise=cfg.noise, total_gpus=total_gpus)
+                 tenant=t.tenant.copy(), hacking=hacking, curves=curves, noise=cfg.noise, total_gpus=total_gpus,
+                 cluster=cluster)
     w.validate()
     return w, report
+
+
+def resize_cluster(spec, gpus: int):
+    """``spec`` with enough whole nodes for ``gpus`` GPUs (nodes of one GPU type only)."""
+    if len(spec.gpu_types) > 1:
+        raise ConfigError("trace_rescale", "cluster", f"sizes clusters of one GPU type only; "
+                                                      f"{spec.describe()} has several")
+    nodes = -(-gpus // spec.gpus_per_node)
+    return dataclasses.replace(spec, nodes=nodes, node_types=spec.node_types[:1] * nodes if spec.node_types else ())
 
 
 def trace_config(**fields) -> WorkloadConfig:

@@ -15,7 +15,8 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--workload", default=_DEFAULT.workload, metavar="NAME",
                    help=f"preset: {', '.join(PRESETS)} (default {_DEFAULT.workload})")
     g.add_argument("--jobs", type=int, default=_DEFAULT.jobs, help="number of jobs (default %(default)s)")
-    g.add_argument("--gpus", type=int, default=_DEFAULT.gpus, help="cluster GPUs (default %(default)s)")
+    g.add_argument("--gpus", type=int, default=None,
+                   help=f"cluster GPUs (default {_DEFAULT.gpus}, or what --cluster / --nodes give)")
     g.add_argument("--load", type=float, default=_DEFAULT.load,
                    help="offered load, GPU demand over capacity (default %(default)s)")
     g.add_argument("--noise", type=float, default=_DEFAULT.noise,
@@ -25,11 +26,54 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--evals-per-job", type=int, default=_DEFAULT.evals_per_job,
                    help="eval checkpoints per job (default %(default)s)")
     g.add_argument("--seed", type=int, default=_DEFAULT.seed, help="random seed (default %(default)s)")
+    from ..cluster import CLUSTER_PRESETS, PLACEMENTS
+
+    c = p.add_argument_group("cluster (docs/cluster.md; default: one flat pool of --gpus GPUs)")
+    c.add_argument("--cluster", default=None, metavar="FILE|PRESET",
+                   help=f"cluster spec: a YAML/JSON file or a preset ({', '.join(CLUSTER_PRESETS)})")
+    c.add_argument("--nodes", type=int, default=None, help="nodes of --gpus-per-node GPUs each")
+    c.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (with --nodes, or --gpus)")
+    c.add_argument("--placement", default=None, choices=PLACEMENTS,
+                   help="placement policy on nodes (default: the spec's, else consolidate)")
+
+
+def cluster_spec(args: argparse.Namespace):
+    """The cluster spec the flags ask for, or None (the flat pool)."""
+    from ..cluster import load_cluster, uniform
+    from ..config import ConfigError
+
+    spec = None
+    if args.cluster is not None:
+        if args.nodes is not None or args.gpus_per_node is not None:
+            raise ConfigError("nodes", args.nodes, "give either --cluster or --nodes/--gpus-per-node, not both")
+        spec = load_cluster(args.cluster)
+    elif args.nodes is not None or args.gpus_per_node is not None:
+        nodes, per = args.nodes, args.gpus_per_node
+        if per is None or nodes is None:
+            gpus = args.gpus if args.gpus is not None else _DEFAULT.gpus
+            known, name = (nodes, "nodes") if per is None else (per, "gpus_per_node")
+            if not isinstance(known, int) or known < 1 or gpus % known:
+                raise ConfigError(name, known, f"must divide gpus={gpus} (or give both --nodes and --gpus-per-node)")
+            nodes, per = (nodes, gpus // nodes) if per is None else (gpus // per, per)
+        spec = uniform(nodes, per)
+    if args.placement is not None:
+        if spec is None:
+            raise ConfigError("placement", args.placement, "applies to nodes: give --cluster or --nodes")
+        spec = spec.with_placement(args.placement)
+    if spec is not None and args.gpus is not None and args.gpus != spec.total_gpus:
+        raise ConfigError("gpus", args.gpus, f"must equal the cluster's {spec.total_gpus} GPUs "
+                                             f"({spec.describe()}), or be left out")
+    return spec
 
 
 def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return dict(workload=args.workload, jobs=args.jobs, gpus=args.gpus, load=args.load, noise=args.noise,
-                hacking_fraction=args.hacking_fraction, evals_per_job=args.evals_per_job, seed=args.seed)
+    spec = cluster_spec(args)
+    gpus = spec.total_gpus if spec is not None else args.gpus if args.gpus is not None else _DEFAULT.gpus
+    out = dict(workload=args.workload, jobs=args.jobs, gpus=gpus, load=args.load, noise=args.noise,
+               hacking_fraction=args.hacking_fraction, evals_per_job=args.evals_per_job, seed=args.seed)
+    if spec is not None:
+        out["cluster"] = spec
+    return out
 
 
 def add_policy_flags(p: argparse.ArgumentParser) -> None:
