@@ -15,6 +15,7 @@ from .evalstop import EvalStop
 from .fifo import FIFO
 from .lossaware import LossAware
 from .lossplateau import LossPlateau
+from .max_throughput import MaxThroughput
 from .patience import Patience
 from .sjf_est import SJFEst
 from .smoothed import SmoothedDecline
@@ -28,6 +29,7 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
     "srtf-est": SRTFEst,
     "lossaware": LossAware,
     "tiresias": Tiresias,
+    "max-throughput": MaxThroughput,
 }
 
 STOPPERS: dict[str, type[Stopper] | None] = {
@@ -69,4 +71,4 @@ def make_policy(scheduler: str = "fifo", stopper: str = "none", **params) -> Pol
 
 
 __all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "LossAware",
-           "Tiresias", "EvalStop", "StopAtProgress", "LossPlateau", "Patience", "CUSUM", "SmoothedDecline"]
+           "Tiresias", "MaxThroughput", "EvalStop", "StopAtProgress", "LossPlateau", "Patience", "CUSUM", "SmoothedDecline"]

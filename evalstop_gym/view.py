@@ -138,6 +138,18 @@ class ClusterView:
         self._placer = placer
         self.node_free: list[int] | None = [spec.gpus_per_node] * spec.nodes if placer else None
 
+    def largest_fit(self) -> int:
+        """The largest GPU demand that can be placed now (the free GPUs on the flat pool)."""
+        return self.free_gpus if self._placer is None else self._placer.cap(self.node_free)
+
+    def job_speed(self, job: JobView) -> float:
+        """Speed of a running ``job`` on its nodes, relative to the speed its length is measured at
+        (GPU type and spread penalty, :mod:`evalstop_gym.placement`); 1.0 on the flat pool."""
+        if self._placer is None or job.nodes is None:
+            return 1.0
+        rate = self._placer.rate(job.job_type, job.nodes)
+        return 1.0 if rate is None else rate[0] / rate[1]
+
     def pool(self, prefer=None, empty: bool = False):
         """Tentative allocation state for planning (:mod:`evalstop_gym.placement`).
 

@@ -8,6 +8,7 @@ from gymnasium.utils.env_checker import data_equivalence
 import evalstop_gym
 from baselines import SCHEDULERS, STOPPERS, make_policy
 from evalstop_gym import WorkloadConfig, generate, run_policy, simulate
+from evalstop_gym.cluster import two_types, uniform
 from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID, PolicyAgent, rollout, run_through_env
 from evalstop_gym.policy import Scheduler
 from evalstop_gym.workload import workload_from_jobs
@@ -184,3 +185,38 @@ def test_reset_seed_plays_the_same_workload_as_simulate():
     assert third != simulate("fifo", "evalstop", jobs=25, seed=11)
     rollout(env, agent, seed=11)
     assert rollout(env, agent)["metrics"] == third
+
+
+# clusters of nodes: the env's placement policy places the jobs a plan starts on the nodes the plan chose
+NODE_CLUSTERS = {
+    "consolidate": uniform(4, 8, "consolidate"),
+    "first-fit": uniform(4, 8, "first-fit"),
+    "spread": uniform(4, 8, "spread"),
+    "two-types": two_types(4, 8, "consolidate"),
+}
+
+
+@pytest.mark.parametrize("env_id", [CLUSTER_ID, STOP_CONTROL_ID])
+@pytest.mark.parametrize("cluster", NODE_CLUSTERS)
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_every_scheduler_on_nodes_matches_the_direct_simulator(env_id, cluster, scheduler):
+    spec = NODE_CLUSTERS[cluster]
+    kw = dict(jobs=40, seed=3, load=1.5, gpus=spec.total_gpus, cluster=spec)
+    direct = simulate(scheduler, "evalstop", **kw)
+    assert run_through_env(scheduler, "evalstop", env_id=env_id, **kw) == direct
+
+
+@pytest.mark.parametrize("scheduler,stopper", COMBOS)
+def test_every_combination_on_spread_nodes_matches_the_direct_simulator(scheduler, stopper):
+    spec = NODE_CLUSTERS["spread"]
+    kw = dict(jobs=30, seed=4, gpus=spec.total_gpus, cluster=spec)
+    assert run_through_env(scheduler, stopper, **kw) == simulate(scheduler, stopper, **kw)
+
+
+def test_preemptive_plans_on_nodes_keep_their_placements_through_the_env():
+    # SRTF-Est plans from an empty cluster; its starts must land where the plan put them
+    spec = NODE_CLUSTERS["consolidate"]
+    kw = dict(jobs=40, seed=5, load=2.0, gpus=spec.total_gpus, cluster=spec)
+    direct = simulate("srtf-est", **kw)
+    assert direct["preemptions"] > 0
+    assert run_through_env("srtf-est", **kw) == direct

@@ -38,7 +38,8 @@ class PolicyAgent:
     slot), then commit; a plan's wake-up is requested just before the commit,
     as :func:`~evalstop_gym.policy.apply_plan` does. On
     EvalStop-StopControl-v0 only ``should_stop`` is asked; the env's own base
-    scheduler places jobs.
+    scheduler places jobs. On nodes, the plan's placements (``Plan.placed``)
+    are handed to the env with :meth:`ClusterEnv.request_placement`.
     """
 
     def __init__(self, policy: Policy, env: gym.Env):
@@ -66,6 +67,8 @@ class PolicyAgent:
             plan = self.policy.schedule(env.cluster)
             self._pending.extend(plan.preempt)
             self._pending.extend(plan.start)
+            for j, where in (plan.placed or {}).items():  # the nodes the plan chose, as apply_plan does
+                env.request_placement(j, where)
             self._pending.append(("commit", plan.wakeup_h))
         step = self._pending.popleft()
         if isinstance(step, tuple):

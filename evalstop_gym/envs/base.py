@@ -24,6 +24,7 @@ from ..metrics import compute_metrics
 from ..simulator import DONE, EVAL, SCHEDULE, Simulator
 from ..view import COMPLETED, ClusterView, JobView
 from ..workload import Workload, generate
+from .features import topology_bounds, topology_row, topology_shape
 from .render import AllocationRecorder, ansi_text, gantt_rgb
 
 CONTINUE = COMMIT = 0   # at an eval checkpoint: let the job run on; at a scheduling point: done deciding
@@ -83,6 +84,23 @@ def episode_workload(config: WorkloadConfig, np_random, seed: int | None, option
     return generate(cfg.replace(seed=seed))
 
 
+def check_topology(spec, w: Workload) -> None:
+    """An episode's cluster must give observations of the shape the env was made with."""
+    if topology_shape(spec) != topology_shape(w.spec):
+        have = spec.describe() if spec is not None else "the flat pool"
+        raise ConfigError("cluster", w.spec.describe(), f"must have as many nodes as the env was made with "
+                                                       f"({have}): observations have one entry per node; "
+                                                       "make a new env for another node count")
+
+
+def with_topology(spec, slots: int, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Observation bounds ``lo, hi`` extended by the node block of ``spec`` (if it has nodes)."""
+    if spec is None:
+        return lo, hi
+    tlo, thi = topology_bounds(spec, slots)
+    return np.concatenate([lo, tlo]), np.concatenate([hi, thi])
+
+
 def as_int(action: Any) -> int | None:
     """An action as a Python int, or None if it is not an integer scalar."""
     if isinstance(action, (bool, np.bool_)):
@@ -109,6 +127,13 @@ class SimEnv(gym.Env):
       step's ``invalid`` reward term is 1);
     * ``reward_weights``: overrides of :data:`DEFAULT_REWARD_WEIGHTS`;
     * ``render_mode``: ``"ansi"`` or ``"rgb_array"``;
+    * ``cluster``: the cluster's nodes, GPU types and placement policy (a
+      :class:`~evalstop_gym.cluster.ClusterSpec`, a preset name, a YAML/JSON
+      path or a dict; default the flat pool). The placement policy, not the
+      agent, chooses nodes for the jobs the agent starts; on nodes the
+      observation ends with a node block (free GPUs per node; per slot
+      ``spread`` and ``speed``; :func:`~evalstop_gym.envs.features.topology_row`),
+      and starting a job is masked unless it can be placed;
     * ``trace``: path of a cluster trace to replay instead of generating jobs
       (read once, replayed with each episode's seed), ``trace_format``
       (``philly``, ``helios``, ``acme``) and ``trace_options``: keywords of
@@ -159,6 +184,8 @@ class SimEnv(gym.Env):
         self._sim: Simulator | None = None
         self._kind = DONE
         self._episodes = 0
+        # clusters of several nodes (or GPU types) add a node block to observations
+        self._topo_spec = self.config.cluster if topology_shape(self.config.cluster) else None
 
     # -- public state (the information boundary's objects only) -----------------
     @property
@@ -187,6 +214,7 @@ class SimEnv(gym.Env):
             seed = self.config.seed  # the first unseeded episode plays the configured seed
         super().reset(seed=seed)
         w = self._episode_workload(seed, options)
+        check_topology(self._topo_spec, w)
         self._episodes += 1
         self._sim = Simulator(w)
         n = w.n

@@ -27,8 +27,8 @@ from gymnasium import spaces
 from ..config import check_range
 from ..simulator import EVAL, SCHEDULE
 from ..view import RUNNING, JobView
-from .base import COMMIT, STOP, SimEnv
-from .features import cluster_bounds, cluster_row, job_bounds, observation, window
+from .base import COMMIT, STOP, SimEnv, with_topology
+from .features import cluster_bounds, cluster_row, job_bounds, observation, topology_row, window
 
 SLOT0 = 2  # action index of slot 0
 
@@ -49,8 +49,9 @@ class ClusterEnv(SimEnv):
         self.slots = slots
         lo_j, hi_j = job_bounds()
         lo_c, hi_c = cluster_bounds()
-        self.observation_space = spaces.Box(np.concatenate([np.tile(lo_j, slots), lo_c]),
-                                            np.concatenate([np.tile(hi_j, slots), hi_c]), dtype=np.float32)
+        lo, hi = with_topology(self._topo_spec, slots, np.concatenate([np.tile(lo_j, slots), lo_c]),
+                               np.concatenate([np.tile(hi_j, slots), hi_c]))
+        self.observation_space = spaces.Box(lo, hi, dtype=np.float32)
         self.action_space = spaces.Discrete(SLOT0 + slots)
         self._window: list[JobView] = []
         self._mask = np.zeros(SLOT0 + slots, np.int8)
@@ -58,6 +59,7 @@ class ClusterEnv(SimEnv):
     # -- episode -----------------------------------------------------------------
     def _begin_episode(self) -> None:
         self._started_at: dict[int, float] = {}   # job id -> instant the agent last started it
+        self._placements: dict[int, tuple] = {}    # job id -> nodes asked for by request_placement
         self._wakeup_h = -math.inf                 # latest wake-up requested
         self._advance()
         self._refresh()
@@ -83,7 +85,7 @@ class ClusterEnv(SimEnv):
                 if v.status == RUNNING:
                     sim.preempt(v.job_id)
                 else:
-                    sim.start(v.job_id)
+                    sim.start(v.job_id, self._placements.pop(v.job_id, None))
                     self._started_at[v.job_id] = sim.cluster.now_h
                 if self._recorder is not None:
                     self._recorder.update(sim.cluster)
@@ -103,6 +105,16 @@ class ClusterEnv(SimEnv):
         self._sim.request_wakeup(at_h)
         self._wakeup_h = max(self._wakeup_h, at_h)
         self._refresh()
+
+    def request_placement(self, job_id: int, where: tuple) -> None:
+        """Start ``job_id`` on ``where`` (``((node, gpus), ...)``) when it is next started.
+
+        Agents start jobs and the cluster's placement policy picks their
+        nodes; this lets a hand-coded scheduler's plan keep the nodes its
+        allocator chose (``Plan.placed``), as :func:`~evalstop_gym.policy.apply_plan` does.
+        """
+        self._check_running()
+        self._placements[job_id] = where
 
     def slot_action(self, job_id: int) -> int:
         """The action that toggles job ``job_id`` now; ``ValueError`` if it is not in the window."""
@@ -127,7 +139,7 @@ class ClusterEnv(SimEnv):
             mask = [1, 1] + [0] * self.slots
         elif kind == SCHEDULE:
             self._window = win = window(c, self.slots)
-            now, free, started = c.now_h, c.free_gpus, self._started_at
+            now, free, started = c.now_h, c.largest_fit(), self._started_at
             idle_with_queue = not c.running and c.waiting and not self._wakeup_h > now
             mask = [0 if idle_with_queue else 1, 0]
             mask += [(started.get(v.job_id) != now) if v.status == RUNNING else v.gpus <= free for v in win]
@@ -143,9 +155,11 @@ class ClusterEnv(SimEnv):
         kind = self._kind
         decision = self._sim.decision_job.job_id if kind == EVAL else None
         shown_running = sum(1 for v in win if v.status == RUNNING)
-        return observation(win, self.slots, c.total_gpus, decision_id=decision, cluster=cluster_row(
-            c, shown_running=shown_running, shown_waiting=len(win) - shown_running,
-            eval_point=kind == EVAL, schedule_point=kind == SCHEDULE))
+        row = cluster_row(c, shown_running=shown_running, shown_waiting=len(win) - shown_running,
+                          eval_point=kind == EVAL, schedule_point=kind == SCHEDULE)
+        if self._topo_spec is not None:
+            row += topology_row(c, win, self.slots)
+        return observation(win, self.slots, c.total_gpus, decision_id=decision, cluster=row)
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now: ``np.int8`` 0/1 of length ``2 + slots`` (never all 0)."""
@@ -166,4 +180,7 @@ class ClusterEnv(SimEnv):
         v = self._window[i]
         if v.status == RUNNING:
             return f"job {v.job_id} in slot {i} started at this instant; it can be preempted from the next one"
+        if c.node_free is not None:
+            return (f"job {v.job_id} in slot {i} needs {v.gpus} GPUs; nodes have {c.node_free} free and at most "
+                    f"{c.largest_fit()} can be placed ({c.spec.placement})")
         return f"job {v.job_id} in slot {i} needs {v.gpus} GPUs, {c.free_gpus} are free"

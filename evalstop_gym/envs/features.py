@@ -177,7 +177,42 @@ def window(cluster: ClusterView, slots: int, first: JobView | None = None) -> li
     return out
 
 
-def feature_names(slots: int) -> list[str]:
-    """Names of the flat observation entries: ``slot{i}.{feature}`` then ``cluster.{feature}``."""
+def feature_names(slots: int, spec=None) -> list[str]:
+    """Names of the flat observation entries: ``slot{i}.{feature}``, ``cluster.{feature}``, then
+    on a cluster of nodes (``spec``) the node block (:func:`topology_names`)."""
     return [f"slot{i}.{f}" for i in range(slots) for f in JOB_FEATURES] + \
-        [f"cluster.{f}" for f in CLUSTER_FEATURES]
+        [f"cluster.{f}" for f in CLUSTER_FEATURES] + \
+        (topology_names(spec, slots) if topology_shape(spec) else [])
+
+
+# -- nodes (clusters of several nodes or GPU types; absent on the flat pool) --------
+def topology_shape(spec) -> int | None:
+    """Nodes shown in the node block of a cluster spec's observations; None on the flat pool."""
+    return None if spec is None or spec.trivial else spec.nodes
+
+
+def topology_bounds(spec, slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(low, high)`` of the node block: free GPUs per node, then per slot ``spread`` and ``speed``."""
+    top = max([1.0, *(float(spec.speed(t, j)) for t in spec.gpu_types for j in JOB_TYPES)])
+    lo = np.zeros(spec.nodes + 2 * slots, np.float32)
+    hi = np.concatenate([np.ones(spec.nodes), np.tile([1.0, top], slots)]).astype(np.float32)
+    return lo, hi
+
+
+def topology_row(cluster: ClusterView, views: Sequence[JobView], slots: int) -> list[float]:
+    """Free GPUs / GPUs per node, for each node; then, per slot, whether the job runs spread over
+    more nodes than it needs (0/1) and its speed on its nodes (0 for waiting jobs and empty slots)."""
+    per = cluster.spec.gpus_per_node
+    out = [f / per for f in cluster.node_free]
+    for v in views[:slots]:
+        if v.nodes is None:
+            out += (0.0, 0.0)
+        else:
+            out += (1.0 if len(v.nodes) > -(-v.gpus // per) else 0.0, cluster.job_speed(v))
+    out += [0.0] * (2 * (slots - min(len(views), slots)))
+    return out
+
+
+def topology_names(spec, slots: int) -> list[str]:
+    return [f"node{n}.free_gpus" for n in range(spec.nodes)] + \
+        [f"slot{i}.{f}" for i in range(slots) for f in ("spread", "speed")]

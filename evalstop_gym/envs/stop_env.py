@@ -19,8 +19,8 @@ from gymnasium import spaces
 from ..config import ConfigError
 from ..policy import apply_plan
 from ..simulator import DONE, EVAL
-from .base import STOP, SimEnv
-from .features import N_JOB, cluster_bounds, cluster_row, job_bounds, job_row
+from .base import STOP, SimEnv, with_topology
+from .features import N_JOB, cluster_bounds, cluster_row, job_bounds, job_row, topology_row
 
 DEFAULT_SCHEDULERS = ("srtf-est", "fifo")  # the first one registered is the default
 
@@ -53,8 +53,8 @@ class StopControlEnv(SimEnv):
         self._scheduler = make_policy(self.scheduler_name)
         lo_j, hi_j = job_bounds()
         lo_c, hi_c = cluster_bounds()
-        self.observation_space = spaces.Box(np.concatenate([lo_j, lo_c]), np.concatenate([hi_j, hi_c]),
-                                            dtype=np.float32)
+        lo, hi = with_topology(self._topo_spec, 1, np.concatenate([lo_j, lo_c]), np.concatenate([hi_j, hi_c]))
+        self.observation_space = spaces.Box(lo, hi, dtype=np.float32)
         self.action_space = spaces.Discrete(2)
 
     def _begin_episode(self) -> None:
@@ -88,6 +88,8 @@ class StopControlEnv(SimEnv):
             row += cluster_row(c, shown_running=1, eval_point=True)
         else:
             row = [0.0] * N_JOB + cluster_row(c)
+        if self._topo_spec is not None:  # the node block, with the job at the checkpoint as its one slot
+            row += topology_row(c, [self._sim.decision_job] if self._kind == EVAL else [], 1)
         return np.array(row, np.float32)
 
     def action_masks(self) -> np.ndarray:

@@ -37,8 +37,9 @@ from ..simulator import DONE, EVAL, Outcome, Simulator
 from ..view import COMPLETED, RUNNING, JobView
 from ..workload import Workload
 from ..envs.base import as_int, episode_workload
-from ..envs.features import (COUNT_SCALE, cluster_bounds, cluster_row, feature_names,
-                             job_bounds, observation, window)
+from ..envs.base import check_topology, with_topology
+from ..envs.features import (COUNT_SCALE, cluster_bounds, cluster_row, feature_names, job_bounds, observation,
+                             topology_names, topology_row, topology_shape, window)
 from ..envs.render import ansi_text
 from ..envs.stop_env import resolve_scheduler
 
@@ -60,9 +61,11 @@ _TERMS = tuple(DEFAULT_REWARD_WEIGHTS)
 _JCT, _QUALITY, _GPU = (_TERMS.index(k) for k in ("jct_h", "quality", "gpu_h"))  # rows of the accrued terms
 
 
-def tenant_feature_names(slots: int) -> list[str]:
-    """Names of a tenant's observation entries: job slots, ``cluster.*``, then ``tenant.*``."""
-    return feature_names(slots) + [f"tenant.{f}" for f in TENANT_FEATURES]
+def tenant_feature_names(slots: int, spec=None) -> list[str]:
+    """Names of a tenant's observation entries: job slots, ``cluster.*``, ``tenant.*``, then on a
+    cluster of nodes (``spec``) the node block."""
+    return feature_names(slots) + [f"tenant.{f}" for f in TENANT_FEATURES] + \
+        (topology_names(spec, slots) if topology_shape(spec) else [])
 
 
 class _Own:
@@ -156,8 +159,10 @@ class TenantsEnv(ParallelEnv):
         lo_j, hi_j = job_bounds()
         lo_c, hi_c = cluster_bounds()
         lo_t, hi_t = (np.array(x, np.float32) for x in zip(*(b[:2] for b in TENANT_FEATURES.values())))
-        low = np.concatenate([np.tile(lo_j, slots), lo_c, lo_t])
-        high = np.concatenate([np.tile(hi_j, slots), hi_c, hi_t])
+        # clusters of several nodes (or GPU types) add the node block at the end
+        self._topo_spec = self.config.cluster if topology_shape(self.config.cluster) else None
+        low, high = with_topology(self._topo_spec, slots, np.concatenate([np.tile(lo_j, slots), lo_c, lo_t]),
+                                  np.concatenate([np.tile(hi_j, slots), hi_c, hi_t]))
         # one equal space object per agent, returned as the same object every time
         self.observation_spaces = {a: spaces.Box(low, high, dtype=np.float32) for a in self.possible_agents}
         self.action_spaces = {a: spaces.Discrete(2) for a in self.possible_agents}
@@ -213,6 +218,7 @@ class TenantsEnv(ParallelEnv):
             raise ConfigError(f"job {j}.tenant", int(w.tenant[j]),
                               f"must be in [0, {len(self.possible_agents) - 1}] (this env has "
                               f"tenants={len(self.possible_agents)})")
+        check_topology(self._topo_spec, w)
 
     def _start(self, w: Workload) -> None:
         self._sim = Simulator(w)
@@ -345,7 +351,10 @@ class TenantsEnv(ParallelEnv):
                       unseen / (unseen + cs)]
             row = cluster_row(c, shown_running=shown_running, shown_waiting=len(views) - shown_running,
                               eval_point=first is not None)
-            out[a] = observation(views, slots, g, row + tenant, first.job_id if first is not None else None)
+            row += tenant
+            if self._topo_spec is not None:
+                row += topology_row(c, views, slots)
+            out[a] = observation(views, slots, g, row, first.job_id if first is not None else None)
         return out
 
     def _infos(self, final: bool) -> dict[str, dict[str, Any]]:
