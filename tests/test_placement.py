@@ -1,0 +1,307 @@
+"""Nodes, placement and GPU types: hand-checked toys, exact slowed-down event times,
+invariants under random legal decisions, and the flat pool kept exactly."""
+
+import json
+import random
+from fractions import Fraction
+
+import pytest
+
+from baselines import SCHEDULERS, MaxThroughput, make_policy
+from evalstop_gym import WorkloadConfig, compute_metrics, generate, simulate
+from evalstop_gym.cluster import ClusterSpec, load_cluster, two_types, uniform
+from evalstop_gym.config import ConfigError, UsageError
+from evalstop_gym.placement import Placer
+from evalstop_gym.policy import drive
+from evalstop_gym.simulator import DONE, EVAL, SimulationError, Simulator
+from evalstop_gym.timebase import TICKS_PER_HOUR
+from evalstop_gym.workload import workload_from_jobs
+
+H = TICKS_PER_HOUR
+
+
+def spec(nodes=4, per=8, placement="consolidate", penalty=0.5, **kw):
+    return ClusterSpec(nodes=nodes, gpus_per_node=per, placement=placement,
+                       spread_penalty=(("dpo", penalty), ("lora", penalty), ("rlhf", penalty)), **kw)
+
+
+# -- which nodes: free GPUs per node [8, 3, 5, 8], 8 GPUs per node ---------------------
+FREE = [8, 3, 5, 8]
+
+
+@pytest.mark.parametrize("gpus,where", [
+    (2, ((1, 2),)),               # best fit: node 1 has the fewest free GPUs (3) that hold 2
+    (4, ((2, 4),)),               # node 2 (5 free) is the tightest that holds 4
+    (8, ((0, 8),)),               # a whole node, the lowest-numbered
+    (12, ((0, 8), (2, 4))),       # one whole node + 4 on the tightest other node that holds 4 (5 free)
+    (17, ((0, 8), (1, 1), (3, 8))),  # two whole nodes + 1 on the tightest (3 free)
+    (22, None),                   # 2 whole nodes + 6 needs a node with 6 free: none; consolidate waits
+])
+def test_consolidate_is_best_fit_on_the_fewest_nodes(gpus, where):
+    assert Placer(spec()).place(FREE, gpus) == where
+
+
+def test_consolidate_capacity_is_whole_nodes_plus_the_fullest_partial_node():
+    p = Placer(spec())
+    assert p.cap(FREE) == 2 * 8 + 5  # 21: every demand up to 21 fits, 22 does not
+    assert all(p.place(FREE, g) is not None for g in range(1, 22))
+    assert p.cap([3, 2, 0, 1]) == 3 and p.place([3, 2, 0, 1], 4) is None
+
+
+@pytest.mark.parametrize("gpus,where", [
+    (2, ((0, 2),)),                        # the lowest-numbered node with room
+    (3, ((0, 3),)),
+    (16, ((0, 8), (3, 8))),                # two whole nodes
+    (24, ((0, 8), (1, 3), (2, 5), (3, 8))),  # no consolidated placement: spread in node order
+])
+def test_first_fit(gpus, where):
+    p = Placer(spec(placement="first-fit"))
+    assert p.place(FREE, gpus) == where
+    assert p.cap(FREE) == 24
+
+
+@pytest.mark.parametrize("gpus,where", [
+    (2, ((0, 2),)),                 # the node with the most free GPUs (8; the lower of nodes 0 and 3)
+    (5, ((0, 5),)),
+    (12, ((0, 8), (3, 4))),         # a whole node + 4 on the emptiest other node (node 3, 8 free)
+])
+def test_spread_is_worst_fit(gpus, where):
+    assert Placer(spec(placement="spread")).place(FREE, gpus) == where
+
+
+def test_spread_spills_over_the_emptiest_nodes_when_nothing_consolidated_fits():
+    # 8 GPUs, no whole node: 5 + 3 from the two nodes with most free GPUs
+    assert Placer(spec(placement="spread")).place([5, 5, 2, 0], 8) == ((0, 5), (1, 3))
+    assert Placer(spec(placement="consolidate")).place([5, 5, 2, 0], 8) is None
+
+
+def test_type_preference_ranks_nodes_before_the_policy_does():
+    s = two_types(4, 8)   # nodes 0-1 "new", 2-3 "old"
+    p = Placer(s)
+    assert p.place([8, 8, 8, 8], 2) == ((0, 2),)
+    assert p.place([8, 8, 8, 8], 2, {"old": 0, "new": 1}) == ((2, 2),)
+    assert p.place([8, 8, 0, 8], 16, {"old": 0, "new": 1}) == ((0, 8), (3, 8))  # old node 3 first, then new
+
+
+# -- speeds: exact fractions -------------------------------------------------------------
+def test_rates_are_the_slowest_type_times_the_penalty_exactly():
+    s = two_types(4, 8)
+    p = Placer(s)
+    assert p.rate("rlhf", ((0, 8),)) is None                        # new type, consolidated: speed 1
+    assert Fraction(*p.rate("rlhf", ((2, 8),))) == Fraction(55, 100)  # old type
+    assert Fraction(*p.rate("rlhf", ((0, 4), (1, 4)))) == Fraction(23, 100)  # spread 8 GPUs on new
+    assert Fraction(*p.rate("rlhf", ((1, 4), (2, 4)))) == Fraction(55, 100) * Fraction(23, 100)  # both
+    assert Fraction(*p.rate("lora", ((0, 8), (2, 8)))) == Fraction(80, 100)  # 16 GPUs on 2 nodes: not spread
+
+
+def one_node_speed(speed):
+    """One node of 4 GPUs of type ``old`` running every job type at ``speed``."""
+    return ClusterSpec(nodes=1, gpus_per_node=4, node_types=("old",),
+                       throughput=(("old", (("dpo", speed), ("lora", speed), ("rlhf", speed))),))
+
+
+@pytest.mark.parametrize("speed,expect", [
+    # length 7 ticks, 2 evals: checkpoints at work 3 and 7
+    (0.25, (12, 28)),   # ceil(3 / (1/4)) = 12; then ceil(4 * 4) = 16 more
+    (0.4, (8, 18)),     # ceil(3 * 5/2) = 8 (8 * 2 // 5 = 3 work); ceil(4 * 5/2) = 10 more
+    (3.0, (1, 3)),      # ceil(3 / 3) = 1; then ceil(4 / 3) = 2 more
+])
+def test_event_times_of_a_slowed_job_are_exact_ceilings(speed, expect):
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=2, length_h=7 / H)], total_gpus=4, evals_per_job=2,
+                           cluster=one_node_speed(speed))
+    sim = Simulator(w)
+    sim.advance()
+    sim.start(0)
+    assert sim.advance() == EVAL and sim.cluster.now_ticks == expect[0]
+    while sim.advance() != DONE:  # the completion frees GPUs: a scheduling point, then the end
+        pass
+    assert sim.outcome().finish_ticks[0] == expect[1]
+
+
+# -- a whole toy episode, by hand ------------------------------------------------------------
+def toy(placement):
+    # 2 nodes x 4 GPUs, spread penalty 1/2. A and B (2 GPUs, 1 h) and C (4 GPUs, 1 h) arrive at t=0.
+    return workload_from_jobs([dict(submit_h=0.0, gpus=2, length_h=1.0),
+                               dict(submit_h=0.0, gpus=2, length_h=1.0),
+                               dict(submit_h=0.0, gpus=4, length_h=1.0)], total_gpus=8, evals_per_job=4,
+                              cluster=spec(nodes=2, per=4, placement=placement))
+
+
+def test_spread_placement_slows_a_job_by_exactly_the_penalty():
+    # worst fit: A on node 0, B on node 1 (most free), C has no whole node: 2 + 2, spread, speed 1/2
+    out = drive(Simulator(toy("spread")), make_policy("fifo"))
+    assert out.finish_ticks.tolist() == [H, H, 2 * H]
+    assert out.spread_ticks.tolist() == [0, 0, 2 * H]
+    m = compute_metrics(out)
+    assert m["avg_jct_h"] == (1 + 1 + 2) / 3
+    assert m["spread_lost_gpu_h"] == 2 * 4 * (1 - 0.5)      # 2 h x 4 GPUs at half speed
+    assert m["utilization"] == (2 + 2 + 8) / (8 * 2)
+    assert m["fragmentation_gpus"] == 0.0                      # nothing ever waited
+
+
+def test_consolidate_packs_and_nobody_is_slowed():
+    # best fit: A on node 0, B on node 0 (2 free is the tightest), C on the whole node 1
+    out = drive(Simulator(toy("consolidate")), make_policy("fifo"))
+    assert out.finish_ticks.tolist() == [H, H, H]
+    assert compute_metrics(out)["spread_lost_gpu_h"] == 0.0
+
+
+def test_fragmentation_counts_free_gpus_no_waiting_job_can_use():
+    # 2 nodes x 4. A (3 GPUs, 2 h) and B (3 GPUs, 1 h) take a node each; C (2 GPUs, 1 h) waits though
+    # 2 GPUs are free (1 per node) until B ends at 1 h, then runs 1 h on node 1. Makespan 2 h.
+    jobs = [dict(submit_h=0.0, gpus=3, length_h=2.0), dict(submit_h=0.0, gpus=3, length_h=1.0),
+            dict(submit_h=0.0, gpus=2, length_h=1.0)]
+    w = workload_from_jobs(jobs, total_gpus=8, cluster=spec(nodes=2, per=4))
+    out = drive(Simulator(w), make_policy("fifo"))
+    assert out.finish_ticks.tolist() == [2 * H, H, 2 * H]
+    m = compute_metrics(out)
+    assert m["fragmentation_gpus"] == 2 * 1 / 2               # 2 GPUs for 1 h, averaged over 2 h
+    assert m["fragmentation"] == 1.0 / 8
+    # first fit spreads C over the two single free GPUs at once, at half speed: done at 2 h
+    w = workload_from_jobs(jobs, total_gpus=8, cluster=spec(nodes=2, per=4, placement="first-fit"))
+    out = drive(Simulator(w), make_policy("fifo"))
+    assert out.finish_ticks.tolist() == [2 * H, H, 2 * H] and out.spread_ticks[2] == 2 * H
+    assert compute_metrics(out)["fragmentation_gpus"] == 0.0
+
+
+def test_per_type_utilization_and_the_heterogeneity_aware_baseline():
+    # 1 new + 1 old node of 4 GPUs, the default matrix (old: lora 0.80, dpo 0.65, rlhf 0.55).
+    # One 4-GPU lora job of 1 h. FIFO: best fit ties -> node 0 (new); the old node idles.
+    s = ClusterSpec(nodes=2, gpus_per_node=4, node_types=("new", "old"),
+                    throughput=(("old", (("dpo", 0.65), ("lora", 0.8), ("rlhf", 0.55))),))
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=4, length_h=1.0, job_type="lora")], total_gpus=8, cluster=s)
+    out = drive(Simulator(w), make_policy("fifo"))
+    m = compute_metrics(out)
+    assert (m["utilization_new"], m["utilization_old"]) == (1.0, 0.0) and out.finish_ticks[0] == H
+    # MaxThroughput: lora's advantage on old is 0.8 / mean(0.8, 0.65, 0.55) = 1.2 > 1 (on new: 1),
+    # so it goes to the old node and runs at 0.8: 1 h of work takes 1.25 h
+    out = drive(Simulator(w), MaxThroughput())
+    m = compute_metrics(out)
+    assert (m["utilization_new"], m["utilization_old"]) == (0.0, 1.0) and out.finish_ticks[0] == 5 * H // 4
+    # an rlhf job (advantage on old 0.55 / 0.667 = 0.825 < 1) stays on the new node
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=4, length_h=1.0, job_type="rlhf")], total_gpus=8, cluster=s)
+    assert compute_metrics(drive(Simulator(w), MaxThroughput()))["utilization_new"] == 1.0
+
+
+# -- invariants under random legal decisions ----------------------------------------------------
+def expected_rate(s, job_type, where):
+    r = min(s.speed(s.types_of_nodes[n], job_type) for n, _ in where)
+    if len(where) > -(-sum(g for _, g in where) // s.gpus_per_node):
+        r *= s.penalty(job_type)
+    return r
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_legal_decisions_keep_nodes_consistent(seed):
+    rng = random.Random(seed)
+    s = two_types(4, 8, placement=("consolidate", "first-fit", "spread")[seed % 3])
+    w = generate(WorkloadConfig(jobs=60, load=1.5, seed=seed, gpus=s.total_gpus, cluster=s))
+    sim = Simulator(w)
+    c = sim.cluster
+    runs = {}   # job id -> (start tick, work at start, placement) of an uninterrupted run
+    while True:
+        kind = sim.advance()
+        if kind == DONE:
+            break
+        if kind == EVAL:
+            if rng.random() < 0.05:
+                sim.stop(sim.decision_job.job_id)
+                runs.pop(sim.decision_job.job_id, None)
+            continue
+        for j in list(c.running):
+            if rng.random() < 0.1:
+                sim.preempt(j)
+                runs.pop(j, None)
+        for v in list(c.waiting.values()):
+            if rng.random() < 0.3 or not c.running:
+                free = c.node_free
+                if v.gpus > sum(free):
+                    continue
+                # a random legal placement: GPUs from random nodes
+                where, need = {}, v.gpus
+                for n in rng.sample(range(len(free)), len(free)):
+                    take = min(free[n], need)
+                    if take:
+                        where[n] = take
+                        need -= take
+                    if not need:
+                        break
+                sim.start(v.job_id, tuple(where.items()))
+                runs[v.job_id] = (c.now_ticks, v.nodes)
+        # no node over-allocated; every running job's GPUs sum to its demand; node state adds up
+        used = [0] * s.nodes
+        for v in c.running.values():
+            assert sum(g for _, g in v.nodes) == v.gpus
+            for n, g in v.nodes:
+                used[n] += g
+        assert all(0 <= f == s.gpus_per_node - u for f, u in zip(c.node_free, used))
+        assert sum(c.node_free) == c.free_gpus
+    out = sim.outcome()
+    # an uninterrupted run that completed: its service is the sum over checkpoints of
+    # ceil(work between checkpoints / rate), the rate being the slowest type times the penalty if spread
+    checked = 0
+    for j, (t0, where) in runs.items():
+        if out.stopped[j] or sim.views[j]._service_ticks != out.finish_ticks[j] - t0:
+            continue
+        rate = expected_rate(s, sim.views[j].job_type, where)
+        length, e = sim._length[j], w.evals_per_job
+        targets = [length * i // e for i in range(e + 1)]
+        want = sum(-(-(b - a) * rate.denominator // rate.numerator) for a, b in zip(targets, targets[1:]))
+        assert out.service_ticks[j] == want
+        checked += 1
+    assert checked > 5
+
+
+# -- the flat pool is kept exactly ---------------------------------------------------------------
+@pytest.mark.parametrize("seed", [0, 3])
+@pytest.mark.parametrize("scheduler", SCHEDULERS)
+def test_one_node_through_the_node_code_gives_the_flat_pool_byte_for_byte(scheduler, seed):
+    # a throughput matrix of ones makes the simulator take the node path on one node
+    one = ClusterSpec(nodes=1, gpus_per_node=64, throughput=(("gpu", (("rlhf", 1.0),)),))
+    assert not one.trivial
+    flat = simulate(scheduler, "evalstop", jobs=120, seed=seed)
+    nodes = simulate(scheduler, "evalstop", jobs=120, seed=seed, cluster=one)
+    assert json.dumps(nodes, sort_keys=True) == json.dumps(flat, sort_keys=True)
+
+
+# -- specs are data with clear errors ----------------------------------------------------------
+def test_spec_validation_names_field_value_and_what_is_allowed():
+    with pytest.raises(ConfigError, match=r"cluster.placement='tight'.*consolidate, first-fit, spread"):
+        ClusterSpec(nodes=2, gpus_per_node=8, placement="tight")
+    with pytest.raises(ConfigError, match=r"cluster.node_types=3.*one GPU type per node \(2 nodes\)"):
+        ClusterSpec(nodes=2, gpus_per_node=8, node_types=("a", "b", "c"))
+    with pytest.raises(ConfigError, match=r"cluster.spread_penalty.rlhf=1.5"):
+        ClusterSpec(nodes=2, gpus_per_node=8, spread_penalty=(("rlhf", 1.5),))
+    with pytest.raises(ConfigError, match=r"cluster.throughput.*must be a GPU type of some node"):
+        ClusterSpec(nodes=2, gpus_per_node=8, throughput=(("h100", (("rlhf", 2.0),)),))
+    with pytest.raises(ConfigError, match=r"cluster=.*must hold gpus=32"):
+        WorkloadConfig(gpus=32, cluster="nodes8")
+
+
+def test_spec_files(tmp_path):
+    yml = tmp_path / "c.yaml"
+    yml.write_text("nodes:\n  - {count: 2, gpu_type: a100}\n  - {count: 1, gpu_type: v100}\n"
+                   "gpus_per_node: 4\nthroughput:\n  v100: {rlhf: 0.5}\nspread_penalty: {rlhf: 0.25}\n"
+                   "placement: spread\n")
+    s = load_cluster(str(yml))
+    assert (s.nodes, s.total_gpus, s.types_of_nodes, s.placement) == (3, 12, ("a100", "a100", "v100"), "spread")
+    assert s.speed("v100", "rlhf") == Fraction(1, 2) and s.penalty("rlhf") == Fraction(1, 4)
+    js = tmp_path / "c.json"
+    js.write_text(json.dumps({"nodes": 2, "gpus_per_node": 8, "gpu_type": "h100"}))
+    assert load_cluster(str(js)).types_of_nodes == ("h100", "h100")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"nodes": 2, "gpus_per_node": 8, "colour": "red"}))
+    with pytest.raises(ConfigError, match="cluster.colour"):
+        load_cluster(str(bad))
+    with pytest.raises(UsageError, match="no such file"):
+        load_cluster(str(tmp_path / "missing.yaml"))
+
+
+def test_simulator_refuses_an_illegal_placement():
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=4, length_h=1.0)], total_gpus=8, cluster=uniform(2, 4))
+    sim = Simulator(w)
+    sim.advance()
+    with pytest.raises(SimulationError, match="distinct nodes with room"):
+        sim.start(0, ((0, 3), (1, 3)))   # 6 GPUs for a 4-GPU job
+    with pytest.raises(SimulationError, match="distinct nodes with room"):
+        sim.start(0, ((0, 5),))          # node 0 has 4 GPUs
