@@ -69,7 +69,7 @@ def _bars(ax, exp: Experiment, rows, column: str, colors: Mapping[str, str]) -> 
             xs, ys, lo, hi, cs = zip(*bars)
             ax.bar(xs, ys, width=width, yerr=[lo, hi], capsize=2, color=cs, label=arm)
     ax.set_xticks(range(len(groups)))
-    tilt = exp.x_name is None
+    tilt = exp.x_name is None or max(len(str(g)) for g in groups) > 8  # long names would overlap
     ax.set_xticklabels(list(groups), rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize=7)
 
 

@@ -37,9 +37,11 @@ HEADERS = {
     "delivered_quality_regret": "quality regret",
     "jct_gain": "JCT gain vs none [95% CI]", "jct_gain_p": "JCT p (t / W)",
     "waste_cut": "waste cut vs none [95% CI]", "waste_cut_p": "waste p (t / W)",
+    "fragmentation_gpus": "fragmented GPUs", "spread_lost_gpu_h": "lost to spread (GPU-h)",
 }
 DIGITS = {"avg_jct_h": 2, "p50_jct_h": 2, "p99_jct_h": 1, "avg_queue_h": 2, "makespan_h": 1,
-          "compute_waste_gpu_h": 0, "gpu_hours": 0, "detection_delay_evals": 2}
+          "compute_waste_gpu_h": 0, "gpu_hours": 0, "detection_delay_evals": 2, "fragmentation_gpus": 2,
+          "spread_lost_gpu_h": 0}
 
 
 def aggregate(exp: Experiment, results: Mapping[str, Mapping[str, Any]], base: WorkloadConfig,
