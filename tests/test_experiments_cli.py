@@ -61,7 +61,7 @@ def test_max_runs_stops_early_and_says_how_to_resume(tmp_path):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--experiments", "E1,E9"], "experiments='E9'"),
+    (["--experiments", "E1,E99"], "experiments='E99'"),
     (["--experiments", "bogus"], "experiments='BOGUS'"),
     (["--seeds", "0"], "seeds=0"),
     (["--seeds", "-2"], "seeds=-2"),
