@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -18,7 +19,7 @@ from typing import Any, Callable, Sequence
 from tqdm import tqdm
 
 from ..config import ConfigError, WorkloadConfig, check_range
-from .runner import BACKENDS, ResultStore, RunSpec, pending_specs, run_sweep
+from .runner import BACKENDS, ResultStore, RunSpec, exclusive, pending_specs, run_sweep
 from .spec import LEARNED, Experiment, build_suite
 from .tables import aggregate, claim_verdicts, claims_table, csv_table, markdown_table
 
@@ -39,13 +40,19 @@ class SuiteResult:
 
 
 def prepare_out(out: str | os.PathLike) -> Path:
-    """Create the output folder; raise :class:`ConfigError` (one line) if it cannot be written."""
+    """Create the output folder; raise :class:`ConfigError` (one line) if it cannot be written.
+
+    The write probe is a uniquely named temporary file, so two runs creating
+    the same fresh folder at once do not trip over each other's probe.
+    """
+    if not os.fspath(out).strip():
+        raise ConfigError("out", os.fspath(out), "must name a folder (an empty path would write into the "
+                                                 "current folder; pass --out . for that)")
     path = Path(out)
-    probe = path / ".write-test"
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe.write_text("")
-        probe.unlink()
+        with tempfile.TemporaryFile(dir=path):
+            pass
     except OSError as e:
         raise ConfigError("out", str(path), f"cannot write there ({e.strerror or e})") from None
     return path
@@ -101,8 +108,17 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
     experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
     seed_list = list(range(first_seed, first_seed + seeds))
     specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
-    learned = [s for s in specs if s.stopper == LEARNED]
     outdir = prepare_out(out)
+    with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
+        return _run_and_write(experiments, specs, outdir, base, seed_list, backend=backend, workers=workers,
+                              max_runs=max_runs, progress=progress, plots=plots, echo=echo)
+
+
+def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_list: list[int], *,
+                   backend: str, workers: int, max_runs: int | None, progress: bool, plots: bool,
+                   echo: Callable[[str], None]) -> SuiteResult:
+    """The part of :func:`reproduce` that holds the output folder's lock: run what is missing, write."""
+    learned = [s for s in specs if s.stopper == LEARNED]
     store = ResultStore(outdir / RUNS_FILE)
     todo = len(pending_specs(specs, store))
     with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
