@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -19,6 +18,7 @@ from typing import Any, Callable, Sequence
 from tqdm import tqdm
 
 from ..config import ConfigError, WorkloadConfig, check_range
+from ..files import prepare_out
 from .runner import BACKENDS, ResultStore, RunSpec, exclusive, pending_specs, run_sweep
 from .spec import LEARNED, Experiment, build_suite
 from .tables import aggregate, claim_verdicts, claims_table, csv_table, markdown_table
@@ -37,25 +37,6 @@ class SuiteResult:
     @property
     def complete(self) -> bool:
         return self.remaining == 0
-
-
-def prepare_out(out: str | os.PathLike) -> Path:
-    """Create the output folder; raise :class:`ConfigError` (one line) if it cannot be written.
-
-    The write probe is a uniquely named temporary file, so two runs creating
-    the same fresh folder at once do not trip over each other's probe.
-    """
-    if not os.fspath(out).strip():
-        raise ConfigError("out", os.fspath(out), "must name a folder (an empty path would write into the "
-                                                 "current folder; pass --out . for that)")
-    path = Path(out)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as e:
-        raise ConfigError("out", str(path), f"cannot write there ({e.strerror or e})") from None
-    return path
 
 
 def setup_text(exp: Experiment, base: WorkloadConfig, seeds: Sequence[int]) -> str:
