@@ -86,6 +86,9 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
         from agents.seeds import check_test_seeds
 
         check_test_seeds(first_seed, seeds)
+        from agents.policy import LearnedPolicy
+
+        LearnedPolicy.load(model)   # a model that cannot be loaded fails now, before any run
     experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
     seed_list = list(range(first_seed, first_seed + seeds))
     specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
