@@ -96,6 +96,8 @@ def csv_rows(f: io.TextIOBase, path: str, error: type[DataFileError], what: str)
 
 def has_bad_bytes(text: str) -> bool:
     """True if ``text`` holds bytes that were not UTF-8 (decoded as lone surrogates)."""
+    if text.isascii():   # the common case, checked without encoding
+        return False
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -179,6 +179,7 @@ def test_a_duplicated_helios_job_id_names_file_and_both_lines(tmp_path):
     (["--trace-format", "helios"], "--trace-format does nothing without --trace"),
     (["--on-bad-row", "skip"], "--on-bad-row does nothing without --trace"),
     (["--trace-min-duration", "5"], "--trace-min-duration does nothing without --trace"),
+    (["--trace-min-duration", "0"], "--trace-min-duration does nothing without --trace"),
     (["--trace-rescale", "none"], "--trace-rescale does nothing without --trace"),
     (["--trace-gpu-scale", "2"], "--trace-gpu-scale does nothing without --trace"),
     (["--trace-sample"], "--trace-sample does nothing without --trace"),

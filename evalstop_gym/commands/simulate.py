@@ -75,7 +75,7 @@ def check_dependent_flags(args: argparse.Namespace) -> None:
 
     for dest, flag, needs, default in _DEPENDENT_FLAGS:
         given = getattr(args, dest)
-        if given not in (None, False) and not getattr(args, needs):
+        if given is not None and given is not False and not getattr(args, needs):   # 0 is a value given
             raise UsageError(f"{flag} does nothing without --{needs}")
         if given is None:
             setattr(args, dest, default)
