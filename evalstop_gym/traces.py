@@ -38,14 +38,17 @@ submit times by one factor so the offered load is ``config.load``;
 at least 1) before any check; ``gpu_scale="fit"`` shrinks them just enough
 for the largest to fit ``config.gpus`` (with ``rescale="cluster"`` it is 1).
 
-Bad rows (missing values, unparsable times or numbers, negative or absurd
-durations, negative GPU counts, demands above the cluster) raise
-:class:`TraceError` naming the file, line and problem, unless
-``on_bad_row="skip"``, which drops them and counts them per problem in the
-:class:`TraceReport`. A missing column or an empty file is always an error.
-Rows that are valid but not replayed are counted as *filtered*: CPU-only jobs
-(0 GPUs), jobs shorter than ``min_duration_s``, and jobs outside the window or
-the selection.
+Bad rows (missing values, unparsable or absurd times and numbers, negative or
+absurd durations, GPU counts outside [0, 1e6], a repeated ``job_id``, bytes
+that are not UTF-8, demands above the cluster) raise :class:`TraceError`
+naming the file, line and problem, unless ``on_bad_row="skip"``, which drops
+them and counts them per problem in the :class:`TraceReport`. A missing
+column, an empty file, a file that is not a regular file, an over-long line
+and submit times spanning more than ``MAX_TIME_H`` are always errors; gzip'd
+files are read as they are (:mod:`evalstop_gym.files`). Rows that are valid
+but not replayed are counted as *filtered*: CPU-only jobs (0 GPUs), jobs
+shorter than ``min_duration_s`` (and always than 1 ms, the simulator's time
+resolution), and jobs outside the window or the selection.
 """
 
 from __future__ import annotations
@@ -107,6 +110,7 @@ ACME_UNKNOWN_TIER = 1
 MAX_ABS_TIME_S = 1e11        # |timestamp| in seconds (about 3,000 years from 1970)
 MAX_TRACE_ROWS = 10_000_000  # rows of one trace file
 MAX_GPU_SCALE = 1e6
+MIN_RUN_S = 0.001            # the simulator's time resolution: shorter runs are filtered, whatever min_duration_s
 
 
 @dataclass
@@ -303,8 +307,8 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
             if g == 0:
                 report.filtered["CPU-only jobs (0 GPUs)"] += 1
                 continue
-            if d < min_duration_s:
-                report.filtered[f"jobs shorter than {min_duration_s:g} s"] += 1
+            if d < max(min_duration_s, MIN_RUN_S):
+                report.filtered[f"jobs shorter than {max(min_duration_s, MIN_RUN_S):g} s"] += 1
                 continue
             key = row[i_ten].strip()
             submit.append(t)

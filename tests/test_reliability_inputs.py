@@ -112,6 +112,12 @@ def test_absurd_row_values_are_bad_rows(tmp_path, row, needle):
     assert read_trace(path, "philly", on_bad_row="skip").n == 2
 
 
+def test_runs_below_the_time_resolution_are_filtered_even_with_min_duration_0(tmp_path):
+    path = write(tmp_path, HEADER + GOOD + "2017-10-01 02:00:00,0,1,0,a\n2017-10-01 02:00:00,0.0004,1,0,a\n")
+    table = read_trace(path, "philly", min_duration_s=0)
+    assert table.n == 2 and table.report.filtered == {"jobs shorter than 0.001 s": 2}
+
+
 def test_a_span_of_absurd_length_is_refused_with_both_lines(tmp_path):
     # 0 and 1e10 s are each valid times, but 2.8 million hours apart
     path = write(tmp_path, HEADER + "0,60,1,60,a\n1e10,60,1,60,a\n")
