@@ -26,14 +26,16 @@ FUZZ = settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", 1
 CFG = trace_config(gpus=16, seed=1)
 
 
-def write_tmp(data: bytes, suffix: str) -> str:
-    f = tempfile.NamedTemporaryFile(delete=False, suffix=suffix, dir=_DIR)
-    f.write(data)
-    f.close()
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """One folder for every example of the module (hypothesis reruns a test body, not its fixtures)."""
+    return tmp_path_factory.mktemp("fuzz")
+
+
+def write_tmp(folder: Path, data: bytes, suffix: str) -> str:
+    with tempfile.NamedTemporaryFile(delete=False, suffix=suffix, dir=folder) as f:
+        f.write(data)
     return f.name
-
-
-_DIR = tempfile.mkdtemp(prefix="fuzz-")
 
 
 def assert_clean(error: ConfigError) -> None:
@@ -66,10 +68,10 @@ def replay_or_clean_error(path: str, fmt: str, on_bad_row: str, rescale: str) ->
 
 @FUZZ
 @given(data=st.binary(max_size=600), fmt=st.sampled_from(sorted(LAYOUTS)), skip=st.booleans())
-def test_trace_reader_on_arbitrary_bytes(data, fmt, skip):
+def test_trace_reader_on_arbitrary_bytes(folder, data, fmt, skip):
     header = ",".join(_columns(fmt)).encode() + b"\n"
     for blob in (data, header + data):        # raw bytes, and bytes behind a valid header
-        replay_or_clean_error(write_tmp(blob, ".csv"), fmt, "skip" if skip else "error", "arrivals")
+        replay_or_clean_error(write_tmp(folder, blob, ".csv"), fmt, "skip" if skip else "error", "arrivals")
 
 
 def _columns(fmt):
@@ -119,7 +121,7 @@ def trace_rows(draw, fmt):
 @FUZZ
 @given(data=st.data(), fmt=st.sampled_from(sorted(LAYOUTS)), skip=st.booleans(),
        rescale=st.sampled_from(["arrivals", "cluster", "none"]))
-def test_trace_reader_on_arbitrary_rows(data, fmt, skip, rescale):
+def test_trace_reader_on_arbitrary_rows(folder, data, fmt, skip, rescale):
     import csv
     import io
 
@@ -128,7 +130,7 @@ def test_trace_reader_on_arbitrary_rows(data, fmt, skip, rescale):
     w = csv.DictWriter(buf, fieldnames=cols)
     w.writeheader()
     w.writerows(rows)
-    replay_or_clean_error(write_tmp(buf.getvalue().encode("utf-8", "surrogatepass"), ".csv"), fmt,
+    replay_or_clean_error(write_tmp(folder, buf.getvalue().encode("utf-8", "surrogatepass"), ".csv"), fmt,
                           "skip" if skip else "error", rescale)
 
 
@@ -150,10 +152,10 @@ def label_or_clean_error(path: str) -> None:
 
 @FUZZ
 @given(data=st.binary(max_size=600), suffix=st.sampled_from([".csv", ".jsonl"]))
-def test_curve_log_reader_on_arbitrary_bytes(data, suffix):
+def test_curve_log_reader_on_arbitrary_bytes(folder, data, suffix):
     header = b"job,step,eval_score,train_loss\n" if suffix == ".csv" else b""
     for blob in (data, header + data):
-        label_or_clean_error(write_tmp(blob, suffix))
+        label_or_clean_error(write_tmp(folder, blob, suffix))
 
 
 GARBAGE_VALUE = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
@@ -178,7 +180,7 @@ def curve_rows(draw):
 
 @FUZZ
 @given(rows=curve_rows(), suffix=st.sampled_from([".csv", ".jsonl"]))
-def test_curve_log_reader_on_arbitrary_rows(rows, suffix):
+def test_curve_log_reader_on_arbitrary_rows(folder, rows, suffix):
     if suffix == ".jsonl":
         text = "".join(json.dumps(r) + "\n" for r in rows)      # NaN / Infinity too: not strict JSON input
     else:
@@ -190,12 +192,4 @@ def test_curve_log_reader_on_arbitrary_rows(rows, suffix):
         w.writeheader()
         w.writerows([{k: ("" if v is None else v) for k, v in r.items()} for r in rows])
         text = buf.getvalue()
-    label_or_clean_error(write_tmp(text.encode("utf-8", "surrogatepass"), suffix))
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _cleanup():
-    yield
-    for f in Path(_DIR).iterdir():
-        f.unlink()
-    Path(_DIR).rmdir()
+    label_or_clean_error(write_tmp(folder, text.encode("utf-8", "surrogatepass"), suffix))
