@@ -14,6 +14,13 @@ from typing import Any, Mapping
 
 JOB_TYPES = ("lora", "dpo", "rlhf")
 
+# Size limits (docs/reliability.md): far beyond any real cluster or trace, low enough that an
+# absurd request is refused at once instead of exhausting memory or overflowing int64 / float.
+MAX_TIME_H = 1e6               # submit times and run times, hours (about 114 years)
+MAX_GPUS = 1_000_000           # GPUs of a cluster, or of one job
+MAX_JOBS = 2_000_000           # jobs in one workload
+MAX_EVAL_CELLS = 20_000_000    # jobs x eval checkpoints: the hidden curves' size (about 0.6 GB)
+
 
 class ConfigError(ValueError):
     """A configuration value is out of range: names the field, value and what is allowed."""
@@ -177,8 +184,8 @@ class WorkloadConfig:
             object.__setattr__(self, "cluster", resolve_cluster(self.cluster, self.gpus))
         if self.workload not in PRESETS:
             raise ConfigError("workload", self.workload, f"must be one of {', '.join(PRESETS)}")
-        check_range("jobs", self.jobs, 1, integer=True)
-        check_range("gpus", self.gpus, 1, integer=True)
+        check_range("jobs", self.jobs, 1, MAX_JOBS, integer=True)
+        check_range("gpus", self.gpus, 1, MAX_GPUS, integer=True)
         if self.cluster is not None and self.cluster.total_gpus != self.gpus:
             raise ConfigError("cluster", self.cluster.describe(),
                               f"must hold gpus={self.gpus} GPUs (set gpus to its nodes x gpus_per_node)")
@@ -189,6 +196,9 @@ class WorkloadConfig:
         check_range("estimate_error", self.estimate_error, 0.0, 5.0)
         check_range("tenants", self.tenants, 1, 10_000, integer=True)
         check_range("seed", self.seed, 0, 2**63 - 1, integer=True)
+        if self.jobs * self.evals_per_job > MAX_EVAL_CELLS:
+            raise ConfigError("jobs", self.jobs, f"times evals_per_job={self.evals_per_job} must be <= "
+                                                 f"{MAX_EVAL_CELLS} (the hidden curves' size)")
         mix = self.type_mix
         for t, p in mix.items():
             if t not in JOB_TYPES:
