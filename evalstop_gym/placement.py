@@ -115,16 +115,15 @@ class Placer:
     # -- speed -------------------------------------------------------------------------
     def rate(self, job_type: str, where: Placement) -> tuple[int, int] | None:
         """Exact speed ``(num, den)`` of a ``job_type`` job on ``where``; None for speed 1."""
-        types = frozenset(self.node_type[n] for n, _ in where)
-        spread = len(where) > -(-sum(c for _, c in where) // self.gpn)
-        key = (job_type, types, spread)
-        if key not in self._rates:
+        key = (job_type, where)
+        r = self._rates.get(key, False)
+        if r is False:
             spec = self.spec
-            r = min(spec.speed(t, job_type) for t in types)
-            if spread:
-                r *= spec.penalty(job_type)
-            self._rates[key] = None if r == 1 else (r.numerator, r.denominator)
-        return self._rates[key]
+            speed = min(spec.speed(self.node_type[n], job_type) for n, _ in where)
+            if self.is_spread(where):
+                speed *= spec.penalty(job_type)
+            r = self._rates[key] = None if speed == 1 else (speed.numerator, speed.denominator)
+        return r
 
     def is_spread(self, where: Placement) -> bool:
         return len(where) > -(-sum(c for _, c in where) // self.gpn)
