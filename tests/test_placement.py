@@ -305,3 +305,54 @@ def test_simulator_refuses_an_illegal_placement():
         sim.start(0, ((0, 3), (1, 3)))   # 6 GPUs for a 4-GPU job
     with pytest.raises(SimulationError, match="distinct nodes with room"):
         sim.start(0, ((0, 5),))          # node 0 has 4 GPUs
+
+
+# -- environments on nodes --------------------------------------------------------------------
+def test_env_observations_show_nodes_and_masks_respect_placement():
+    import gymnasium as gym
+
+    import evalstop_gym  # noqa: F401
+    from evalstop_gym.envs.features import feature_names
+
+    s = spec(nodes=2, per=4)   # consolidate: C (2 GPUs) cannot be placed while each node has 1 free
+    jobs = [dict(submit_h=0.0, gpus=3, length_h=2.0), dict(submit_h=0.0, gpus=3, length_h=1.0),
+            dict(submit_h=0.0, gpus=2, length_h=1.0)]
+    w = workload_from_jobs(jobs, total_gpus=8, cluster=s)
+    small = {"mix": {"lora": 1.0}}   # generated episodes on 8 GPUs need small jobs (unused here)
+    env = gym.make("EvalStop-Cluster-v0", slots=4, cluster=s, **small)
+    names = feature_names(4, s)
+    assert env.observation_space.shape == (len(names),)
+    obs, info = env.reset(seed=0, options={"workload": w})
+    assert info["action_mask"].tolist() == [0, 0, 1, 1, 1, 0]       # start any of the three (idle: no commit)
+    obs, *_, info = env.step(2)                                        # start job 0 (3 GPUs) on node 0
+    obs, *_, info = env.step(3)                                        # start job 1 on node 1
+    # jobs 0 and 1 just started (no preempting them this instant); job 2 (2 GPUs) fits in no node
+    # though 2 GPUs are free: masked (on the flat pool it could start)
+    assert info["action_mask"].tolist() == [1, 0, 0, 0, 0, 0]
+    at = {n: obs[i] for i, n in enumerate(names)}
+    assert (at["node0.free_gpus"], at["node1.free_gpus"]) == (0.25, 0.25)
+    assert (at["slot0.speed"], at["slot0.spread"]) == (1.0, 0.0)
+    env.close()
+    # on first-fit job 2 may start spread over the two single free GPUs, at half speed
+    ff = spec(nodes=2, per=4, placement="first-fit")
+    env = gym.make("EvalStop-Cluster-v0", slots=4, cluster=ff, **small)
+    env.reset(seed=0, options={"workload": workload_from_jobs(jobs, total_gpus=8, cluster=ff)})
+    env.step(2)
+    env.step(3)
+    obs, *_, info = env.step(4)
+    at = {n: obs[i] for i, n in enumerate(feature_names(4, ff))}
+    assert (at["slot2.spread"], at["slot2.speed"]) == (1.0, 0.5)
+    with pytest.raises(ConfigError, match="as many nodes as the env was made with"):
+        env.reset(seed=0, options={"cluster": uniform(4, 2)})
+    env.close()
+
+
+def test_reset_options_and_gym_make_take_a_cluster():
+    import gymnasium as gym
+
+    import evalstop_gym  # noqa: F401
+
+    env = gym.make("EvalStop-StopControl-v0", cluster="nodes8", jobs=20)
+    _, info = env.reset(seed=1, options={"cluster": uniform(8, 8, "spread")})
+    assert env.unwrapped.cluster.spec.placement == "spread"
+    env.close()
