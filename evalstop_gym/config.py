@@ -16,7 +16,7 @@ JOB_TYPES = ("lora", "dpo", "rlhf")
 
 # Size limits (docs/reliability.md): far beyond any real cluster or trace, low enough that an
 # absurd request is refused at once instead of exhausting memory or overflowing int64 / float.
-MAX_TIME_H = 1e6               # submit times and run times, hours (about 114 years)
+# Times are bounded by timebase.MAX_HOURS.
 MAX_GPUS = 1_000_000           # GPUs of a cluster, or of one job
 MAX_JOBS = 2_000_000           # jobs in one workload
 MAX_EVAL_CELLS = 20_000_000    # jobs x eval checkpoints: the hidden curves' size (about 0.6 GB)

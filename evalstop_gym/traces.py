@@ -44,7 +44,7 @@ that are not UTF-8, demands above the cluster) raise :class:`TraceError`
 naming the file, line and problem, unless ``on_bad_row="skip"``, which drops
 them and counts them per problem in the :class:`TraceReport`. A missing
 column, an empty file, a file that is not a regular file, an over-long line
-and submit times spanning more than ``MAX_TIME_H`` are always errors; gzip'd
+and submit times spanning more than ``MAX_HOURS`` are always errors; gzip'd
 files are read as they are (:mod:`evalstop_gym.files`). Rows that are valid
 but not replayed are counted as *filtered*: CPU-only jobs (0 GPUs), jobs
 shorter than ``min_duration_s`` (and always than 1 ms, the simulator's time
@@ -64,9 +64,10 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from .config import JOB_TYPES, MAX_EVAL_CELLS, MAX_GPUS, MAX_TIME_H, ConfigError, WorkloadConfig, check_range
+from .config import JOB_TYPES, MAX_EVAL_CELLS, MAX_GPUS, ConfigError, WorkloadConfig, check_range
 from .curves import sample_curves
 from .files import DataFileError, csv_rows, has_bad_bytes, open_text
+from .timebase import MAX_HOURS
 from .workload import Workload
 
 BAD_ROW_MODES = ("error", "skip")
@@ -217,8 +218,8 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
     """
     _check_choice("trace_format", format, TRACE_FORMATS)
     _check_choice("on_bad_row", on_bad_row, BAD_ROW_MODES)
-    check_range("trace_min_duration", min_duration_s, 0.0, MAX_TIME_H * 3600)
-    check_range("max_duration_h", max_duration_h, 0.0, MAX_TIME_H, lo_open=True)
+    check_range("trace_min_duration", min_duration_s, 0.0, MAX_HOURS * 3600)
+    check_range("max_duration_h", max_duration_h, 0.0, MAX_HOURS, lo_open=True)
     layout = LAYOUTS[format]
     path = os.fspath(path)
     report = TraceReport(path=path, format=format)
@@ -335,9 +336,9 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
     if table.n == 0:
         raise TraceError(path, None, f"no replayable job among {report.rows} rows ({report.summary()})")
     span_h = (table.submit_s[-1] - table.submit_s[0]) / 3600.0
-    if span_h > MAX_TIME_H:
+    if span_h > MAX_HOURS:
         raise TraceError(path, int(table.line[-1]), f"submit times span {span_h:.3g} h (from line "
-                                                    f"{int(table.line[0])} to this one), more than {MAX_TIME_H:g} h: "
+                                                    f"{int(table.line[0])} to this one), more than {MAX_HOURS:g} h: "
                                                     "an absurd timestamp?")
     return table
 
@@ -479,11 +480,11 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
     if cluster is not None and rescale == "cluster":  # whole nodes of the spec's size
         cluster = resize_cluster(cluster, total_gpus)
         total_gpus = cluster.total_gpus
-    if submit_h[-1] + length_h.max() > MAX_TIME_H:
+    if submit_h[-1] + length_h.max() > MAX_HOURS:
         raise ConfigError("load" if rescale == "arrivals" else "trace_rescale",
                           cfg.load if rescale == "arrivals" else rescale,
                           f"the replay of {path} would span {submit_h[-1] + length_h.max():.3g} h, more than "
-                          f"{MAX_TIME_H:g} h" + (": raise the load" if rescale == "arrivals" else ""))
+                          f"{MAX_HOURS:g} h" + (": raise the load" if rescale == "arrivals" else ""))
     report.time_factor, report.total_gpus, report.jobs = factor, total_gpus, n
 
     # 5. types, labels, hidden curves and estimates (one seeded generator)

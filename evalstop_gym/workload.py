@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cluster import ClusterSpec
-from .config import JOB_TYPES, MAX_TIME_H, ConfigError, WorkloadConfig
+from .config import JOB_TYPES, ConfigError, WorkloadConfig
 from .curves import Curves, sample_curves
 from .timebase import MAX_HOURS, TICKS_PER_HOUR
 
@@ -112,9 +112,9 @@ def generate(cfg: WorkloadConfig) -> Workload:
         length[idx] = np.clip(m.median_h * np.exp(m.sigma * rng.standard_normal(idx.size)), m.min_h, m.max_h)
     submit = np.cumsum(rng.exponential(1.0 / offered_rate(cfg), size=n))
     submit -= submit[0]  # the first job arrives at t = 0
-    if submit[-1] > MAX_TIME_H:   # times that large lose the precision JCTs need
+    if submit[-1] > MAX_HOURS:   # times that large lose the precision JCTs need
         raise ConfigError("load", cfg.load, f"too low for {n} jobs on {cfg.gpus} GPUs: arrivals would span "
-                                            f"{submit[-1]:.3g} h, more than {MAX_TIME_H:g} h")
+                                            f"{submit[-1]:.3g} h, more than {MAX_HOURS:g} h")
     est = length * np.exp(cfg.estimate_error * rng.standard_normal(n))
     tenant = rng.integers(0, cfg.tenants, size=n)
     is_rlhf = job_type == JOB_TYPES.index("rlhf")
