@@ -96,15 +96,16 @@ class TraceLayout:
     kind: str | None = None
     tiers: dict[str, int] = field(default_factory=dict)
     job_id: str | None = None     # checked for repeats when the file has this column
+    nodes: str | None = None      # recorded node count of each job, read when the file has this column
 
 
 LAYOUTS: dict[str, TraceLayout] = {
     "philly": TraceLayout("philly", submit="timestamp", duration="duration", gpus="num_gpus", tenant="cluster"),
     "helios": TraceLayout("helios", submit="submit_time", duration="duration", gpus="gpu_num", tenant="vc",
-                          job_id="job_id"),
+                          job_id="job_id", nodes="node_num"),
     "acme": TraceLayout("acme", submit="submit_time", duration="duration", gpus="gpu_num", tenant="user",
                         kind="type", tiers={"Debug": 0, "Eval": 0, "SFT": 1, "Other": 1,
-                                            "Pretrain": 2, "MLLM": 2}, job_id="job_id"),
+                                            "Pretrain": 2, "MLLM": 2}, job_id="job_id", nodes="node_num"),
 }
 TRACE_FORMATS = tuple(LAYOUTS)
 ACME_UNKNOWN_TIER = 1
@@ -172,6 +173,7 @@ class TraceTable:
     tier: np.ndarray
     line: np.ndarray
     report: TraceReport
+    nodes: np.ndarray | None = None  # recorded nodes per job (0: not recorded); None: no such column
 
     @property
     def n(self) -> int:
@@ -180,7 +182,8 @@ class TraceTable:
     def subset(self, idx: np.ndarray) -> "TraceTable":
         """The rows at ``idx`` (same report object)."""
         return TraceTable(self.submit_s[idx], self.duration_s[idx], self.gpus[idx], self.tenant[idx],
-                          self.tenant_names, self.tier[idx], self.line[idx], self.report)
+                          self.tenant_names, self.tier[idx], self.line[idx], self.report,
+                          None if self.nodes is None else self.nodes[idx])
 
 
 def _check_choice(name: str, value, allowed) -> None:
@@ -241,7 +244,9 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
         i_submit, i_dur, i_gpus, i_ten = ci[layout.submit], ci[layout.duration], ci[layout.gpus], ci[layout.tenant]
         i_kind = ci.get(layout.kind)
         i_id = header.index(layout.job_id) if layout.job_id in header else None
+        i_nodes = header.index(layout.nodes) if layout.nodes in header else None
         width = max([*ci.values(), i_id or 0]) + 1
+        nodes: list[int] = []
         max_dur_s = max_duration_h * 3600.0
         submit, dur, gpus, tenant, tier, lines = [], [], [], [], [], []
         tenants: dict[str, int] = {}
@@ -324,6 +329,11 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
             else:
                 tier.append(0)
             lines.append(line)
+            if i_nodes is not None:  # optional: unreadable counts are noted, not fatal
+                n_text = row[i_nodes].strip() if len(row) > i_nodes else ""
+                nodes.append(int(n_text) if n_text.isdigit() and int(n_text) >= 1 else 0)
+                if not nodes[-1]:
+                    report.notes[f"no usable {layout.nodes} (kept, replayed as consolidated)"] += 1
     if report.rows == 0:
         raise TraceError(path, None, "the file has a header but no job rows")
     order = np.argsort(np.asarray(submit, dtype=float), kind="stable")
@@ -332,7 +342,7 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
                        gpus=np.asarray(gpus, dtype=np.int64)[order],
                        tenant=np.asarray(tenant, dtype=np.int64)[order], tenant_names=list(tenants),
                        tier=np.asarray(tier, dtype=np.int64)[order], line=np.asarray(lines, dtype=np.int64)[order],
-                       report=report)
+                       report=report, nodes=np.asarray(nodes, dtype=np.int64)[order] if i_nodes is not None else None)
     if table.n == 0:
         raise TraceError(path, None, f"no replayable job among {report.rows} rows ({report.summary()})")
     span_h = (table.submit_s[-1] - table.submit_s[0]) / 3600.0
@@ -489,6 +499,8 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
 
     # 5. types, labels, hidden curves and estimates (one seeded generator)
     job_type = assign_job_types(gpus * length_h, t.tier, cfg.type_mix)
+    if cluster is not None and t.nodes is not None:
+        length_h = consolidated_length(length_h, t, job_type, cluster, report)
     is_rlhf = job_type == JOB_TYPES.index("rlhf")
     hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
     curves = sample_curves(rng, cfg.curves, cfg.evals_per_job, hacking, is_rlhf)
@@ -498,6 +510,24 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
                  cluster=cluster)
     w.validate()
     return w, report
+
+
+def consolidated_length(length_h: np.ndarray, t: TraceTable, job_type: np.ndarray, spec,
+                        report: TraceReport) -> np.ndarray:
+    """Recorded run times as work at full speed, using the trace's recorded node counts.
+
+    A job the trace records on more nodes than its GPUs need on the spec's
+    nodes ran spread, so slowed by the spec's spread penalty: its work at full
+    speed is its recorded run time times that penalty. On the cluster it may
+    then run consolidated (faster than recorded) or spread again.
+    """
+    need = -(-t.gpus // spec.gpus_per_node)
+    spread = t.nodes > need
+    if not spread.any():
+        return length_h
+    factor = np.array([float(spec.penalty(name)) for name in JOB_TYPES])[job_type]
+    report.notes["runs recorded spread over nodes (work = run time x spread penalty)"] += int(spread.sum())
+    return np.where(spread, length_h * factor, length_h)
 
 
 def resize_cluster(spec, gpus: int):

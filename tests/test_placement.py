@@ -356,3 +356,25 @@ def test_reset_options_and_gym_make_take_a_cluster():
     _, info = env.reset(seed=1, options={"cluster": uniform(8, 8, "spread")})
     assert env.unwrapped.cluster.spec.placement == "spread"
     env.close()
+
+
+def test_helios_replay_reads_recorded_node_counts(tmp_path):
+    from evalstop_gym.traces import read_trace, replay_trace, trace_config
+
+    csv = tmp_path / "cluster_log.csv"
+    csv.write_text(
+        "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+        "a,u,v,8,1,2,COMPLETED,2020-01-01 00:00:00,,,3600,0\n"    # 8 GPUs recorded on 2 nodes: spread
+        "b,u,v,8,1,1,COMPLETED,2020-01-01 00:10:00,,,3600,0\n"    # consolidated
+        "c,u,v,16,1,2,COMPLETED,2020-01-01 00:20:00,,,3600,0\n"   # 16 GPUs need 2 nodes: consolidated
+        "d,u,v,4,1,,COMPLETED,2020-01-01 00:30:00,,,3600,0\n")    # no node count: taken as consolidated
+    table = read_trace(csv, "helios")
+    assert table.nodes.tolist() == [2, 1, 2, 0]
+    s = spec(nodes=2, per=8)  # spread penalty 0.5 for every job type
+    w, report = replay_trace(table, trace_config(gpus=16, cluster=s), rescale="none")
+    # a ran at half speed for 1 h: 0.5 h of work at full speed; the others as recorded
+    assert w.length_h.tolist() == [0.5, 1.0, 1.0, 1.0]
+    assert "runs recorded spread over nodes (work = run time x spread penalty)" in report.summary()
+    # the flat pool has no nodes to be spread over: run times as recorded
+    w, _ = replay_trace(table, trace_config(gpus=16), rescale="none")
+    assert w.length_h.tolist() == [1.0, 1.0, 1.0, 1.0]
