@@ -35,6 +35,7 @@ exact integers (see :mod:`evalstop_gym.placement`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field
@@ -160,8 +161,6 @@ class ClusterSpec:
                    placement=d.get("placement", "consolidate"), name=str(d.get("name", name)))
 
     def with_placement(self, placement: str) -> "ClusterSpec":
-        import dataclasses
-
         return dataclasses.replace(self, placement=placement)
 
     # -- derived -----------------------------------------------------------------------
@@ -241,12 +240,16 @@ def load_cluster(path_or_name: str) -> ClusterSpec:
         raise UsageError(f"--cluster {path_or_name}: no such file, and not a preset "
                          f"({', '.join(CLUSTER_PRESETS)})")
     text = p.read_text(encoding="utf-8")
+    if p.suffix.lower() != ".json":
+        try:
+            import yaml
+        except ImportError:
+            raise UsageError(f"--cluster {path_or_name}: reading YAML needs PyYAML (pip install pyyaml); "
+                             "or write the spec as .json") from None
     try:
         if p.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            import yaml
-
             data = yaml.safe_load(text)
     except Exception as e:  # a parse error of either library: one line naming the file
         raise UsageError(f"--cluster {path_or_name}: cannot parse: {str(e).splitlines()[0]}") from None

@@ -39,7 +39,6 @@ preemption mid-run drops the fraction of a work tick not yet completed.
 
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Sequence
 
 from .cluster import ClusterSpec
@@ -127,10 +126,6 @@ class Placer:
 
     def is_spread(self, where: Placement) -> bool:
         return len(where) > -(-sum(c for _, c in where) // self.gpn)
-
-
-def speed_of(rate: tuple[int, int] | None) -> Fraction:
-    return Fraction(1) if rate is None else Fraction(*rate)
 
 
 class FlatPool:
