@@ -122,7 +122,7 @@ class Simulator:
             self._rate: list[tuple[int, int] | None] = [None] * n  # exact speed of the current run
             self._work = [0] * n                                  # work done, ticks at speed 1
             self._spread = [0] * n
-            self._held: list = [None] * n  # (spread?, [(GPU type, GPUs), ...]) of the current run
+            self._held: list = [None] * n  # (start tick, spread?, [(GPU type, GPUs), ...]) of the current run
             self._type_ticks = dict.fromkeys(spec.gpu_types, 0)
         self._waiting_demand: dict[int, int] = {}  # GPU demand -> waiting jobs (for fragmentation)
         self._frag = 0
@@ -187,7 +187,7 @@ class Simulator:
         c = self.cluster
         # fitting is monotone in demand (placement.py): the smallest waiting demand decides
         least = min(self._waiting_demand)
-        if least > c.free_gpus or least > self._placer.cap(c.node_free):
+        if least > c.free_gpus or least > c._nodes.cap():
             self._frag += (t - c.now_ticks) * c.free_gpus
 
     def _unwait(self, g: int) -> None:
@@ -231,7 +231,6 @@ class Simulator:
         # service at a checkpoint is exactly length * i // evals: integers, no drift
         now = self.cluster.now_ticks
         if self._placer is not None:
-            self._settle(j, v, now)
             # the event fell on the first tick at which work reached the target; at a speed
             # above 1 it may pass it by less than one tick's work, which is not carried over
             self._work[j] = self._length[j] * i // self._evals
@@ -345,19 +344,21 @@ class Simulator:
                     or any(not 0 <= n < len(free) or not 0 < g <= free[n] for n, g in where)):
                 raise SimulationError(f"cannot start job {j} on {where}: it needs {v.gpus} GPUs "
                                       f"on distinct nodes with room (free per node: {free})")
-        for n, g in where:
-            free[n] -= g
+        self.cluster._nodes.use(where)
         v.nodes = where
         self._rate[j] = self._placer.rate(self._job_type[j], where)
         node_type = self._placer.node_type
-        self._held[j] = (self._placer.is_spread(where), [(node_type[n], g) for n, g in where])
+        self._held[j] = (self.cluster.now_ticks, self._placer.is_spread(where),
+                         [(node_type[n], g) for n, g in where])
 
     def _settle(self, j: int, v: JobView, now: int) -> None:
-        """Book the run since ``_run_since_ticks``: work at the job's rate, spread and per-type time."""
-        ran = now - v._run_since_ticks
+        """At the end of a run: work since the last checkpoint at the job's rate (checkpoints set
+        work exactly), and the run's spread and per-type GPU time."""
         rate = self._rate[j]
+        ran = now - v._run_since_ticks
         self._work[j] += ran if rate is None else ran * rate[0] // rate[1]
-        spread, held = self._held[j]
+        start, spread, held = self._held[j]
+        ran = now - start
         types = self._type_ticks
         for t, g in held:
             types[t] += ran * g
@@ -365,9 +366,7 @@ class Simulator:
             self._spread[j] += ran
 
     def _release(self, v: JobView) -> None:
-        free = self.cluster.node_free
-        for n, g in v.nodes:
-            free[n] += g
+        self.cluster._nodes.use(v.nodes, +1)
         v.nodes = None
 
     def stop(self, j: int) -> None:

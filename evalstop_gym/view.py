@@ -124,7 +124,7 @@ class ClusterView:
     """
 
     __slots__ = ("now_ticks", "now_h", "total_gpus", "free_gpus", "waiting", "running", "finished",
-                 "spec", "node_free", "_placer")
+                 "spec", "node_free", "_placer", "_nodes")
 
     def __init__(self, total_gpus: int, spec=None, placer=None):
         self.now_ticks = 0
@@ -136,11 +136,13 @@ class ClusterView:
         self.finished = 0
         self.spec = spec
         self._placer = placer
-        self.node_free: list[int] | None = [spec.gpus_per_node] * spec.nodes if placer else None
+        # the simulator keeps _nodes (free GPUs per node and their counts) up to date; node_free is its list
+        self._nodes = placer.empty() if placer else None
+        self.node_free: list[int] | None = self._nodes.free if placer else None
 
     def largest_fit(self) -> int:
         """The largest GPU demand that can be placed now (the free GPUs on the flat pool)."""
-        return self.free_gpus if self._placer is None else self._placer.cap(self.node_free)
+        return self.free_gpus if self._placer is None else self._nodes.cap()
 
     def job_speed(self, job: JobView) -> float:
         """Speed of a running ``job`` on its nodes, relative to the speed its length is measured at
@@ -159,8 +161,8 @@ class ClusterView:
         """
         if self._placer is None:
             return FlatPool(self.total_gpus if empty else self.free_gpus)
-        free = [self.spec.gpus_per_node] * self.spec.nodes if empty else list(self.node_free)
-        return NodePool(self._placer, free, self, prefer)
+        nodes = self._placer.empty() if empty else self._nodes.copy()
+        return NodePool(self._placer, nodes, self, prefer)
 
     @property
     def used_gpus(self) -> int:
