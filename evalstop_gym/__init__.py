@@ -2,6 +2,7 @@
 Gymnasium environments, with the EvalStop scheduling primitive."""
 
 from .api import run_policy, simulate
+from .cluster import ClusterSpec
 from .config import PRESETS, ConfigError, CurveModel, JobTypeModel, WorkloadConfig
 from .metrics import compute_metrics
 from .policy import Plan, Policy, Scheduler, Stopper, drive
@@ -15,7 +16,7 @@ from .envs.registration import register_envs as _register_envs  # noqa: E402
 _register_envs()  # Gymnasium ids EvalStop-Cluster-v0, EvalStop-StopControl-v0
 
 __all__ = [
-    "simulate", "run_policy", "WorkloadConfig", "CurveModel", "JobTypeModel", "PRESETS", "ConfigError",
+    "simulate", "run_policy", "ClusterSpec", "WorkloadConfig", "CurveModel", "JobTypeModel", "PRESETS", "ConfigError",
     "compute_metrics", "Plan", "Policy", "Scheduler", "Stopper", "drive", "Simulator", "Workload",
     "generate",
 ]

@@ -61,6 +61,8 @@ class RunSpec:
         """The spec as plain JSON: policy and the workload's scalar fields."""
         cfg = {f.name: getattr(self.config, f.name) for f in fields(self.config)
                if isinstance(getattr(self.config, f.name), (int, float, str))}
+        if self.config.cluster is not None:
+            cfg["cluster"] = self.config.cluster.describe()
         return {"scheduler": self.scheduler, "stopper": self.stopper, "params": dict(self.params),
                 "workload": cfg}
 
