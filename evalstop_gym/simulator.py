@@ -64,6 +64,7 @@ class Simulator:
         self._n = n
         self._length = w.length_h.tolist()
         self._gpus = w.gpus.tolist()
+        self._items = w.items.tolist()
         self._obs = w.observed.tolist()
         self._loss = w.curves.loss.tolist()
         rlhf = JOB_TYPES.index("rlhf")
@@ -122,7 +123,7 @@ class Simulator:
     def _arrive(self, j: int) -> None:
         w = self._w
         v = JobView(j, int(w.tenant[j]), JOB_TYPES[w.job_type[j]], self._gpus[j], float(w.submit_h[j]),
-                    float(w.est_length_h[j]), self._evals, self.cluster)
+                    float(w.est_length_h[j]), self._evals, self.cluster, self._items[j])
         self.views[j] = v
         self._enqueue(v)
         self._dirty = True

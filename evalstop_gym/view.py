@@ -17,18 +17,21 @@ WAITING, RUNNING, COMPLETED, STOPPED = "waiting", "running", "completed", "stopp
 class JobView:
     """Public view of one job. Times in hours, demand in GPUs.
 
+    ``eval_items`` is the size of the job's eval set (0 where the world does
+    not model it), so the sampling error of a score ``p`` is about
+    ``sqrt(p (1 - p) / eval_items)``.
     ``eval_scores``, ``train_losses`` and ``proxy_rewards`` are the histories
     observed so far (one entry per eval checkpoint reached; ``proxy_rewards`` is
     empty for non-RLHF jobs). ``consecutive_declines`` counts the trailing run
     of strict declines of the observed eval score.
     """
 
-    __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total",
+    __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total", "eval_items",
                  "eval_scores", "train_losses", "proxy_rewards", "consecutive_declines", "status",
                  "start_h", "queued_seq", "_service_h", "_run_since_h", "_cluster")
 
     def __init__(self, job_id: int, tenant: int, job_type: str, gpus: int, submit_h: float,
-                 est_length_h: float, evals_total: int, cluster: "ClusterView"):
+                 est_length_h: float, evals_total: int, cluster: "ClusterView", eval_items: int = 0):
         self.job_id = job_id
         self.tenant = tenant
         self.job_type = job_type
@@ -36,6 +39,7 @@ class JobView:
         self.submit_h = submit_h
         self.est_length_h = est_length_h
         self.evals_total = evals_total
+        self.eval_items = eval_items
         self.eval_scores: list[float] = []
         self.train_losses: list[float] = []
         self.proxy_rewards: list[float] = []
