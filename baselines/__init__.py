@@ -11,6 +11,8 @@ from evalstop_gym.config import ConfigError
 from evalstop_gym.policy import Policy, Scheduler, Stopper
 
 from .cusum import CUSUM
+from .divergence import Divergence
+from .droptest import DropTest
 from .evalstop import EvalStop
 from .fifo import FIFO
 from .lossaware import LossAware
@@ -38,6 +40,8 @@ STOPPERS: dict[str, type[Stopper] | None] = {
     "patience": Patience,
     "cusum": CUSUM,
     "smoothed": SmoothedDecline,
+    "droptest": DropTest,
+    "divergence": Divergence,
 }
 
 
@@ -69,4 +73,5 @@ def make_policy(scheduler: str = "fifo", stopper: str = "none", **params) -> Pol
 
 
 __all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "LossAware",
-           "Tiresias", "EvalStop", "StopAtProgress", "LossPlateau", "Patience", "CUSUM", "SmoothedDecline"]
+           "Tiresias", "EvalStop", "StopAtProgress", "LossPlateau", "Patience", "CUSUM", "SmoothedDecline",
+           "DropTest", "Divergence"]

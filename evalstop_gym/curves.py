@@ -31,7 +31,10 @@ stream, keeping loss, proxy and the noise draws ``z`` above:
 * the *label*: a job hacks iff its trend falls from its maximum to its last
   checkpoint by at least ``hack_min_drop`` (score units);
 * the *true score* of each checkpoint: trend + ``plateau_jitter * N(0, 1)``
-  (training stochasticity) minus an occasional transient dip, clipped to [0, 1].
+  (training stochasticity) minus an occasional transient dip, clipped to [0, 1];
+* the RLHF *proxy reward*, linear in ``d`` as in Gao et al.: it keeps rising
+  while an over-optimising run's ``d`` grows (``P x ** (kl_exponent * r)``)
+  and levels off with a healthy run's gold (the healthy saturation shape).
 """
 
 from __future__ import annotations
@@ -103,13 +106,14 @@ def sample_curves(rng: np.random.Generator, model: CurveModel, evals: int,
     return Curves(gold=gold, start=base[:, 0], eval_z=eval_z, loss=loss, proxy=proxy, peak_progress=peak_progress)
 
 
-def realistic_gold(rng: np.random.Generator, model: CurveModel, evals: int, rlhf_hacks: np.ndarray,
-                   job_type: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Realistic true scores: ``(gold, start, hacking, peak_progress)`` (see the module docstring).
+def realistic_curves(rng: np.random.Generator, model: CurveModel, evals: int, rlhf_hacks: np.ndarray,
+                     job_type: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Realistic curves: ``(gold, start, hacking, peak_progress, proxy)`` (see the module docstring).
 
     ``rlhf_hacks`` marks the RLHF runs drawn to over-optimise; DPO runs are
     drawn here with ``dpo_hacking_fraction``. The returned label is the
-    trend-drop rule, not the draw.
+    trend-drop rule, not the draw. ``proxy`` is the RLHF proxy reward before
+    noise (the caller keeps it for RLHF jobs only).
     """
     from .config import JOB_TYPES
 
@@ -148,4 +152,11 @@ def realistic_gold(rng: np.random.Generator, model: CurveModel, evals: int, rlhf
                                                                    size=(n, evals))
     gold = np.clip(trend + jitter - dips, 0.0, 1.0)
     peak_progress = np.where(hacking, x[0, top], np.inf)
-    return gold, base[:, 0], hacking, peak_progress
+    # Gao et al.: the proxy is about linear in d = sqrt(KL). An over-optimising
+    # run's d keeps growing (d / d* = u), a healthy run's levels off as its gold does.
+    p_gain = u(model.proxy_gain)
+    d_hack = x ** (model.kl_exponent * rate)
+    d_healthy = (1.0 - np.exp(-x / h_tau)) / (1.0 - np.exp(-1.0 / h_tau))
+    proxy = p_gain * np.where(rlhf_hacks[:, None], d_hack, d_healthy)
+    proxy = proxy + model.proxy_noise * rng.standard_normal((n, evals))
+    return gold, base[:, 0], hacking, peak_progress, proxy

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import JOB_TYPES, ConfigError, WorkloadConfig, WorldModel
-from .curves import Curves, realistic_gold, sample_curves
+from .curves import Curves, realistic_curves, sample_curves
 
 
 @dataclass(frozen=True)
@@ -160,8 +160,9 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
         return out
     extra = np.random.default_rng([cfg.seed, 1])
     if model.form == "realistic":
-        gold, start, hacking, peak = realistic_gold(extra, model, evals, hacking, job_type)
-        curves = dataclasses.replace(curves, gold=gold, start=start, peak_progress=peak)
+        gold, start, hacking, peak, proxy = realistic_curves(extra, model, evals, hacking, job_type)
+        proxy = np.where(np.isnan(curves.proxy), np.nan, proxy)  # RLHF jobs only, as in the paper's world
+        curves = dataclasses.replace(curves, gold=gold, start=start, peak_progress=peak, proxy=proxy)
         out.update(hacking=hacking, curves=curves)
     if world.eval_items:
         items = extra.choice(np.array(world.eval_items, dtype=np.int64), size=n)
