@@ -84,3 +84,8 @@ def compute_metrics(out: Outcome) -> dict[str, float | int | None]:
         "delivered_quality_regret": float(regret.mean()),
         "preemptions": out.preemptions,
     }
+
+
+def job_results(out: Outcome) -> dict[str, list]:
+    """Per-job JCT (hours) and stop flag, in job-id order, for pairing jobs across arms."""
+    return {"jct_h": (out.finish_h - out.workload.submit_h).tolist(), "stopped": out.stopped.astype(int).tolist()}

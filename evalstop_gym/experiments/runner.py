@@ -79,13 +79,20 @@ def code_fingerprint() -> str:
 
 
 def execute(spec: RunSpec) -> dict[str, Any]:
-    """Run one episode; return its metrics (:func:`evalstop_gym.compute_metrics`)."""
+    """Run one episode; return its metrics (:func:`evalstop_gym.compute_metrics`) and, under
+    ``jobs``, each job's JCT and stop flag (:func:`evalstop_gym.metrics.job_results`)."""
     from baselines import make_policy
 
-    from ..api import run_policy
+    from ..metrics import compute_metrics, job_results
+    from ..policy import drive
+    from ..simulator import Simulator
     from ..workload import generate
 
-    return run_policy(generate(spec.config), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
+    out = drive(Simulator(generate(spec.config)), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
+    return {**compute_metrics(out), JOBS_KEY: job_results(out)}
+
+
+JOBS_KEY = "jobs_detail"   # per-job results inside a run's metrics (tables pair jobs across arms)
 
 
 def record(spec: RunSpec, metrics: Mapping[str, Any]) -> dict[str, Any]:
