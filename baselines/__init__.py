@@ -21,6 +21,7 @@ from .patience import Patience
 from .sjf_est import SJFEst
 from .smoothed import SmoothedDecline
 from .srtf_est import SRTFEst
+from .srtf_progress import SRTFProgress
 from .stopat import StopAtProgress
 from .tiresias import Tiresias
 
@@ -28,6 +29,7 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
     "fifo": FIFO,
     "sjf-est": SJFEst,
     "srtf-est": SRTFEst,
+    "srtf-progress": SRTFProgress,
     "lossaware": LossAware,
     "tiresias": Tiresias,
 }
@@ -72,6 +74,6 @@ def make_policy(scheduler: str = "fifo", stopper: str = "none", **params) -> Pol
     return base if cls is None else cls(base, **params)
 
 
-__all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "LossAware",
+__all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "SRTFProgress", "LossAware",
            "Tiresias", "EvalStop", "StopAtProgress", "LossPlateau", "Patience", "CUSUM", "SmoothedDecline",
            "DropTest", "Divergence"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 JOB_TYPES = ("lora", "dpo", "rlhf")
+Z90 = 1.2815515655446004   # 90th percentile of a standard normal (straggler p90 -> log-normal sigma)
 CURVE_FORMS = ("paper", "realistic")   # curves.sample_curves / curves.realistic_gold
 
 
@@ -217,13 +218,16 @@ class WorldModel:
         check_range("world.segment_jitter", self.segment_jitter, 0.0, 1.0)
 
     @property
-    def has_costs(self) -> bool:
-        return (self.eval_fixed_min[1] > 0 or (self.eval_item_gpu_s > 0 and bool(self.eval_items))
-                or any(self.checkpoint_gb) or self.warmup_s[1] > 0)
+    def mean_slowdown(self) -> float:
+        """Expected factor by which stragglers and segment jitter stretch a run (log-normal means)."""
+        med, p90 = self.straggler_excess
+        sigma = math.log(p90 / med) / Z90 if med > 0 and p90 > med else 0.0
+        return (1.0 + med * math.exp(sigma ** 2 / 2)) * math.exp(self.segment_jitter ** 2 / 2)
 
-    @property
-    def has_speed_jitter(self) -> bool:
-        return self.straggler_excess[1] > 0 or self.segment_jitter > 0
+    def mean_eval_gpu_h(self, gpus: float) -> float:
+        """Expected GPU-hours of one eval of a job on ``gpus`` GPUs (fixed part on every GPU, items shared)."""
+        items = sum(self.eval_items) / len(self.eval_items) if self.eval_items else 0.0
+        return sum(self.eval_fixed_min) / 2 / 60 * gpus + items * self.eval_item_gpu_s / 3600
 
 
 PRESETS: dict[str, dict[str, float]] = {

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import JOB_TYPES, ConfigError, WorkloadConfig, WorldModel
+from .config import JOB_TYPES, Z90, ConfigError, WorkloadConfig, WorldModel
 from .curves import Curves, realistic_curves, sample_curves
-from .timebase import MAX_HOURS, TICKS_PER_HOUR
+from .timebase import MAX_HOURS, TICKS_PER_HOUR, to_ticks
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,16 @@ class Workload:
             return self.ckpt_service_h
         return self.length_h[:, None] * np.arange(1, self.evals_per_job + 1) / self.evals_per_job
 
+    def checkpoint_ticks(self) -> np.ndarray:
+        """The simulator's checkpoint grid, ``(n, E)`` int64 ticks of service (:mod:`~evalstop_gym.timebase`).
+
+        Evenly split lengths give ``length * i // E`` (exact integers); the
+        realistic world's per-segment times are rounded to the tick once.
+        """
+        if self.ckpt_service_h is not None:
+            return to_ticks(self.ckpt_service_h)
+        return to_ticks(self.length_h)[:, None] * np.arange(1, self.evals_per_job + 1) // self.evals_per_job
+
     @property
     def items(self) -> np.ndarray:
         """Eval-set size of every job (0 where the world does not model it)."""
@@ -117,12 +127,21 @@ class Workload:
 
 
 def offered_rate(cfg: WorkloadConfig) -> float:
-    """Arrivals per hour giving offered load ``cfg.load`` on ``cfg.gpus`` GPUs."""
+    """Arrivals per hour giving offered load ``cfg.load`` on ``cfg.gpus`` GPUs.
+
+    In a world with stragglers, speed jitter and eval costs the offered work
+    is their expected GPU-hours, so ``load`` means the same in every world.
+    """
     gpu_hours = 0.0
+    world = cfg.world
+    costly = world != WorldModel()
     for t, p in cfg.type_mix.items():
         m = cfg.job_types[t]
         # mean of a log-normal (ignoring the clip, which is far in the tails)
-        gpu_hours += p * m.mean_gpus * m.median_h * float(np.exp(m.sigma ** 2 / 2))
+        work = m.mean_gpus * m.median_h * float(np.exp(m.sigma ** 2 / 2))
+        if costly:  # the work users submit includes stragglers, jitter and evals (resumes depend on policy)
+            work = work * world.mean_slowdown + cfg.evals_per_job * world.mean_eval_gpu_h(m.mean_gpus)
+        gpu_hours += p * work
     return cfg.load * cfg.gpus / gpu_hours
 
 
@@ -183,7 +202,7 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
     seg = np.repeat(length_h[:, None] / evals, evals, axis=1)
     med, p90 = world.straggler_excess
     if med > 0:
-        sigma = np.log(p90 / med) / _Z90 if p90 > med else 0.0
+        sigma = np.log(p90 / med) / Z90 if p90 > med else 0.0
         seg = seg * (1.0 + med * np.exp(sigma * extra.standard_normal((n, 1))))
     if world.segment_jitter > 0:
         seg = seg * np.exp(world.segment_jitter * extra.standard_normal((n, evals)))
@@ -196,8 +215,6 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
     out.update(length_h=ckpt[:, -1].copy(), ckpt_service_h=ckpt, restart_h=restart_s / 3600.0, eval_h=eval_h)
     return out
 
-
-_Z90 = 1.2815515655446004  # 90th percentile of a standard normal
 
 
 def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | None = None,
