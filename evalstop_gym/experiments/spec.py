@@ -331,12 +331,10 @@ def _e7(c: _Context) -> Experiment:
 
 
 def _e8(c: _Context) -> Experiment:
-    from ..config import CurveModel
-
     arms = [a for a in (NO_STOPPER, c.evalstop()) if a is not None]
-    c.note("each point draws hacking peaks uniformly from a range 0.3 wide; x is its middle; "
-           "the default model's range is 0.3-0.6")
-    points = tuple(Point.of(a, c.base, x=round((lo + hi) / 2, 3), curves=CurveModel(hack_peak=(lo, hi)))
+    c.note("each point draws RLHF hacking peaks uniformly from a range 0.3 wide; x is its middle; "
+           "the paper calibration's range is 0.3-0.6, the realistic one's 0.2-0.45")
+    points = tuple(Point.of(a, c.base, x=round((lo + hi) / 2, 3), **{"curves.hack_peak": (lo, hi)})
                    for lo, hi in PEAK_RANGES for a in arms)
     return Experiment(
         "E8", "Hacking-peak position", "Where in a run hacking sets in: how does it move recall, "

@@ -9,6 +9,7 @@ Output folder layout::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -53,8 +54,10 @@ def prepare_out(out: str | os.PathLike) -> Path:
 
 def setup_text(exp: Experiment, base: WorkloadConfig, seeds: Sequence[int]) -> str:
     schedulers = list(dict.fromkeys(p.scheduler for p in exp.points))
-    return (f"Workload {base.workload}: {base.jobs} jobs on {base.gpus} GPUs, load {base.load:g}, "
-            f"eval noise sigma {base.noise:g}, {base.hacking_fraction:.0%} of RLHF runs hack, "
+    noise = (f"eval noise sigma {base.noise:g}" if not base.world.eval_items else
+             f"eval noise from each job's eval-set size plus sigma {base.noise:g}")
+    return (f"Calibration {base.calibration}. Workload {base.workload}: {base.jobs} jobs on {base.gpus} GPUs, "
+            f"load {base.load:g}, {noise}, {base.hacking_fraction:.0%} of RLHF runs drawn to hack, "
             f"{base.evals_per_job} evals per job"
             + (f" ({exp.x_name} swept)" if exp.x_name and exp.x_name != "scheduler" else "")
             + f". Base scheduler: {', '.join(schedulers)}. Seeds {seeds[0]}-{seeds[-1]} (n = {len(seeds)}). "
@@ -99,6 +102,9 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
 
         check_test_seeds(first_seed, seeds)
     experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
+    if base.calibration != "paper":  # claims about the paper calibration's regime do not apply
+        experiments = [dataclasses.replace(e, claims=tuple(c for c in e.claims if c.source != "calibration"))
+                       for e in experiments]
     seed_list = list(range(first_seed, first_seed + seeds))
     specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
     learned = [s for s in specs if s.stopper == LEARNED]
