@@ -181,7 +181,9 @@ class WorldModel:
     ``eval_fixed_min``, a storage bandwidth (log-uniform over ``storage_gbps``)
     and warm-up from ``warmup_s`` for the preemption cost, and a straggler
     factor ``1 + X`` with ``X`` log-normal of median ``straggler_excess[0]``
-    and 90th percentile ``straggler_excess[1]``; per eval segment a speed
+    and 90th percentile ``straggler_excess[1]``; an eval takes at most
+    ``eval_max_share`` of the training time of its segment (a user evaluates a
+    short job less thoroughly than a long one); per eval segment a speed
     factor ``exp(segment_jitter * N(0, 1))``.
     """
 
@@ -189,6 +191,7 @@ class WorldModel:
     seed_noise_factor: tuple[float, float] = (1.0, 1.0)   # eval sd = factor * sqrt(p (1 - p) / n)
     eval_fixed_min: tuple[float, float] = (0.0, 0.0)      # minutes per eval: loading, metric code
     eval_item_gpu_s: float = 0.0                          # GPU-seconds per eval item (generation)
+    eval_max_share: float = 1.0                           # an eval takes at most this share of its segment's training
     checkpoint_gb: tuple[float, float, float] = (0.0, 0.0, 0.0)  # saved + restored state per type (lora, dpo, rlhf)
     storage_gbps: tuple[float, float] = (1.0, 10.0)       # checkpoint bandwidth, GB/s (log-uniform)
     warmup_s: tuple[float, float] = (0.0, 0.0)            # restart warm-up, seconds
@@ -215,6 +218,7 @@ class WorldModel:
         for g in self.checkpoint_gb:
             check_range("world.checkpoint_gb", g, 0.0, 1e6)
         check_range("world.eval_item_gpu_s", self.eval_item_gpu_s, 0.0, 3600.0)
+        check_range("world.eval_max_share", self.eval_max_share, 0.0, 10.0)
         check_range("world.segment_jitter", self.segment_jitter, 0.0, 1.0)
 
     @property
@@ -367,7 +371,8 @@ CALIBRATIONS: dict[str, Calibration] = {
             form="realistic"),
         world=WorldModel(
             eval_items=(30, 164, 500, 541, 805, 1319, 14042), seed_noise_factor=(1.0, 2.0),
-            eval_fixed_min=(0.5, 2.0), eval_item_gpu_s=0.05, checkpoint_gb=(14.0, 126.0, 252.0),
+            eval_fixed_min=(0.5, 2.0), eval_item_gpu_s=0.05, eval_max_share=0.25,
+            checkpoint_gb=(14.0, 126.0, 252.0),
             storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27),
             segment_jitter=0.06)),
 }

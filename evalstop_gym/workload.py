@@ -208,6 +208,7 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
         seg = seg * np.exp(world.segment_jitter * extra.standard_normal((n, evals)))
     eval_h = (extra.uniform(*world.eval_fixed_min, size=n) / 60.0
               + items * world.eval_item_gpu_s / 3600.0 / gpus)
+    eval_h = np.minimum(eval_h, world.eval_max_share * length_h / evals)  # short jobs evaluate less
     ckpt = np.cumsum(seg + eval_h[:, None], axis=1)
     size_gb = np.array(world.checkpoint_gb)[job_type]
     lo, hi = np.log(world.storage_gbps)
