@@ -276,3 +276,26 @@ def test_world_defaults_are_off():
     assert CurveModel().form == "paper" and math.isclose(
         CALIBRATIONS["realistic"].world.mean_slowdown, (1 + 0.085 * math.exp(
             (math.log(0.27 / 0.085) / 1.2815515655446004) ** 2 / 2)) * math.exp(0.06 ** 2 / 2))
+
+
+def test_e1_pairs_the_jobs_an_arm_did_not_stop(tmp_path):
+    from evalstop_gym.experiments import reproduce
+
+    res = reproduce(["E1"], seeds=2, out=tmp_path, base=REALISTIC.replace(jobs=60), workers=1, progress=False,
+                    plots=False, echo=lambda _: None, detectors=["divergence"])
+    rows = {r["arm"]: r for r in res.rows["E1"]}
+    # by hand for the same two seeds: mean JCT of the jobs EvalStop did not stop, without and with it
+    gains, cuts = [], []
+    for seed in (0, 1):
+        w = generate(REALISTIC.replace(jobs=60, seed=seed))
+        none = drive(Simulator(w), make_policy("srtf-est"))
+        k2 = drive(Simulator(w), make_policy("srtf-est", "evalstop", k=2))
+        kept = ~k2.stopped
+        before = (none.finish_h - w.submit_h)[kept].mean()
+        after = (k2.finish_h - w.submit_h)[kept].mean()
+        gains.append(100 * (before - after) / before)
+        cuts.append(100 * (1 - k2.service_h @ w.gpus / (none.service_h @ w.gpus)))
+    assert rows["evalstop k=2"]["jct_gain_kept_pct"] == pytest.approx(np.mean(gains))
+    assert rows["evalstop k=2"]["gpu_hours_cut_pct"] == pytest.approx(np.mean(cuts))
+    assert rows["none"].get("jct_gain_kept_pct") is None
+    assert "JCT gain, jobs not stopped" in (tmp_path / "E1.md").read_text()
