@@ -54,10 +54,10 @@ def prepare_out(out: str | os.PathLike) -> Path:
 
 def setup_text(exp: Experiment, base: WorkloadConfig, seeds: Sequence[int]) -> str:
     schedulers = list(dict.fromkeys(p.scheduler for p in exp.points))
-    noise = (f"eval noise sigma {base.noise:g}" if not base.world.eval_items else
-             f"eval noise from each job's eval-set size plus sigma {base.noise:g}")
+    from ..report import noise_text
+
     return (f"Calibration {base.calibration}. Workload {base.workload}: {base.jobs} jobs on {base.gpus} GPUs, "
-            f"load {base.load:g}, {noise}, {base.hacking_fraction:.0%} of RLHF runs drawn to hack, "
+            f"load {base.load:g}, {noise_text(base)}, {base.hacking_fraction:.0%} of RLHF runs drawn to hack, "
             f"{base.evals_per_job} evals per job"
             + (f" ({exp.x_name} swept)" if exp.x_name and exp.x_name != "scheduler" else "")
             + f". Base scheduler: {', '.join(schedulers)}. Seeds {seeds[0]}-{seeds[-1]} (n = {len(seeds)}). "
