@@ -188,7 +188,7 @@ def run(args) -> int:
         out = prepare_out(args.out)
         (out / "evaluate.md").write_text(f"{setup}\n\n{ev.table}\n", encoding="utf-8")
         (out / "evaluate.csv").write_text(csv_table(ev.experiment, ev.rows), encoding="utf-8")
-    print(json.dumps(ev.rows) if args.json else f"{setup}\n\n{ev.table}")
+    print(json.dumps(ev.rows, allow_nan=False) if args.json else f"{setup}\n\n{ev.table}")
     return 0
 
 

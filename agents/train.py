@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalstop_gym.config import ConfigError, check_range
+from evalstop_gym.files import prepare_out
 
 HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"
 ALGOS = {"ppo": ("stable_baselines3", "PPO"), "dqn": ("stable_baselines3", "DQN"),
@@ -178,7 +179,9 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     train_wl, eval_wl = dict(hp.get("train_workload") or {}), dict(hp.get("eval_workload") or {})
     eval_freq, n_eval = int(hp.get("eval_freq", 10_000)), int(hp.get("n_eval_episodes", 2))
     algo_kwargs = {k: v for k, v in hp.items() if k not in OWN_KEYS}
-    outdir = _prepare_out(out)
+    outdir = prepare_out(out)
+    if tensorboard is not None:
+        prepare_out(tensorboard, "tensorboard")
 
     # fail on a bad env / wrapper / workload before starting any worker
     probe = make_env(env_id, env_kwargs, train_wl, wrappers)
@@ -257,17 +260,6 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     echo(f"trained {algo} on {env_id} for {timesteps} steps with seed {seed} in {cpu / 60:.1f} CPU minutes "
          f"({config['wall_seconds'] / 60:.1f} min wall); wrote {outdir / MODEL_FILE} and {outdir / CONFIG_FILE}")
     return config
-
-
-def _prepare_out(out: str | os.PathLike) -> Path:
-    path = Path(out)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        (path / ".write-test").write_text("")
-        (path / ".write-test").unlink()
-    except OSError as e:
-        raise ConfigError("out", str(path), f"cannot write there ({e.strerror or e})") from None
-    return path
 
 
 # -- command line (also `evalstop-gym train`) -----------------------------------------

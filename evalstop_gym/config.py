@@ -16,6 +16,13 @@ JOB_TYPES = ("lora", "dpo", "rlhf")
 Z90 = 1.2815515655446004   # 90th percentile of a standard normal (straggler p90 -> log-normal sigma)
 CURVE_FORMS = ("paper", "realistic")   # curves.sample_curves / curves.realistic_gold
 
+# Size limits (docs/reliability.md): far beyond any real cluster or trace, low enough that an
+# absurd request is refused at once instead of exhausting memory or overflowing int64 / float.
+MAX_TIME_H = 1e6               # submit times and run times, hours (about 114 years)
+MAX_GPUS = 1_000_000           # GPUs of a cluster, or of one job
+MAX_JOBS = 2_000_000           # jobs in one workload
+MAX_EVAL_CELLS = 20_000_000    # jobs x eval checkpoints: the hidden curves' size (about 0.6 GB)
+
 
 class ConfigError(ValueError):
     """A configuration value is out of range: names the field, value and what is allowed."""
@@ -279,8 +286,8 @@ class WorkloadConfig:
             raise ConfigError("world", self.world, "must be a WorldModel or None")
         if self.workload not in PRESETS:
             raise ConfigError("workload", self.workload, f"must be one of {', '.join(PRESETS)}")
-        check_range("jobs", self.jobs, 1, integer=True)
-        check_range("gpus", self.gpus, 1, integer=True)
+        check_range("jobs", self.jobs, 1, MAX_JOBS, integer=True)
+        check_range("gpus", self.gpus, 1, MAX_GPUS, integer=True)
         check_range("load", self.load, 0.0, 10.0, lo_open=True)
         check_range("hacking_fraction", self.hacking_fraction, 0.0, 1.0)
         check_range("noise", self.noise, 0.0, 1.0)
@@ -288,6 +295,9 @@ class WorkloadConfig:
         check_range("estimate_error", self.estimate_error, 0.0, 5.0)
         check_range("tenants", self.tenants, 1, 10_000, integer=True)
         check_range("seed", self.seed, 0, 2**63 - 1, integer=True)
+        if self.jobs * self.evals_per_job > MAX_EVAL_CELLS:
+            raise ConfigError("jobs", self.jobs, f"times evals_per_job={self.evals_per_job} must be <= "
+                                                 f"{MAX_EVAL_CELLS} (the hidden curves' size)")
         mix = self.type_mix
         for t, p in mix.items():
             if t not in JOB_TYPES:

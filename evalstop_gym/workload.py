@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import JOB_TYPES, Z90, ConfigError, WorkloadConfig, WorldModel
+from .config import JOB_TYPES, MAX_TIME_H, Z90, ConfigError, WorkloadConfig, WorldModel
 from .curves import Curves, realistic_curves, sample_curves
 from .timebase import MAX_HOURS, TICKS_PER_HOUR, to_ticks
 
@@ -161,6 +161,9 @@ def generate(cfg: WorkloadConfig) -> Workload:
         length[idx] = np.clip(m.median_h * np.exp(m.sigma * rng.standard_normal(idx.size)), m.min_h, m.max_h)
     submit = np.cumsum(rng.exponential(1.0 / offered_rate(cfg), size=n))
     submit -= submit[0]  # the first job arrives at t = 0
+    if submit[-1] > MAX_TIME_H:   # times that large lose the precision JCTs need
+        raise ConfigError("load", cfg.load, f"too low for {n} jobs on {cfg.gpus} GPUs: arrivals would span "
+                                            f"{submit[-1]:.3g} h, more than {MAX_TIME_H:g} h")
     est = length * np.exp(cfg.estimate_error * rng.standard_normal(n))
     tenant = rng.integers(0, cfg.tenants, size=n)
     w = Workload(submit_h=submit, gpus=gpus, est_length_h=est, job_type=job_type, tenant=tenant,

@@ -88,7 +88,7 @@ def test_an_unreadable_middle_line_is_skipped_with_a_warning(tmp_path, capsys):
     run_sweep([RunSpec.of(Point("none", "fifo"), SMALL, 0)], ResultStore(path))
     path.write_text("not json\n" + path.read_text())
     assert len(ResultStore(path)) == 1
-    assert "runs.jsonl:1: unreadable record skipped" in capsys.readouterr().err
+    assert "runs.jsonl:1: bad record skipped, its run will be run again: not valid strict JSON" in capsys.readouterr().err
 
 
 def test_interrupted_sweep_resumes_to_identical_tables(tmp_path, uninterrupted):

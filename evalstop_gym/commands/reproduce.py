@@ -43,7 +43,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import WorkloadConfig
+    from ..config import UsageError, WorkloadConfig
     from ..experiments import parse_names, reproduce
 
     wl = workload_kwargs(args)
@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
                   base=WorkloadConfig(**wl), backend=args.backend, workers=args.workers,
                   base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
                   progress=not args.no_progress, model=args.model)
+    except OSError as e:   # writing tables or plots (a full disk): finished runs are on disk already
+        raise UsageError(f"cannot write to {e.filename or args.out} ({e.strerror or e}); finished runs are kept "
+                         f"in {args.out}/runs.jsonl: fix that and run the same command again") from None
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished runs are kept in {args.out}/runs.jsonl; run the same command again "
               "to resume", file=sys.stderr)

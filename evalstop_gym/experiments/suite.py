@@ -19,7 +19,8 @@ from typing import Any, Callable, Sequence
 from tqdm import tqdm
 
 from ..config import ConfigError, WorkloadConfig, check_range
-from .runner import BACKENDS, ResultStore, RunSpec, pending_specs, run_sweep
+from ..files import prepare_out
+from .runner import BACKENDS, ResultStore, RunSpec, exclusive, pending_specs, run_sweep
 from .spec import LEARNED, Experiment, build_suite
 from .tables import aggregate, claim_verdicts, claims_table, csv_table, markdown_table
 
@@ -37,19 +38,6 @@ class SuiteResult:
     @property
     def complete(self) -> bool:
         return self.remaining == 0
-
-
-def prepare_out(out: str | os.PathLike) -> Path:
-    """Create the output folder; raise :class:`ConfigError` (one line) if it cannot be written."""
-    path = Path(out)
-    probe = path / ".write-test"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError("out", str(path), f"cannot write there ({e.strerror or e})") from None
-    return path
 
 
 def setup_text(exp: Experiment, base: WorkloadConfig, seeds: Sequence[int]) -> str:
@@ -101,14 +89,26 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
         from agents.seeds import check_test_seeds
 
         check_test_seeds(first_seed, seeds)
+        from agents.policy import LearnedPolicy
+
+        LearnedPolicy.load(model)   # a model that cannot be loaded fails now, before any run
     experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
     if base.calibration != "paper":  # claims about the paper calibration's regime do not apply
         experiments = [dataclasses.replace(e, claims=tuple(c for c in e.claims if c.source != "calibration"))
                        for e in experiments]
     seed_list = list(range(first_seed, first_seed + seeds))
     specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
-    learned = [s for s in specs if s.stopper == LEARNED]
     outdir = prepare_out(out)
+    with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
+        return _run_and_write(experiments, specs, outdir, base, seed_list, backend=backend, workers=workers,
+                              max_runs=max_runs, progress=progress, plots=plots, echo=echo)
+
+
+def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_list: list[int], *,
+                   backend: str, workers: int, max_runs: int | None, progress: bool, plots: bool,
+                   echo: Callable[[str], None]) -> SuiteResult:
+    """The part of :func:`reproduce` that holds the output folder's lock: run what is missing, write."""
+    learned = [s for s in specs if s.stopper == LEARNED]
     store = ResultStore(outdir / RUNS_FILE)
     todo = len(pending_specs(specs, store))
     with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
