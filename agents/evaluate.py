@@ -193,5 +193,8 @@ def run(args) -> int:
 
 
 def base_text(cfg: WorkloadConfig) -> str:
-    return (f"workload {cfg.workload}: {cfg.jobs} jobs on {cfg.gpus} GPUs, load {cfg.load:g}, eval noise sigma "
-            f"{cfg.noise:g}, {cfg.hacking_fraction:.0%} of RLHF runs hack, {cfg.evals_per_job} evals per job")
+    from evalstop_gym.report import noise_text
+
+    return (f"{cfg.calibration} calibration, workload {cfg.workload}: {cfg.jobs} jobs on {cfg.gpus} GPUs, load "
+            f"{cfg.load:g}, {noise_text(cfg)}, {cfg.hacking_fraction:.0%} of RLHF runs drawn to hack, "
+            f"{cfg.evals_per_job} evals per job")

@@ -155,7 +155,7 @@ def _validation_callback(maskable: bool, **kwargs):
 
 def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | None = None, seed: int = 0,
           n_envs: int | None = None, tensorboard: str | None = None, hyperparams: str | None = None,
-          overrides: dict[str, Any] | None = None, verbose: int = 0,
+          overrides: dict[str, Any] | None = None, verbose: int = 0, calibration: str | None = None,
           echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Train, save ``<out>/model.zip`` (best validation round), ``final_model.zip`` and ``config.json``.
 
@@ -174,6 +174,8 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     check_range("seed", seed, 0, 2**31 - 1, integer=True)
     wrappers = parse_wrappers(hp.get("env_wrapper"))
     env_kwargs = dict(hp.get("env_kwargs") or {})
+    if calibration is not None:  # the world trained in (docs/calibration.md); saved with the model
+        env_kwargs["calibration"] = calibration
     train_wl, eval_wl = dict(hp.get("train_workload") or {}), dict(hp.get("eval_workload") or {})
     eval_freq, n_eval = int(hp.get("eval_freq", 10_000)), int(hp.get("n_eval_episodes", 2))
     algo_kwargs = {k: v for k, v in hp.items() if k not in OWN_KEYS}
@@ -284,11 +286,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hyperparams", default=None, metavar="FILE",
                    help="a YAML file to read instead of agents/hyperparams/<algo>.yml")
     p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2), help="SB3 verbosity (default 0)")
+    p.add_argument("--calibration", default=None, metavar="NAME",
+                   help="world to train in: paper or realistic (default: the hyperparameter file's, else paper)")
 
 
 def run(args: argparse.Namespace) -> int:
     train(args.env, args.algo, out=args.out, timesteps=args.timesteps, seed=args.seed, n_envs=args.n_envs,
-          tensorboard=args.tensorboard, hyperparams=args.hyperparams, verbose=args.verbose)
+          tensorboard=args.tensorboard, hyperparams=args.hyperparams, verbose=args.verbose,
+          calibration=args.calibration)
     return 0
 
 

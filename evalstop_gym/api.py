@@ -32,10 +32,10 @@ def simulate(scheduler: str | Policy = "fifo", stopper: str = "none", *,
 
     ``scheduler`` and ``stopper`` are registry names (``baselines.SCHEDULERS``,
     ``baselines.STOPPERS``), or ``scheduler`` is a ready :class:`Policy`.
-    Other keywords are :class:`WorkloadConfig` fields (``workload, jobs, gpus,
-    load, noise, hacking_fraction, evals_per_job, seed, cluster, ...``; a
-    ``cluster`` brings its own GPU count, see ``docs/cluster.md``) or the
-    stopper's parameters (``k`` for EvalStop).
+    Other keywords are :class:`WorkloadConfig` fields (``calibration`` (``paper``
+    or ``realistic``), ``workload, jobs, gpus, load, noise, hacking_fraction,
+    evals_per_job, seed, cluster, ...``; a ``cluster`` brings its own GPU count,
+    see ``docs/cluster.md``) or the stopper's parameters (``k`` for EvalStop).
 
     >>> m = simulate("fifo", "evalstop", k=2, jobs=50, seed=1)
     >>> sorted(m)[:3]

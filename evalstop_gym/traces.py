@@ -65,10 +65,9 @@ from datetime import datetime, timezone
 import numpy as np
 
 from .config import JOB_TYPES, MAX_EVAL_CELLS, MAX_GPUS, ConfigError, WorkloadConfig, check_range
-from .curves import sample_curves
 from .files import DataFileError, csv_rows, has_bad_bytes, open_text
 from .timebase import MAX_HOURS
-from .workload import Workload
+from .workload import Workload, hidden_truth
 
 BAD_ROW_MODES = ("error", "skip")
 RESCALE_MODES = ("arrivals", "cluster", "none")
@@ -501,13 +500,10 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
     job_type = assign_job_types(gpus * length_h, t.tier, cfg.type_mix)
     if cluster is not None and t.nodes is not None:
         length_h = consolidated_length(length_h, t, job_type, cluster, report)
-    is_rlhf = job_type == JOB_TYPES.index("rlhf")
-    hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
-    curves = sample_curves(rng, cfg.curves, cfg.evals_per_job, hacking, is_rlhf)
+    truth = hidden_truth(cfg, rng, job_type, gpus, length_h)
     est = length_h * np.exp(cfg.estimate_error * rng.standard_normal(n))
-    w = Workload(submit_h=submit_h, gpus=gpus, length_h=length_h, est_length_h=est, job_type=job_type,
-                 tenant=t.tenant.copy(), hacking=hacking, curves=curves, noise=cfg.noise, total_gpus=total_gpus,
-                 cluster=cluster)
+    w = Workload(submit_h=submit_h, gpus=gpus, est_length_h=est, job_type=job_type,
+                 tenant=t.tenant.copy(), total_gpus=total_gpus, cluster=cluster, **truth)
     w.validate()
     return w, report
 

@@ -187,6 +187,15 @@ def test_reset_seed_plays_the_same_workload_as_simulate():
     assert rollout(env, agent)["metrics"] == third
 
 
+@pytest.mark.parametrize("env_id", [CLUSTER_ID, STOP_CONTROL_ID])
+@pytest.mark.parametrize("scheduler", list(SCHEDULERS))
+@pytest.mark.parametrize("stopper", ["none", "evalstop", "divergence"])
+def test_the_realistic_world_matches_the_direct_simulator(env_id, scheduler, stopper):
+    """Costs, speed jitter and per-job eval noise are workload data: the envs replay them exactly."""
+    direct = simulate(scheduler, stopper, jobs=40, seed=3, calibration="realistic")
+    assert run_through_env(scheduler, stopper, env_id=env_id, jobs=40, seed=3, calibration="realistic") == direct
+
+
 # clusters of nodes: the env's placement policy places the jobs a plan starts on the nodes the plan chose
 NODE_CLUSTERS = {
     "consolidate": uniform(4, 8, "consolidate"),
@@ -220,3 +229,11 @@ def test_preemptive_plans_on_nodes_keep_their_placements_through_the_env():
     direct = simulate("srtf-est", **kw)
     assert direct["preemptions"] > 0
     assert run_through_env("srtf-est", **kw) == direct
+
+
+@pytest.mark.parametrize("scheduler", ["fifo", "srtf-est", "tiresias"])
+def test_the_realistic_world_on_nodes_matches_the_direct_simulator(scheduler):
+    """Costs and speed jitter combine with placement speeds: still exactly the simulator's results."""
+    spec = NODE_CLUSTERS["spread"]
+    kw = dict(jobs=40, seed=3, calibration="realistic", gpus=spec.total_gpus, cluster=spec)
+    assert run_through_env(scheduler, "evalstop", **kw) == simulate(scheduler, "evalstop", **kw)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..config import PRESETS, WorkloadConfig
+from ..config import CALIBRATIONS, PRESETS, WorkloadConfig
 
 _DEFAULT = WorkloadConfig()
 
@@ -19,8 +19,11 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
                    help=f"cluster GPUs (default {_DEFAULT.gpus}, or what --cluster / --nodes give)")
     g.add_argument("--load", type=float, default=_DEFAULT.load,
                    help="offered load, GPU demand over capacity (default %(default)s)")
-    g.add_argument("--noise", type=float, default=_DEFAULT.noise,
-                   help="eval-score noise sigma (default %(default)s)")
+    g.add_argument("--calibration", default=_DEFAULT.calibration, metavar="NAME",
+                   help=f"world: {', '.join(CALIBRATIONS)} (default %(default)s; docs/calibration.md)")
+    g.add_argument("--noise", type=float, default=None,
+                   help="eval-score noise sigma added to every score (default: the calibration's, "
+                        + ", ".join(f"{c.noise:g} in {n}" for n, c in CALIBRATIONS.items()) + ")")
     g.add_argument("--hacking-fraction", type=float, default=_DEFAULT.hacking_fraction,
                    help="fraction of RLHF runs that hack (default %(default)s)")
     g.add_argument("--evals-per-job", type=int, default=_DEFAULT.evals_per_job,
@@ -67,10 +70,14 @@ def cluster_spec(args: argparse.Namespace):
 
 
 def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """WorkloadConfig fields from the flags; ``noise`` only if given (else the calibration's)."""
     spec = cluster_spec(args)
     gpus = spec.total_gpus if spec is not None else args.gpus if args.gpus is not None else _DEFAULT.gpus
-    out = dict(workload=args.workload, jobs=args.jobs, gpus=gpus, load=args.load, noise=args.noise,
-               hacking_fraction=args.hacking_fraction, evals_per_job=args.evals_per_job, seed=args.seed)
+    out = dict(workload=args.workload, jobs=args.jobs, gpus=gpus, load=args.load,
+               hacking_fraction=args.hacking_fraction, evals_per_job=args.evals_per_job, seed=args.seed,
+               calibration=args.calibration)
+    if args.noise is not None:
+        out["noise"] = args.noise
     if spec is not None:
         out["cluster"] = spec
     return out

@@ -84,13 +84,20 @@ def code_fingerprint() -> str:
 
 
 def execute(spec: RunSpec) -> dict[str, Any]:
-    """Run one episode; return its metrics (:func:`evalstop_gym.compute_metrics`)."""
+    """Run one episode; return its metrics (:func:`evalstop_gym.compute_metrics`) and, under
+    ``jobs``, each job's JCT and stop flag (:func:`evalstop_gym.metrics.job_results`)."""
     from baselines import make_policy
 
-    from ..api import run_policy
+    from ..metrics import compute_metrics, job_results
+    from ..policy import drive
+    from ..simulator import Simulator
     from ..workload import generate
 
-    return run_policy(generate(spec.config), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
+    out = drive(Simulator(generate(spec.config)), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
+    return {**compute_metrics(out), JOBS_KEY: job_results(out)}
+
+
+JOBS_KEY = "jobs_detail"   # per-job results inside a run's metrics (tables pair jobs across arms)
 
 
 def record(spec: RunSpec, metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,6 +122,13 @@ def record_problem(rec: Any) -> str | None:
     if not isinstance(metrics, dict) or not metrics:
         return "metrics is not a non-empty object"
     for k, v in metrics.items():
+        if k == JOBS_KEY:
+            if not (isinstance(v, dict) and set(v) == {"jct_h", "stopped"}
+                    and all(isinstance(col, list) and len(col) == len(v["jct_h"]) for col in v.values())
+                    and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                            for col in v.values() for x in col)):
+                return f"metric {k!r} is not per-job lists of numbers (jct_h, stopped)"
+            continue
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             return f"metric {k!r} is {v!r}, not a number or null"
     if rec.get("checksum") != metrics_checksum(run_id, metrics):

@@ -39,8 +39,10 @@ LOAD_SWEEP = (0.6, 0.8, 1.0, 1.2, 1.5)
 HETERO_SCHEDULER = "max-throughput"  # reads the GPU-type throughput matrix
 PEAK_RANGES = ((0.15, 0.45), (0.3, 0.6), (0.45, 0.75), (0.6, 0.9), (0.7, 1.0))  # hacking-peak progress
 
-# improvement columns: name -> the metric it reduces (lower is better for both)
-GAINS = {"jct_gain": "avg_jct_h", "waste_cut": "compute_waste_gpu_h"}
+# improvement columns: name -> the metric it reduces (lower is better for all). ``jct_gain_kept``
+# pairs jobs: the JCT gain of the jobs the arm did not stop, each against its own JCT without a stopper.
+GAINS = {"jct_gain": "avg_jct_h", "waste_cut": "compute_waste_gpu_h", "gpu_hours_cut": "gpu_hours",
+         "jct_gain_kept": "avg_jct_h"}
 
 
 @dataclass(frozen=True)
@@ -226,8 +228,8 @@ def _e1(c: _Context) -> Experiment:
         "E1", "Main table", f"Which stopper, over the {c.base} base scheduler, finds hacking runs and saves "
         "the most JCT and compute?", None,
         tuple(Point.of(a, c.base) for a in arms if a is not None) + c.learned(),
-        (*DETECTION, "avg_jct_h", *IMPROVEMENT, "compute_waste_gpu_h", "detection_delay_evals",
-         "delivered_quality"),
+        (*DETECTION, "f1", "avg_jct_h", *IMPROVEMENT, "jct_gain_kept", "gpu_hours_cut", "compute_waste_gpu_h",
+         "detection_delay_evals", "delivered_quality"),
         (*DETECTION, "jct_gain_pct", "waste_cut_pct"),
         claims=(
             Claim("EvalStop k=2 precision", "98%", evalstop, (Check("precision", ">=", 0.95),)),
@@ -330,12 +332,10 @@ def _e7(c: _Context) -> Experiment:
 
 
 def _e8(c: _Context) -> Experiment:
-    from ..config import CurveModel
-
     arms = [a for a in (NO_STOPPER, c.evalstop()) if a is not None]
-    c.note("each point draws hacking peaks uniformly from a range 0.3 wide; x is its middle; "
-           "the default model's range is 0.3-0.6")
-    points = tuple(Point.of(a, c.base, x=round((lo + hi) / 2, 3), curves=CurveModel(hack_peak=(lo, hi)))
+    c.note("each point draws RLHF hacking peaks uniformly from a range 0.3 wide; x is its middle; "
+           "the paper calibration's range is 0.3-0.6, the realistic one's 0.2-0.45")
+    points = tuple(Point.of(a, c.base, x=round((lo + hi) / 2, 3), **{"curves.hack_peak": (lo, hi)})
                    for lo, hi in PEAK_RANGES for a in arms)
     return Experiment(
         "E8", "Hacking-peak position", "Where in a run hacking sets in: how does it move recall, "

@@ -9,6 +9,7 @@ Output folder layout::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -41,8 +42,10 @@ class SuiteResult:
 
 def setup_text(exp: Experiment, base: WorkloadConfig, seeds: Sequence[int]) -> str:
     schedulers = list(dict.fromkeys(p.scheduler for p in exp.points))
-    return (f"Workload {base.workload}: {base.jobs} jobs on {base.gpus} GPUs, load {base.load:g}, "
-            f"eval noise sigma {base.noise:g}, {base.hacking_fraction:.0%} of RLHF runs hack, "
+    from ..report import noise_text
+
+    return (f"Calibration {base.calibration}. Workload {base.workload}: {base.jobs} jobs on {base.gpus} GPUs, "
+            f"load {base.load:g}, {noise_text(base)}, {base.hacking_fraction:.0%} of RLHF runs drawn to hack, "
             f"{base.evals_per_job} evals per job"
             + (f" ({exp.x_name} swept)" if exp.x_name and exp.x_name != "scheduler" else "")
             + f". Base scheduler: {', '.join(schedulers)}. Seeds {seeds[0]}-{seeds[-1]} (n = {len(seeds)}). "
@@ -90,6 +93,9 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
 
         LearnedPolicy.load(model)   # a model that cannot be loaded fails now, before any run
     experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
+    if base.calibration != "paper":  # claims about the paper calibration's regime do not apply
+        experiments = [dataclasses.replace(e, claims=tuple(c for c in e.claims if c.source != "calibration"))
+                       for e in experiments]
     seed_list = list(range(first_seed, first_seed + seeds))
     specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
     outdir = prepare_out(out)

@@ -5,7 +5,10 @@ seeds: ``<metric>`` (mean) and ``<metric>_std`` for every metric of
 :data:`~evalstop_gym.metrics.METRIC_KEYS`, and for a stopper arm with a
 no-stopper baseline in the same experiment the paired gains
 ``<gain>_pct, <gain>_ci_lo, <gain>_ci_hi, <gain>_p_t, <gain>_p_wilcoxon`` for
-``jct_gain`` (average JCT) and ``waste_cut`` (compute waste). Everything here
+``jct_gain`` (average JCT), ``waste_cut`` (compute waste), ``gpu_hours_cut``
+(GPU-hours run) and ``jct_gain_kept`` (average JCT of the jobs the arm did not
+stop, against the same jobs' JCT without a stopper: who pays or gains besides
+the stopped jobs). Everything here
 is a pure function of the results, so the same results give byte-identical
 tables whatever order the runs finished in.
 """
@@ -22,7 +25,7 @@ from tabulate import tabulate
 from ..config import WorkloadConfig
 from ..metrics import METRIC_KEYS
 from ..report import fmt
-from .runner import RunSpec
+from .runner import JOBS_KEY, RunSpec
 from .spec import GAINS, Claim, Experiment
 from .stats import paired_gain, summarize
 
@@ -37,6 +40,8 @@ HEADERS = {
     "delivered_quality_regret": "quality regret",
     "jct_gain": "JCT gain vs none [95% CI]", "jct_gain_p": "JCT p (t / W)",
     "waste_cut": "waste cut vs none [95% CI]", "waste_cut_p": "waste p (t / W)",
+    "jct_gain_kept": "JCT gain, jobs not stopped", "gpu_hours_cut": "GPU-h cut",
+    "jct_gain_kept_p": "kept p (t / W)", "gpu_hours_cut_p": "GPU-h p (t / W)",
     "fragmentation_gpus": "fragmented GPUs", "spread_lost_gpu_h": "lost to spread (GPU-h)",
 }
 DIGITS = {"avg_jct_h": 2, "p50_jct_h": 2, "p99_jct_h": 1, "avg_queue_h": 2, "makespan_h": 1,
@@ -64,11 +69,28 @@ def aggregate(exp: Experiment, results: Mapping[str, Mapping[str, Any]], base: W
         if baseline is not None:
             theirs = runs(baseline)
             for gain, metric in GAINS.items():
-                g = paired_gain([r[metric] for r in theirs], [r[metric] for r in mine])
+                if gain == "jct_gain_kept":
+                    pairs = [kept_jct(t, m) for t, m in zip(theirs, mine)]
+                    if any(p is None for p in pairs):
+                        continue
+                    g = paired_gain([p[0] for p in pairs], [p[1] for p in pairs])
+                else:
+                    g = paired_gain([r[metric] for r in theirs], [r[metric] for r in mine])
                 for f in GAIN_FIELDS:
                     row[f"{gain}_{f}"] = getattr(g, "gain_pct" if f == "pct" else f)
         rows.append(row)
     return rows
+
+
+def kept_jct(baseline: Mapping[str, Any], arm: Mapping[str, Any]) -> tuple[float, float] | None:
+    """Mean JCT of the jobs ``arm`` did not stop, without a stopper and with it (``None``: no per-job data)."""
+    b, a = baseline.get(JOBS_KEY), arm.get(JOBS_KEY)
+    if b is None or a is None:
+        return None
+    kept = [i for i, s in enumerate(a["stopped"]) if not s]
+    if not kept:
+        return None
+    return (sum(b["jct_h"][i] for i in kept) / len(kept), sum(a["jct_h"][i] for i in kept) / len(kept))
 
 
 # -- formatting ------------------------------------------------------------------
