@@ -257,8 +257,9 @@ def load_cluster(path_or_name: str) -> ClusterSpec:
 
 
 def resolve_cluster(cluster: "ClusterSpec | Mapping | str | None", gpus: int) -> ClusterSpec:
-    """A spec from what a caller passed: a spec, a dict, a preset name / file, or None (flat pool)."""
-    if cluster is None:
+    """A spec from what a caller passed: a spec, a dict, a preset name / file, or None / ``"flat"``
+    (the flat pool of ``gpus``)."""
+    if cluster is None or cluster == "flat":
         return ClusterSpec.flat(gpus)
     if isinstance(cluster, ClusterSpec):
         return cluster

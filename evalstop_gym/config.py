@@ -287,7 +287,9 @@ class WorkloadConfig:
             raise ConfigError("curves", self.curves, "must be a CurveModel or None")
         if not isinstance(self.world, WorldModel):
             raise ConfigError("world", self.world, "must be a WorldModel or None")
-        if self.cluster is not None:
+        if self.cluster is None:
+            object.__setattr__(self, "cluster", cal.default_cluster(self.gpus))
+        else:
             from .cluster import resolve_cluster
 
             object.__setattr__(self, "cluster", resolve_cluster(self.cluster, self.gpus))
@@ -352,6 +354,9 @@ class WorkloadConfig:
 
             changes["cluster"] = resolve_cluster(changes["cluster"], self.gpus)
             changes["gpus"] = changes["cluster"].total_gpus
+        elif ("gpus" in changes or "calibration" in changes) and "cluster" not in changes and \
+                self.cluster == CALIBRATIONS[self.calibration].default_cluster(self.gpus):
+            changes["cluster"] = None  # the calibration's default cluster follows the new size / calibration
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise ConfigError(sorted(unknown)[0], changes[sorted(unknown)[0]],
@@ -370,6 +375,19 @@ class Calibration:
     noise: float
     curves: CurveModel
     world: WorldModel
+    gpus_per_node: int | None = None  # the default cluster: nodes of this many GPUs (None: one flat pool)
+
+    def default_cluster(self, gpus: int):
+        """The cluster of a config that names none: the flat pool (None), or nodes of ``gpus_per_node``."""
+        if self.gpus_per_node is None:
+            return None
+        from .cluster import uniform
+
+        if gpus % self.gpus_per_node:
+            raise ConfigError("gpus", gpus, f"must be a multiple of {self.gpus_per_node} here: this calibration's "
+                                            f"cluster is nodes of {self.gpus_per_node} GPUs (or pass cluster='flat' "
+                                            "or a cluster spec)")
+        return uniform(gpus // self.gpus_per_node, self.gpus_per_node)
 
 
 CALIBRATED_FIELDS = ("noise", "curves", "world")
@@ -400,5 +418,6 @@ CALIBRATIONS: dict[str, Calibration] = {
             eval_fixed_min=(0.5, 2.0), eval_item_gpu_s=0.05, eval_max_share=0.25,
             checkpoint_gb=(14.0, 126.0, 252.0),
             storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27),
-            segment_jitter=0.06)),
+            segment_jitter=0.06),
+        gpus_per_node=8),
 }

@@ -33,7 +33,8 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
 
     c = p.add_argument_group("cluster (docs/cluster.md; default: one flat pool of --gpus GPUs)")
     c.add_argument("--cluster", default=None, metavar="FILE|PRESET",
-                   help=f"cluster spec: a YAML/JSON file or a preset ({', '.join(CLUSTER_PRESETS)})")
+                   help=f"cluster spec: a YAML/JSON file, a preset ({', '.join(CLUSTER_PRESETS)}) or flat "
+                        "(default: the calibration's; realistic: nodes of 8 GPUs)")
     c.add_argument("--nodes", type=int, default=None, help="nodes of --gpus-per-node GPUs each")
     c.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (with --nodes, or --gpus)")
     c.add_argument("--placement", default=None, choices=PLACEMENTS,
@@ -42,14 +43,17 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
 
 def cluster_spec(args: argparse.Namespace):
     """The cluster spec the flags ask for, or None (the flat pool)."""
-    from ..cluster import load_cluster, uniform
+    from ..cluster import ClusterSpec, load_cluster, uniform
     from ..config import ConfigError
 
     spec = None
     if args.cluster is not None:
         if args.nodes is not None or args.gpus_per_node is not None:
             raise ConfigError("nodes", args.nodes, "give either --cluster or --nodes/--gpus-per-node, not both")
-        spec = load_cluster(args.cluster)
+        if args.cluster == "flat":  # one pool of --gpus GPUs, whatever the calibration's default
+            spec = ClusterSpec.flat(args.gpus if args.gpus is not None else _DEFAULT.gpus)
+        else:
+            spec = load_cluster(args.cluster)
     elif args.nodes is not None or args.gpus_per_node is not None:
         nodes, per = args.nodes, args.gpus_per_node
         if per is None or nodes is None:
