@@ -55,7 +55,7 @@ class Placer:
         self.node_type = spec.types_of_nodes
         self.strict = spec.placement == "consolidate"
         self.policy = spec.placement
-        self._rates: dict[tuple, tuple[int, int] | None] = {}
+        self._rates: dict[tuple, tuple] = {}  # (job type, placement) -> run_facts
 
     # -- fitting -----------------------------------------------------------------------
     def nodes(self, free: list[int]) -> "Nodes":
@@ -78,11 +78,16 @@ class Placer:
         type are chosen first, then the policy's own order decides.
         """
         g = self.gpn
-        if gpus < g and not prefer:  # the common case, one partly used node: same choice, faster
-            fits = ((f if self.policy != "spread" else -f, n) for n, f in enumerate(free) if f >= gpus)
-            best = next(fits, None) if self.policy == "first-fit" else min(fits, default=None)
-            if best is not None:
-                return ((best[1], gpus),)
+        if not prefer:  # the common cases, with the same choice as the general path below, faster
+            if gpus < g:  # one partly used node
+                fits = ((f if self.policy != "spread" else -f, n) for n, f in enumerate(free) if f >= gpus)
+                best = next(fits, None) if self.policy == "first-fit" else min(fits, default=None)
+                if best is not None:
+                    return ((best[1], gpus),)
+            elif gpus % g == 0:  # whole nodes: every policy orders equally free nodes by number
+                full = [n for n, f in enumerate(free) if f == g][:gpus // g]
+                if len(full) == gpus // g:
+                    return tuple((n, g) for n in full)
         rank = (lambda n: prefer.get(self.node_type[n], len(prefer))) if prefer else (lambda n: 0)
         if self.policy == "consolidate":
             order = lambda n: (rank(n), free[n], n)        # best fit  # noqa: E731
@@ -120,15 +125,21 @@ class Placer:
     # -- speed -------------------------------------------------------------------------
     def rate(self, job_type: str, where: Placement) -> tuple[int, int] | None:
         """Exact speed ``(num, den)`` of a ``job_type`` job on ``where``; None for speed 1."""
+        return self.run_facts(job_type, where)[0]
+
+    def run_facts(self, job_type: str, where: Placement) -> tuple:
+        """``(rate, spread?, ((GPU type, GPUs), ...))`` of a ``job_type`` job on ``where`` (cached)."""
         key = (job_type, where)
-        r = self._rates.get(key, False)
-        if r is False:
+        facts = self._rates.get(key)
+        if facts is None:
             spec = self.spec
             speed = min(spec.speed(self.node_type[n], job_type) for n, _ in where)
-            if self.is_spread(where):
+            spread = self.is_spread(where)
+            if spread:
                 speed *= spec.penalty(job_type)
-            r = self._rates[key] = None if speed == 1 else (speed.numerator, speed.denominator)
-        return r
+            facts = self._rates[key] = (None if speed == 1 else (speed.numerator, speed.denominator), spread,
+                                        tuple((self.node_type[n], c) for n, c in where))
+        return facts
 
     def is_spread(self, where: Placement) -> bool:
         return len(where) > -(-sum(c for _, c in where) // self.gpn)

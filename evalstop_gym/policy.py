@@ -80,6 +80,10 @@ class Scheduler(Policy):
         """GPU type -> rank (lower preferred) for placing ``job``; None: no preference."""
         return None
 
+    def _preference(self):
+        """``type_preference`` if this scheduler ranks GPU types, else None (nothing to ask)."""
+        return None if type(self).type_preference is Scheduler.type_preference else self.type_preference
+
     def wakeup(self, cluster: ClusterView, plan: Plan) -> float | None:
         """Time (hours) at which priorities change by themselves, if any.
 
@@ -101,7 +105,7 @@ class Scheduler(Policy):
         if not self.preemptive:
             if cluster.free_gpus == 0 or not cluster.waiting:
                 return NO_CHANGE
-            pool = cluster.pool(self.type_preference)
+            pool = cluster.pool(self._preference())
             start = []
             for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
                 if v.gpus <= pool.cap:
@@ -110,7 +114,7 @@ class Scheduler(Policy):
                     if pool.cap == 0:
                         break
             return Plan((), start, None, pool.placed)
-        pool = cluster.pool(self.type_preference, empty=True)
+        pool = cluster.pool(self._preference(), empty=True)
         keep = set()
         active = [*cluster.running.values(), *cluster.waiting.values()]
         running = cluster.running
@@ -140,7 +144,7 @@ class Scheduler(Policy):
         if not self.preemptive:
             if not cluster.free_gpus:
                 return NO_CHANGE
-            pool = cluster.pool(self.type_preference)
+            pool = cluster.pool(self._preference())
             taken = []
             while pool.cap > 0:
                 e = queue.best(pool.cap)
@@ -155,7 +159,7 @@ class Scheduler(Policy):
         # running jobs rank before waiting ones on equal keys, then in dict order
         running = [(key(v, cluster), i, v) for i, v in enumerate(cluster.running.values())]
         running.sort()  # (key, dict position): positions are unique, views never compared
-        pool = cluster.pool(self.type_preference, empty=True)
+        pool = cluster.pool(self._preference(), empty=True)
         r, n_run, keep, taken = 0, len(running), set(), []
         w = queue.best(pool.cap)
         while pool.cap > 0:

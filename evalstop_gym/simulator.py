@@ -363,16 +363,20 @@ class Simulator:
                                       f"with {free} free under {self._placer.policy!r}")
         else:
             where = tuple(sorted((int(n), int(g)) for n, g in where))
-            if (sum(g for _, g in where) != v.gpus or len({n for n, _ in where}) != len(where)
-                    or any(not 0 <= n < len(free) or not 0 < g <= free[n] for n, g in where)):
+            total, last = 0, -1
+            for n, g in where:  # sorted by node: distinct nodes have increasing numbers
+                if n <= last or n >= len(free) or not 0 < g <= free[n]:
+                    total = -1
+                    break
+                total, last = total + g, n
+            if total != v.gpus:
                 raise SimulationError(f"cannot start job {j} on {where}: it needs {v.gpus} GPUs "
                                       f"on distinct nodes with room (free per node: {free})")
         self.cluster._nodes.use(where)
         v.nodes = where
-        self._rate[j] = self._placer.rate(self._job_type[j], where)
-        node_type = self._placer.node_type
-        self._held[j] = (self.cluster.now_ticks, self._placer.is_spread(where),
-                         [(node_type[n], g) for n, g in where])
+        rate, spread, held = self._placer.run_facts(self._job_type[j], where)
+        self._rate[j] = rate
+        self._held[j] = (self.cluster.now_ticks, spread, held)
 
     def _settle(self, j: int, v: JobView, now: int) -> None:
         """At the end of a run: work since the last checkpoint at the job's rate (checkpoints set
