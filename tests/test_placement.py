@@ -378,3 +378,37 @@ def test_helios_replay_reads_recorded_node_counts(tmp_path):
     # the flat pool has no nodes to be spread over: run times as recorded
     w, _ = replay_trace(table, trace_config(gpus=16), rescale="none")
     assert w.length_h.tolist() == [1.0, 1.0, 1.0, 1.0]
+
+
+# -- the command line ------------------------------------------------------------------------------
+def cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "evalstop_gym.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_cluster_flags_match_the_python_api():
+    r = cli("simulate", "--jobs", "30", "--seed", "2", "--nodes", "4", "--gpus-per-node", "16",
+            "--placement", "spread", "--scheduler", "sjf-est", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == simulate("sjf-est", jobs=30, seed=2, cluster=uniform(4, 16, "spread"))
+    r = cli("simulate", "--jobs", "30", "--seed", "2", "--cluster", "two-types", "--json")
+    assert json.loads(r.stdout) == simulate("fifo", jobs=30, seed=2, cluster="two-types")
+    # the realistic world's nodes, and its flat pool on request
+    r = cli("simulate", "--jobs", "30", "--calibration", "realistic", "--cluster", "flat", "--json")
+    assert json.loads(r.stdout) == simulate("fifo", jobs=30, calibration="realistic", cluster="flat")
+    assert simulate("fifo", jobs=30, calibration="realistic") == simulate(
+        "fifo", jobs=30, calibration="realistic", cluster=uniform(8, 8))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--gpus-per-node", "3"], "gpus_per_node=3"),
+    (["--nodes", "4", "--gpus-per-node", "8", "--gpus", "64"], "gpus=64"),
+    (["--placement", "spread"], "placement='spread'"),
+    (["--cluster", "nodes8", "--nodes", "2"], "nodes=2"),
+    (["--cluster", "no-such.yaml"], "no such file"),
+])
+def test_cli_cluster_errors_are_one_line_and_exit_2(args, words):
+    r = cli("simulate", "--jobs", "5", *args)
+    assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
