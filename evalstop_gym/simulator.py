@@ -245,7 +245,8 @@ class Simulator:
         if self._placer is not None:
             # the event fell on the first tick at which work reached the target; at a speed
             # above 1 it may pass it by less than one tick's work, which is not carried over
-            self._work[j] = self._target(j, i)
+            self._work[j] = (self._length[j] * i // self._evals if self._grid is None
+                             else self._grid[j][i - 1]) + self._overhead[j]
         v._service_ticks += now - v._run_since_ticks
         v._run_since_ticks = now
         v.eval_attained_h.append(v._service_ticks / TICKS_PER_HOUR)
@@ -261,20 +262,17 @@ class Simulator:
         """Push job ``j``'s next checkpoint: when its service reaches ``length * (i + 1) // evals``
         (or the realistic world's grid point) plus the resume costs it has paid."""
         v = self.views[j]
+        k = len(v.eval_scores) + 1
+        target = self._length[j] * k // self._evals if self._grid is None else self._grid[j][k - 1]
         if self._placer is None:
-            due = self._target(j, len(v.eval_scores) + 1) - v._service_ticks
+            due = target + self._overhead[j] - v._service_ticks
         else:  # on nodes the target is work at full speed, reached at the job's rate
-            due = self._target(j, len(v.eval_scores) + 1) - self._work[j]
+            due = target + self._overhead[j] - self._work[j]
             rate = self._rate[j]
             if rate is not None:  # ceil(remaining work * den / num)
                 due = -(-due * rate[1] // rate[0])
         self._seq += 1
         heapq.heappush(self._heap, (self.cluster.now_ticks + due, self._seq, _CHECKPOINT, j, self._epoch[j]))
-
-    def _target(self, j: int, k: int) -> int:
-        """Service (at full speed) of job ``j`` at its ``k``-th checkpoint, ticks."""
-        target = self._length[j] * k // self._evals if self._grid is None else self._grid[j][k - 1]
-        return target + self._overhead[j]
 
     def _end(self, j: int, status: str) -> None:
         v = self.views[j]
