@@ -66,6 +66,7 @@ class Scheduler(Policy):
     """
 
     preemptive = False
+    _ranks_types = False
     # True if a job's key never changes while it waits: the queue is then kept
     # sorted across scheduling points (``WaitingQueue``) instead of re-sorted.
     static_key = False
@@ -80,9 +81,10 @@ class Scheduler(Policy):
         """GPU type -> rank (lower preferred) for placing ``job``; None: no preference."""
         return None
 
-    def _preference(self):
-        """``type_preference`` if this scheduler ranks GPU types, else None (nothing to ask)."""
-        return None if type(self).type_preference is Scheduler.type_preference else self.type_preference
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # only a scheduler that ranks GPU types is asked for its ranking (one attribute read per plan)
+        cls._ranks_types = cls.type_preference is not Scheduler.type_preference
 
     def wakeup(self, cluster: ClusterView, plan: Plan) -> float | None:
         """Time (hours) at which priorities change by themselves, if any.
@@ -105,7 +107,7 @@ class Scheduler(Policy):
         if not self.preemptive:
             if cluster.free_gpus == 0 or not cluster.waiting:
                 return NO_CHANGE
-            pool = cluster.pool(self._preference())
+            pool = cluster.pool(self.type_preference if self._ranks_types else None)
             start = []
             for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
                 if v.gpus <= pool.cap:
@@ -114,7 +116,7 @@ class Scheduler(Policy):
                     if pool.cap == 0:
                         break
             return Plan((), start, None, pool.placed)
-        pool = cluster.pool(self._preference(), empty=True)
+        pool = cluster.pool(self.type_preference if self._ranks_types else None, empty=True)
         keep = set()
         active = [*cluster.running.values(), *cluster.waiting.values()]
         running = cluster.running
@@ -144,7 +146,7 @@ class Scheduler(Policy):
         if not self.preemptive:
             if not cluster.free_gpus:
                 return NO_CHANGE
-            pool = cluster.pool(self._preference())
+            pool = cluster.pool(self.type_preference if self._ranks_types else None)
             taken = []
             while pool.cap > 0:
                 e = queue.best(pool.cap)
@@ -159,7 +161,7 @@ class Scheduler(Policy):
         # running jobs rank before waiting ones on equal keys, then in dict order
         running = [(key(v, cluster), i, v) for i, v in enumerate(cluster.running.values())]
         running.sort()  # (key, dict position): positions are unique, views never compared
-        pool = cluster.pool(self._preference(), empty=True)
+        pool = cluster.pool(self.type_preference if self._ranks_types else None, empty=True)
         r, n_run, keep, taken = 0, len(running), set(), []
         w = queue.best(pool.cap)
         while pool.cap > 0:

@@ -130,7 +130,7 @@ class ClusterView:
     """
 
     __slots__ = ("now_ticks", "now_h", "total_gpus", "free_gpus", "waiting", "running", "finished",
-                 "spec", "node_free", "_placer", "_nodes")
+                 "spec", "node_free", "_placer", "_nodes", "_flat")
 
     def __init__(self, total_gpus: int, spec=None, placer=None):
         self.now_ticks = 0
@@ -144,6 +144,7 @@ class ClusterView:
         self._placer = placer
         # the simulator keeps _nodes (free GPUs per node and their counts) up to date; node_free is its list
         self._nodes = placer.empty() if placer else None
+        self._flat = FlatPool(total_gpus)
         self.node_free: list[int] | None = self._nodes.free if placer else None
 
     def largest_fit(self) -> int:
@@ -166,7 +167,9 @@ class ClusterView:
         jobs on their nodes one by one); otherwise the GPUs free now.
         """
         if self._placer is None:
-            return FlatPool(self.total_gpus if empty else self.free_gpus)
+            pool = self._flat  # one reusable pool: plans are made one at a time
+            pool.cap = self.total_gpus if empty else self.free_gpus
+            return pool
         nodes = self._placer.empty() if empty else self._nodes.copy()
         return NodePool(self._placer, nodes, self, prefer)
 

@@ -11,7 +11,7 @@ from baselines import FIFO
 from evalstop_gym import WorkloadConfig, generate
 from evalstop_gym.cluster import ClusterSpec, two_types
 from evalstop_gym.curves import Curves
-from evalstop_gym.placement import Nodes, Placer
+from evalstop_gym.placement import FlatPool, Nodes, Placer
 from evalstop_gym.policy import Policy, drive
 from evalstop_gym.simulator import Simulator
 from evalstop_gym.view import ClusterView, JobView
@@ -76,7 +76,7 @@ def test_no_hidden_object_is_reachable_from_views(calibration, cluster):
     # the cluster spec (nodes, GPU types, speeds, placement policy) is public by design
     sim = Simulator(generate(WorkloadConfig(jobs=30, seed=2, calibration=calibration, cluster=cluster)))
     drive(sim, FIFO())
-    public = (JobView, ClusterView, ClusterSpec, Placer, Nodes, Fraction, frozenset, dict, list, tuple, str, int, float,
+    public = (JobView, ClusterView, ClusterSpec, Placer, Nodes, FlatPool, Fraction, frozenset, dict, list, tuple, str, int, float,
               type(None))
     for root in (sim.cluster, sim.views[0], sim.views[-1]):
         for o in reachable(root):
