@@ -31,7 +31,7 @@ def resolve_scheduler(name: str | None) -> str:
 
     if name is None:
         return next(n for n in DEFAULT_SCHEDULERS if n in SCHEDULERS)
-    if name not in SCHEDULERS:
+    if not isinstance(name, str) or name not in SCHEDULERS:
         raise ConfigError("scheduler", name, f"must be one of {', '.join(SCHEDULERS)}")
     return name
 
