@@ -83,7 +83,7 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
     ``max_runs``, stops after that many new runs and writes no tables until a
     later call has run the rest. ``model`` (a model saved by ``evalstop-gym
     train``) adds a learned row to E1 and E3; its runs go after the others, in
-    this process (``agents.evaluate``), on held-out seeds only.
+    this process (by the provider of :mod:`.learned`), on held-out seeds only.
     """
     check_range("seeds", seeds, 1, integer=True)
     check_range("first_seed", first_seed, 0, integer=True)
@@ -95,9 +95,9 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
         check_range("max_runs", max_runs, 1, integer=True)
     base = base or WorkloadConfig()
     if model is not None:
-        from agents.seeds import check_test_seeds
+        from .learned import provider
 
-        check_test_seeds(first_seed, seeds)
+        provider().check_seeds(first_seed, seeds)
     experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
     seed_list = list(range(first_seed, first_seed + seeds))
     specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
@@ -110,10 +110,10 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
         new = run_sweep([s for s in specs if s.stopper != LEARNED], store, backend=backend, workers=workers,
                         limit=max_runs, on_done=bar.update)
         if learned and (max_runs is None or new < max_runs):
-            from agents.evaluate import run_learned_specs
+            from .learned import provider
 
-            new += run_learned_specs(pending_specs(learned, store), store,
-                                     limit=None if max_runs is None else max_runs - new, on_done=bar.update)
+            new += provider().run(pending_specs(learned, store), store,
+                               limit=None if max_runs is None else max_runs - new, on_done=bar.update)
     result = SuiteResult(experiments, new, todo - new)
     if not result.complete:
         echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
