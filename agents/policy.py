@@ -129,8 +129,9 @@ class LearnedPolicy:
 
         cfg = read_config(path)
         model_path, _ = model_files(path)
+        algo = algo_class(cfg["algo"])   # outside the try: a missing rl extra is not a bad file
         try:
-            model = algo_class(cfg["algo"]).load(model_path, device="cpu")
+            model = algo.load(model_path, device="cpu")
         except Exception as e:   # SB3 raises zipfile, pickle, KeyError, ... on a bad file
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             raise ConfigError("model", str(model_path), f"cannot be loaded as a {cfg['algo']} model "

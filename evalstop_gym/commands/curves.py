@@ -64,11 +64,7 @@ def run_generate(args: argparse.Namespace) -> int:
     check_range("steps", args.steps, 1, integer=True)
     check_range("workers", args.workers, 1, integer=True)
     check_range("seed", args.seed, 0, 2**31 - 1, integer=True)
-    try:
-        from ..overopt import generate_library
-    except ImportError as e:  # pragma: no cover - torch missing
-        from ..config import UsageError
-        raise UsageError(f"the generator needs torch ({e}); pip install torch") from None
+    from ..overopt import generate_library   # torch: without it the CLI names the extra to install
 
     def progress(done, total):
         print(f"\r{done}/{total} runs", end="", file=sys.stderr, flush=True)
