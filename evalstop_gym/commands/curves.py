@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 
+from ..api import DEFAULT_SCHEDULER
 from .common import add_workload_flags, workload_kwargs
 
 ORDER = 40
@@ -45,8 +46,8 @@ def add_parser(sub) -> None:
                                     "whose RLHF curves come from a curve log, and on the calibrated model at "
                                     "the same hacking base rate; print detection and JCT over seeds.")
     c.add_argument("--curves", required=True, metavar="PATH", help="curve log (.csv, .jsonl or directory)")
-    c.add_argument("--scheduler", default=None, metavar="NAME",
-                   help="base scheduler (default: srtf-est if registered, else fifo)")
+    c.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",
+                   help="base scheduler (default %(default)s)")
     c.add_argument("--k", type=int, default=2, help="EvalStop's consecutive declines (default %(default)s)")
     c.add_argument("--stoppers", default="evalstop", metavar="A,B",
                    help="stoppers to compare with no stopper, each with its defaults except evalstop's --k "
@@ -113,12 +114,6 @@ def run_label(args: argparse.Namespace) -> int:
     return 0
 
 
-def default_scheduler() -> str:
-    from baselines import SCHEDULERS
-
-    return "srtf-est" if "srtf-est" in SCHEDULERS else "fifo"
-
-
 def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
             stoppers: tuple[str, ...] = ("evalstop",)) -> list[dict]:
     """Rows (one per curve source and stopper) of mean and sd metrics over paired seeds.
@@ -164,7 +159,7 @@ def run_compare(args: argparse.Namespace) -> int:
     check_range("seeds", args.seeds, 1, integer=True)
     runs = read_curve_log(args.curves)
     cfg = WorkloadConfig(**workload_kwargs(args))
-    scheduler = args.scheduler or default_scheduler()
+    scheduler = args.scheduler
     from baselines import STOPPERS
 
     stoppers = tuple(x.strip() for x in args.stoppers.split(",") if x.strip())

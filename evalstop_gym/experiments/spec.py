@@ -20,11 +20,12 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from ..api import DEFAULT_SCHEDULER
 from ..config import ConfigError
 
 ANCHOR_STOPPERS = ("none", "evalstop", "stopat", "lossplateau")
 EXPECTED_SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "lossaware", "tiresias")
-MAIN_BASE = "srtf-est"      # the paper's base scheduler
+MAIN_BASE = DEFAULT_SCHEDULER   # the paper's base scheduler
 FALLBACK_BASE = "fifo"
 EVALSTOP_K = 2              # the paper's default k
 LEARNED = "learned"         # stopper name of a saved model's arm (run by its provider, .learned, not the pool)

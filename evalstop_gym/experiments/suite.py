@@ -20,7 +20,7 @@ from tqdm import tqdm
 from ..config import ConfigError, WorkloadConfig, check_range
 from .runner import BACKENDS, ResultStore, RunSpec, pending_specs, run_sweep
 from .spec import LEARNED, Experiment, build_suite
-from .tables import aggregate, claim_verdicts, claims_table, csv_table, markdown_table
+from .tables import aggregate, claim_verdicts, claims_table, console_text, csv_table, markdown_table
 
 RUNS_FILE = "runs.jsonl"
 
@@ -132,7 +132,7 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
             from .plots import plot_experiment
 
             plot_experiment(exp, rows, outdir / f"{exp.name}.png")
-        echo(md)
+        echo(console_text(exp, rows, verdicts, full=str(outdir / f"{exp.name}.md")))
         all_verdicts += verdicts
         sections.append(md)
     if all_verdicts:
