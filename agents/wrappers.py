@@ -175,7 +175,8 @@ WRAPPERS = {"JobFeatures": JobFeatures, "HandCodedStops": HandCodedStops}
 
 
 def parse_wrappers(spec: Any) -> list[tuple[str, dict[str, Any]]]:
-    """RL-Zoo style ``env_wrapper``: a name, a ``{name: kwargs}``, or a list of them."""
+    """RL Zoo's ``env_wrapper``: a dotted path (``agents.wrappers.JobFeatures``; the bare class name
+    is accepted too, as saved in ``config.json``), a ``{path: kwargs}``, or a list of them."""
     if spec is None:
         return []
     items = spec if isinstance(spec, list) else [spec]
@@ -188,9 +189,11 @@ def parse_wrappers(spec: Any) -> list[tuple[str, dict[str, Any]]]:
             kwargs = dict(kwargs or {})
         else:
             raise ConfigError("env_wrapper", item, "each entry must be a wrapper name or {name: {kwargs}}")
-        name = name.rsplit(".", 1)[-1]   # "agents.wrappers.JobFeatures" as RL Zoo writes it
-        if name not in WRAPPERS:
-            raise ConfigError("env_wrapper", name, f"must be one of {', '.join(WRAPPERS)}")
+        module, _, short = str(name).rpartition(".")   # RL Zoo imports "<module>.<class>"
+        if short not in WRAPPERS or module not in ("", __name__):
+            raise ConfigError("env_wrapper", name, "must be one of "
+                              f"{', '.join(f'{__name__}.{w}' for w in WRAPPERS)}")
+        name = short
         out.append((name, kwargs))
     return out
 

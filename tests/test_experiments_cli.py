@@ -60,6 +60,9 @@ def test_max_runs_stops_early_and_says_how_to_resume(tmp_path):
     assert r.returncode == 0
     assert "stopped after 3 new runs; 9 remain" in r.stdout
     assert (tmp_path / "runs.jsonl").read_text().count("\n") == 3
+    assert "reusing" not in r.stderr
+    again = cli("--experiments", "E5", "--out", str(tmp_path), "--max-runs", "2", "--workers", "1", *SMALL)
+    assert f"reusing 3 of 12 runs already finished in {tmp_path / 'runs.jsonl'}; 9 to run" in again.stderr
 
 
 @pytest.mark.parametrize("args, words", [

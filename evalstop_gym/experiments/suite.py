@@ -105,6 +105,9 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
     outdir = prepare_out(out)
     store = ResultStore(outdir / RUNS_FILE)
     todo = len(pending_specs(specs, store))
+    if todo < len(specs):
+        print(f"reproduce: reusing {len(specs) - todo} of {len(specs)} runs already finished in "
+              f"{outdir / RUNS_FILE}; {todo} to run", file=sys.stderr)
     with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
               disable=not progress) as bar:
         new = run_sweep([s for s in specs if s.stopper != LEARNED], store, backend=backend, workers=workers,
