@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 from agents.evaluate import evaluate  # noqa: E402
+from agents.policy import LearnedPolicy  # noqa: E402
 from agents.train import train  # noqa: E402
 from evalstop_gym import WorkloadConfig  # noqa: E402
 from evalstop_gym.cli import main  # noqa: E402
@@ -164,3 +165,13 @@ def test_cli_processes_exit_2_and_evaluate_is_deterministic_across_processes(mod
     assert r.returncode == 0, r.stderr
     here = evaluate([str(model_dir), "evalstop"], seeds=2, base=WorkloadConfig(jobs=30, noise=0.05))
     assert json.loads(r.stdout) == json.loads(json.dumps(here.rows))
+
+
+@pytest.mark.parametrize("algo, tiny", [("a2c", {"n_steps": 16}), ("dqn", {"learning_starts": 64, "buffer_size": 1000})])
+def test_evalstop_train_reads_the_same_zoo_files(tmp_path, algo, tiny):
+    config = train(STOP_ID, algo, out=tmp_path, timesteps=256, n_envs=1, echo=lambda _: None,
+                   overrides={**tiny, "eval_freq": 128, "n_eval_episodes": 1, "eval_workload": {"jobs": 5}},
+                   progress=False)
+    assert config["algo"] == algo and config["env_wrapper"] == [["JobFeatures", {}]]
+    assert config["train_workload"] == {"jobs": 1, "noise": 0.05} and config["env_kwargs"] == {"scheduler": "srtf-est"}
+    assert LearnedPolicy.load(tmp_path).run(seed=0, jobs=5)["jobs"] == 5

@@ -245,7 +245,7 @@ def test_render_modes_headless(env_id):
     agent = PolicyAgent(_stopping_policy(), env)
     rollout(env, agent, seed=0)
     img = env.render()
-    assert img.shape == (256, 512, 3) and img.dtype == np.uint8
+    assert img.shape == (360, 640, 3) and img.dtype == np.uint8   # the chart with axes, legend, clock
     red = (img[..., 0] > 200) & (img[..., 1] < 60) & (img[..., 2] < 60)
     assert red.any()  # stopped jobs are marked
     assert len(np.unique(img.reshape(-1, 3), axis=0)) > 5  # jobs have colours

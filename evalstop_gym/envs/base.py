@@ -26,7 +26,7 @@ from ..metrics import compute_metrics
 from ..simulator import DONE, EVAL, SCHEDULE, Simulator
 from ..view import COMPLETED, ClusterView, JobView
 from ..workload import Workload, generate
-from .render import AllocationRecorder, ansi_text, gantt_rgb
+from .render import AllocationRecorder, Window, ansi_text, frame_rgb
 
 CONTINUE = COMMIT = 0   # at an eval checkpoint: let the job run on; at a scheduling point: done deciding
 STOP = 1                # stop the job at the eval checkpoint
@@ -148,7 +148,9 @@ class SimEnv(gym.Env):
       action is a no-op and the step's ``invalid`` reward term is 1) or
       ``"raise"`` (it raises ``ValueError`` naming the valid actions);
     * ``reward_weights``: overrides of :data:`DEFAULT_REWARD_WEIGHTS`;
-    * ``render_mode``: ``"ansi"`` or ``"rgb_array"``;
+    * ``render_mode``: ``"ansi"`` (text), ``"rgb_array"`` (a Gantt chart of GPU
+      allocation with axes, legend and clock) or ``"human"`` (the same in a
+      pygame window, drawn at every step; the ``render`` extra);
     * ``trace``: path of a cluster trace to replay instead of generating jobs
       (read once, replayed with each episode's seed), ``trace_format``
       (``philly``, ``helios``, ``acme``) and ``trace_options``: keywords of
@@ -163,7 +165,8 @@ class SimEnv(gym.Env):
     plays a ready ``Workload`` with ``options={"workload": w}``.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    # 30 frames per second: a default episode recorded with render.RecordVideo plays in about a minute
+    metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 30}
 
     def __init__(self, *, config: WorkloadConfig | None = None, max_steps: int | str | None = "auto",
                  invalid_action: str = "penalize", reward_weights: dict[str, float] | None = None,
@@ -201,6 +204,7 @@ class SimEnv(gym.Env):
         self.reward_weights = _check_weights(reward_weights)
         self.render_mode = render_mode
         self._sim: Simulator | None = None
+        self._viewer: Window | None = None
         self._kind = DONE
         self._episodes = 0
 
@@ -244,8 +248,10 @@ class SimEnv(gym.Env):
         self._best = [-math.inf] * n
         self._best_gpu_h = [0.0] * n
         self._terms = [0.0, 0.0, 0.0]  # jct_h, waste_gpu_h, quality accumulated in this step
-        self._recorder = AllocationRecorder(w.total_gpus) if self.render_mode == "rgb_array" else None
+        self._recorder = AllocationRecorder(w.total_gpus) if self.render_mode in ("rgb_array", "human") else None
         self._begin_episode()
+        if self.render_mode == "human":
+            self.render()
         return self._observe(), self._info(False)
 
     def _begin_episode(self) -> None:
@@ -315,6 +321,8 @@ class SimEnv(gym.Env):
                                   f"{self._n_jobs} jobs unfinished; no metrics (the episode did not end)")
         info["reward_terms"] = terms
         info["invalid_action"] = invalid
+        if self.render_mode == "human":
+            self.render()
         return self._observe(), reward, terminated, truncated, info
 
     def _info(self, final: bool) -> dict[str, Any]:
@@ -354,10 +362,22 @@ class SimEnv(gym.Env):
     def render(self):
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode; make the env with "
-                            "render_mode='ansi' or 'rgb_array'")
+                            "render_mode='ansi', 'rgb_array' or 'human'")
             return None
         if self._sim is None:
             raise RuntimeError("call reset() before render()")
         if self.render_mode == "ansi":
             return ansi_text(self._sim.cluster, self.decision, self.decision_job, self._n_jobs)
-        return gantt_rgb(self._recorder, self._sim.cluster.now_h)
+        frame = frame_rgb(self._recorder, self._sim.cluster, self.decision, self.decision_job, self._n_jobs)
+        if self.render_mode == "rgb_array":
+            return frame
+        if self._viewer is None:
+            self._viewer = Window(self.metadata["render_fps"])
+        self._viewer.show(frame)
+        return None
+
+    def close(self):
+        if self._viewer is not None:
+            self._viewer.close()
+            self._viewer = None
+        super().close()
