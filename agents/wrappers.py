@@ -129,9 +129,11 @@ class HandCodedStops(gym.Wrapper):
         mask = self._mask_now()
         a = int(action) if np.ndim(action) == 0 and np.issubdtype(np.asarray(action).dtype, np.integer) else None
         if a is not None and 0 <= a < mask.size and not mask[a] and self.env.unwrapped.action_masks()[a]:
-            raise ValueError(f"invalid action {a}: masked by HandCodedStops (work_conserving="
-                             f"{self.work_conserving}, preempt={self.preempt}); valid: "
-                             f"{np.flatnonzero(mask).tolist()}")
+            if self.env.unwrapped.invalid_action == "raise":
+                raise ValueError(f"invalid action {a}: masked by HandCodedStops (work_conserving="
+                                 f"{self.work_conserving}, preempt={self.preempt}); valid: "
+                                 f"{np.flatnonzero(mask).tolist()}")
+            action = -1   # out of range: the env plays it as its own penalized no-op (and counts the step)
         obs, reward, terminated, truncated, info = self.env.step(action)
         reward += self._carry
         self._carry = 0.0
