@@ -264,8 +264,8 @@ def _prepare_out(out: str | os.PathLike, force: bool = False) -> Path:
 
 
 # -- command line (also `evalstop-gym train`) -----------------------------------------
-HELP = "train a learned stop-policy (ppo, dqn) or scheduler (maskable-ppo)"
-DESCRIPTION = ("Train PPO or DQN on EvalStop-StopControl-v0, or MaskablePPO on EvalStop-Cluster-v0, with "
+HELP = "train a learned stop-policy (ppo, a2c, dqn) or scheduler (maskable-ppo)"
+DESCRIPTION = ("Train PPO, A2C or DQN on EvalStop-StopControl-v0, or MaskablePPO on EvalStop-Cluster-v0, with "
                "hyperparameters from agents/hyperparams/<algo>.yml; validate on held-out seeds and write "
                "OUT/model.zip and OUT/config.json. Needs the rl extra (pip install 'evalstop-gym[rl]').")
 
@@ -275,7 +275,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--env", required=True, metavar="ID", help=f"env id: {' | '.join(ENVS)}")
     p.add_argument("--algo", required=True, metavar="NAME",
-                   help=f"{' | '.join(ALGOS)} (ppo, dqn: StopControl; maskable-ppo: Cluster)")
+                   help=f"{' | '.join(ALGOS)} (ppo, a2c, dqn: StopControl; maskable-ppo: Cluster)")
     p.add_argument("--timesteps", type=int, default=None, metavar="N",
                    help="environment steps (default: n_timesteps of the hyperparameter file)")
     p.add_argument("--seed", type=int, default=0, help="run seed: networks, sampling and the training "
