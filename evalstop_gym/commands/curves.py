@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 
+from ..api import DEFAULT_SCHEDULER
 from .common import add_workload_flags, workload_kwargs
 
 ORDER = 40
@@ -50,8 +51,8 @@ def add_parser(sub) -> None:
                                     "the same hacking base rate; print detection and JCT over seeds.")
     c.add_argument("--curves", required=True, metavar="PATH", help="curve log (.csv, .jsonl or directory)")
     c.add_argument("--curves-format", choices=CURVE_FORMATS, default="auto", help="(default %(default)s)")
-    c.add_argument("--scheduler", default=None, metavar="NAME",
-                   help="base scheduler (default: srtf-est if registered, else fifo)")
+    c.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",
+                   help="base scheduler (default %(default)s)")
     c.add_argument("--k", type=int, default=2, help="EvalStop's consecutive declines (default %(default)s)")
     c.add_argument("--stoppers", default="evalstop", metavar="A,B",
                    help="stoppers to compare with no stopper, each with its defaults except evalstop's --k "
@@ -73,11 +74,7 @@ def run_generate(args: argparse.Namespace) -> int:
     from ..files import prepare_out
 
     prepare_out(args.out)   # before any run: a path that cannot be a folder fails now, in one line
-    try:
-        from ..overopt import generate_library
-    except ImportError as e:  # pragma: no cover - torch missing
-        from ..config import UsageError
-        raise UsageError(f"the generator needs torch ({e}); pip install torch") from None
+    from ..overopt import generate_library   # torch: without it the CLI names the extra to install
 
     def progress(done, total):
         print(f"\r{done}/{total} runs", end="", file=sys.stderr, flush=True)
@@ -128,12 +125,6 @@ def run_label(args: argparse.Namespace) -> int:
     return 0
 
 
-def default_scheduler() -> str:
-    from baselines import SCHEDULERS
-
-    return "srtf-est" if "srtf-est" in SCHEDULERS else "fifo"
-
-
 def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
             stoppers: tuple[str, ...] = ("evalstop",), first_seed: int = 0) -> list[dict]:
     """Rows (one per curve source and stopper) of mean and sd metrics over paired seeds
@@ -180,7 +171,7 @@ def run_compare(args: argparse.Namespace) -> int:
     check_range("seeds", args.seeds, 1, integer=True)
     runs = read_curve_log(args.curves, args.curves_format)
     cfg = WorkloadConfig(**workload_kwargs(args))
-    scheduler = args.scheduler or default_scheduler()
+    scheduler = args.scheduler
     from baselines import STOPPERS
 
     stoppers = tuple(x.strip() for x in args.stoppers.split(",") if x.strip())
