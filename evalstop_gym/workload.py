@@ -45,8 +45,11 @@ class Workload:
 
     @property
     def observed(self) -> np.ndarray:
-        """Observed eval scores, shape ``(n, E)``: gold plus ``noise * z``."""
-        return self.curves.gold + self.noise * self.curves.eval_z
+        """Observed eval scores, shape ``(n, E)``: gold plus ``noise * z`` (plus replayed runs' measured
+        eval error, ``curves.eval_offset``, when there is one)."""
+        c = self.curves
+        observed = c.gold + self.noise * c.eval_z
+        return observed if c.eval_offset is None else observed + c.eval_offset
 
     def validate(self) -> None:
         if self.n == 0:
