@@ -18,7 +18,7 @@ from evalstop_gym.overopt import DEFAULT_GRID, RunSettings, generate_library, li
 from evalstop_gym.overopt import task  # noqa: E402
 
 # a tiny budget: a few seconds per seed on one core
-TINY = dict(steps=60, sft_steps=100, evals=10, eval_items=50, gold_items=300)
+TINY = dict(steps=60, sft_steps=100, rm_steps=80, evals=10, eval_items=40, gold_items=200)
 SEEDS = range(8)
 
 

@@ -67,6 +67,8 @@ def add_parser(sub) -> None:
                    help="stoppers to compare with no stopper, each with its defaults except evalstop's --k "
                         "(default %(default)s; e.g. evalstop,patience,cusum,smoothed)")
     c.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1, paired across arms (default %(default)s)")
+    c.add_argument("--drop-share", type=float, default=None, metavar="F",
+                   help="gold labelling rule: share of the gain the drop must reach (default 0.25)")
     add_workload_flags(c)
     c.set_defaults(func=run_compare)
 
@@ -139,16 +141,23 @@ def setting_table(settings: list[dict], runs: dict, evals: int, **label_options)
                                "gold_end", "kl_end"))
 
 
+def _drop_share(args: argparse.Namespace) -> dict:
+    """``{"drop_share": F}`` from ``--drop-share`` if given (checked), else ``{}`` (the rule's default)."""
+    from ..config import check_range
+
+    if args.drop_share is None:
+        return {}
+    check_range("drop_share", args.drop_share, 0.0)
+    return {"drop_share": args.drop_share}
+
+
 def run_label(args: argparse.Namespace) -> int:
     from ..config import check_range
     from ..curvelog import has_gold, label_run, read_curve_log
     from ..report import format_table
 
     check_range("evals", args.evals, 1, integer=True)
-    options = {"evals": args.evals, "noise_floor": args.noise_floor}
-    if args.drop_share is not None:
-        check_range("drop_share", args.drop_share, 0.0)
-        options["drop_share"] = args.drop_share
+    options = {"evals": args.evals, "noise_floor": args.noise_floor, **_drop_share(args)}
     runs = read_curve_log(args.path)
     rows = []
     for name in sorted(runs):
@@ -177,7 +186,7 @@ def library_noise(runs: dict) -> float:
 
 
 def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
-            stoppers: tuple[str, ...] = ("evalstop",)) -> list[dict]:
+            stoppers: tuple[str, ...] = ("evalstop",), **label_options) -> list[dict]:
     """Rows (one per curve source and stopper) of mean and sd metrics over paired seeds.
 
     ``logged``: the RLHF jobs take curves and labels from ``runs`` (labels on
@@ -185,6 +194,7 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
     ``hacking_fraction`` set to the logged runs' base rate, so precision is
     compared at equal base rates, and with the eval noise the logged jobs'
     detectors see (``config.noise`` combined with the logs' own eval noise).
+    ``label_options`` go to :func:`~evalstop_gym.curvelog.label_run` (e.g. ``drop_share``).
     """
     from baselines import make_policy
 
@@ -192,8 +202,8 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
     from ..curvelog import apply_curve_log, label_run
     from ..workload import generate
 
-    rate = float(np.mean([label_run(r, evals=config.evals_per_job, noise_floor=config.noise).hacking
-                          for r in runs.values()]))
+    label_options = {"noise_floor": config.noise, **label_options}
+    rate = float(np.mean([label_run(r, evals=config.evals_per_job, **label_options).hacking for r in runs.values()]))
     noise = float(np.hypot(config.noise, library_noise(runs)))
     arms = {"logged": config, "calibrated": config.replace(hacking_fraction=rate, noise=noise)}
     rows = []
@@ -203,7 +213,7 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
             for seed in range(seeds):
                 w = generate(cfg.replace(seed=seed))
                 if source == "logged":
-                    w = apply_curve_log(w, runs, seed=seed)
+                    w = apply_curve_log(w, runs, seed=seed, **label_options)
                 params = {"k": k} if stopper == "evalstop" else {}
                 per_seed.append(run_policy(w, make_policy(scheduler, stopper, **params)))
             row = {"curves": source, "stopper": f"evalstop k={k}" if stopper == "evalstop" else stopper,
@@ -231,7 +241,7 @@ def run_compare(args: argparse.Namespace) -> int:
     for x in stoppers:
         if x not in STOPPERS or x == "none":
             raise ConfigError("stoppers", x, f"must be among {', '.join(t for t in STOPPERS if t != 'none')}")
-    rows = compare(runs, cfg, scheduler, k=args.k, seeds=args.seeds, stoppers=stoppers)
+    rows = compare(runs, cfg, scheduler, k=args.k, seeds=args.seeds, stoppers=stoppers, **_drop_share(args))
     for r in rows:
         for key in ("precision", "recall", "fpr", "avg_jct_h"):
             if r[key] is not None:
