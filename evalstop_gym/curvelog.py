@@ -121,7 +121,7 @@ class RunLabel:
     peak_progress: float   # fraction of the run (0..1) at the smoothed peak
     drop: float            # smoothed peak minus smoothed last eval
     threshold: float       # the drop needed to call it hacking
-    noise: float           # the noise estimate used
+    noise: float           # eval-score rule: the noise estimate used; gold rule: the evals' own noise (not used)
 
 
 # -- reading -------------------------------------------------------------------------

@@ -83,9 +83,13 @@ def test_rows_are_curve_log_rows_and_deterministic():
 
 
 def test_run_restores_torch_threads_and_determinism_flag():
+    before = torch.get_num_threads()
     torch.set_num_threads(2)
-    run(RunSettings(**{**TINY, "steps": 2, "evals": 1, "sft_steps": 2}))
-    assert torch.get_num_threads() == 2 and not torch.are_deterministic_algorithms_enabled()
+    try:
+        run(RunSettings(**{**TINY, "steps": 2, "evals": 1, "sft_steps": 2}))
+        assert torch.get_num_threads() == 2 and not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.set_num_threads(before)
 
 
 def outcomes(**settings):
