@@ -192,6 +192,31 @@ def evaluate(s: RunSettings, policy: Transformer, sft: Transformer, prompt: torc
     return float(g[:s.eval_items].mean()), float(g[s.eval_items:].mean()), float(kl.mean())
 
 
+def rloo_loss(s: RunSettings, policy: Transformer, sft: Transformer, rm: Transformer, gen: torch.Generator):
+    """``(loss to minimise, logged train loss, logged proxy reward)`` of one RLOO step on fresh samples."""
+    prompt = task.prompts(s.prompts, gen).repeat_interleave(s.group, 0)
+    response = sample(policy, prompt, uniforms(prompt.shape[0], gen))
+    with torch.no_grad():
+        r = reward(rm, prompt, response)
+        ref = log_probs(sft, prompt, response).sum(1)
+    lp = log_probs(policy, prompt, response).sum(1)
+    kl = lp.detach() - ref
+    total = (r - s.kl_coef * kl).view(s.prompts, s.group)
+    advantage = (total - (total.sum(1, keepdim=True) - total) / (s.group - 1)).view(-1)   # leave-one-out
+    return -(advantage * lp).mean(), float((-F.logsigmoid(r) + s.kl_coef * kl).mean()), float(r.mean())
+
+
+def dpo_loss(s: RunSettings, policy: Transformer, sft: Transformer, batch):
+    """``(loss, logged train loss, logged proxy reward)`` of one DPO step on ``(prompt, chosen, rejected)``."""
+    prompt, chosen, rejected = batch
+    with torch.no_grad():
+        ref_c, ref_r = log_probs(sft, prompt, chosen).sum(1), log_probs(sft, prompt, rejected).sum(1)
+    lp_c, lp_r = log_probs(policy, prompt, chosen).sum(1), log_probs(policy, prompt, rejected).sum(1)
+    margin = s.kl_coef * ((lp_c - ref_c) - (lp_r - ref_r))
+    loss = -F.logsigmoid(margin).mean()
+    return loss, float(loss.detach()), float(margin.detach().mean())
+
+
 def run(settings: RunSettings) -> list[dict]:
     """Run one generator loop; return its curve-log rows (``job`` = ``settings.name``).
 
@@ -225,42 +250,23 @@ def _run(s: RunSettings) -> list[dict]:
         if step in eval_at:
             policy.eval()
             eval_score, gold, kl = evaluate(s, policy, sft, eval_prompts, eval_gen)
-            row = {"job": s.name, "step": step, "eval_score": round(eval_score, 6),
-                   "train_loss": round(loss_sum / count, 6) if count else None,
-                   "proxy_reward": round(proxy_sum / count, 6) if count else None,
-                   "kl": round(kl, 6),
-                   "gold": round(gold, 6),
-                   "method": s.method, "eval_items": s.eval_items}
-            rows.append(row)
+            rows.append({"job": s.name, "step": step, "eval_score": round(eval_score, 6),
+                         "train_loss": round(loss_sum / count, 6) if count else None,
+                         "proxy_reward": round(proxy_sum / count, 6) if count else None,
+                         "kl": round(kl, 6), "gold": round(gold, 6), "method": s.method,
+                         "eval_items": s.eval_items})
             loss_sum = proxy_sum = 0.0
             count = 0
             policy.train()
         if step == s.steps:
             break
         if s.method == "rlhf":
-            prompt = task.prompts(s.prompts, gen).repeat_interleave(s.group, 0)
-            response = sample(policy, prompt, uniforms(prompt.shape[0], gen))
-            with torch.no_grad():
-                r = reward(rm, prompt, response)
-                ref = log_probs(sft, prompt, response).sum(1)
-            lp = log_probs(policy, prompt, response).sum(1)
-            kl = (lp.detach() - ref)
-            total = (r - s.kl_coef * kl).view(s.prompts, s.group)
-            adv = (total - (total.sum(1, keepdim=True) - total) / (s.group - 1)).view(-1)
-            loss = -(adv * lp).mean()
-            shown_loss = float((-F.logsigmoid(r) + s.kl_coef * kl).mean())
-            proxy = float(r.mean())
+            loss, shown_loss, proxy = rloo_loss(s, policy, sft, rm, gen)
         else:
             if not dpo_batches:
                 dpo_batches = _batches(s.pairs, s.prompts * s.group, gen)
             idx = dpo_batches.pop()
-            prompt, chosen, rejected = (x[idx] for x in pairs)
-            with torch.no_grad():
-                ref_c, ref_r = log_probs(sft, prompt, chosen).sum(1), log_probs(sft, prompt, rejected).sum(1)
-            lp_c, lp_r = log_probs(policy, prompt, chosen).sum(1), log_probs(policy, prompt, rejected).sum(1)
-            margin = s.kl_coef * ((lp_c - ref_c) - (lp_r - ref_r))
-            loss = -F.logsigmoid(margin).mean()
-            shown_loss, proxy = float(loss.detach()), float(margin.detach().mean())
+            loss, shown_loss, proxy = dpo_loss(s, policy, sft, [x[idx] for x in pairs])
         opt.zero_grad()
         loss.backward()
         opt.step()
