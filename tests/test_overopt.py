@@ -160,12 +160,17 @@ def test_bad_settings_are_config_errors():
 def test_cli_generate_and_label(tmp_path):
     out = tmp_path / "lib"
     r = subprocess.run([sys.executable, "-m", "evalstop_gym.cli", "curves", "generate", "--out", str(out),
-                        "--runs", "1", "--steps", "4", "--workers", "1"], capture_output=True, text=True)
+                        "--runs", "1", "--steps", "4", "--eval-items", "30", "--workers", "1"],
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert "wrote 1 runs" in r.stdout and (out / "curves.csv").exists() and "gold_peak" in r.stdout
+    assert "wrote 1 runs" in r.stdout and "gold_peak" in r.stdout
+    assert set(next(iter(read_curve_log(str(out / "curves.csv")).values())).extra["eval_items"]) == {30}
     r = subprocess.run([sys.executable, "-m", "evalstop_gym.cli", "curves", "label", str(out / "curves.csv")],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "of 1 runs hacking" in r.stdout
     r = subprocess.run([sys.executable, "-m", "evalstop_gym.cli", "curves", "generate", "--out", str(out),
                         "--runs", "0"], capture_output=True, text=True)
     assert r.returncode == 2 and "runs" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "evalstop_gym.cli", "curves", "generate", "--out", str(out),
+                        "--eval-items", "0"], capture_output=True, text=True)
+    assert r.returncode == 2 and "eval_items" in r.stderr and "Traceback" not in r.stderr

@@ -32,6 +32,8 @@ def add_parser(sub) -> None:
                    help="number of runs: grid point i %% 24, seed i // 24 (default %(default)s)")
     g.add_argument("--steps", type=int, default=None, metavar="N",
                    help="optimiser steps per run (default: the generator's, 160)")
+    g.add_argument("--eval-items", type=int, default=None, metavar="N",
+                   help="held-out prompts of the public eval, its n (default: the generator's, 200)")
     g.add_argument("--seed", type=int, default=0, help="first seed (default %(default)s)")
     g.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="worker processes, one torch thread each (default %(default)s)")
@@ -93,8 +95,9 @@ def run_generate(args: argparse.Namespace) -> int:
     from ..curvelog import read_curve_log
 
     check_range("runs", args.runs, 1, integer=True)
-    if args.steps is not None:
-        check_range("steps", args.steps, 1, integer=True)
+    for name in ("steps", "eval_items"):
+        if getattr(args, name) is not None:
+            check_range(name, getattr(args, name), 1, integer=True)
     check_range("workers", args.workers, 1, integer=True)
     check_range("seed", args.seed, 0, 2**31 - 1, integer=True)
     check_range("evals", args.evals, 1, integer=True)
@@ -104,8 +107,8 @@ def run_generate(args: argparse.Namespace) -> int:
         from ..config import UsageError
         raise UsageError(f"the generator needs torch ({e}); pip install torch") from None
 
+    overrides = {k: v for k, v in (("steps", args.steps), ("eval_items", args.eval_items)) if v is not None}
     progress, close = _progress_bar(args.runs)
-    overrides = {} if args.steps is None else {"steps": args.steps}
     try:
         index = generate_library(args.out, args.runs, seed=args.seed, workers=args.workers, fmt=args.format,
                                  progress=progress, **overrides)
