@@ -145,7 +145,10 @@ def load_model(model_path: Path, cfg: dict[str, Any], observation_space, action_
     """
     import zipfile
 
-    from .train import _policy, _policy_kwargs, algo_class
+    from .hparams import algo_class, policy_class
+    from .train import _policy_kwargs
+
+    algo = algo_class(cfg["algo"])   # first: a missing rl extra is not a bad file
 
     def refuse(why: str) -> ConfigError:
         return ConfigError("model", str(model_path), f"cannot be loaded as a {cfg['algo']} model ({why}); nothing from the file was run")
@@ -166,8 +169,10 @@ def load_model(model_path: Path, cfg: dict[str, Any], observation_space, action_
         raise refuse(f"not a readable model zip: {type(e).__name__}: {e}") from None
     if not isinstance(data, dict):
         raise refuse("its data entry is not a JSON object")
-    algo = algo_class(cfg["algo"])
-    policy = _policy(cfg.get("policy", "MlpPolicy"))
+    try:
+        policy = policy_class(cfg.get("policy", "MlpPolicy"), cfg["algo"])
+    except ConfigError as e:
+        raise refuse(f"unknown policy: {e}") from None
     if isinstance(policy, str):
         if policy not in algo.policy_aliases:
             raise refuse(f"unknown policy {policy!r}")

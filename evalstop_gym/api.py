@@ -21,12 +21,15 @@ def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     return wl, pol
 
 
+DEFAULT_SCHEDULER = "srtf-est"   # the paper's base scheduler: the default of simulate, the envs, the CLI
+
+
 def run_policy(workload: Workload, policy: Policy) -> dict[str, Any]:
     """Run ``policy`` over ``workload`` on a fresh simulator; return its metrics."""
     return compute_metrics(drive(Simulator(workload), policy))
 
 
-def simulate(scheduler: str | Policy = "fifo", stopper: str = "none", *,
+def simulate(scheduler: str | Policy = DEFAULT_SCHEDULER, stopper: str = "none", *,
              config: WorkloadConfig | None = None, **params: Any) -> dict[str, Any]:
     """Simulate one episode and return its metrics (see :mod:`evalstop_gym.metrics`).
 

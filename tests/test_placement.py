@@ -393,10 +393,10 @@ def test_cli_cluster_flags_match_the_python_api():
             "--placement", "spread", "--scheduler", "sjf-est", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == simulate("sjf-est", jobs=30, seed=2, cluster=uniform(4, 16, "spread"))
-    r = cli("simulate", "--jobs", "30", "--seed", "2", "--cluster", "two-types", "--json")
+    r = cli("simulate", "--jobs", "30", "--seed", "2", "--scheduler", "fifo", "--cluster", "two-types", "--json")
     assert json.loads(r.stdout) == simulate("fifo", jobs=30, seed=2, cluster="two-types")
     # the realistic world's nodes, and its flat pool on request
-    r = cli("simulate", "--jobs", "30", "--calibration", "realistic", "--cluster", "flat", "--json")
+    r = cli("simulate", "--jobs", "30", "--scheduler", "fifo", "--calibration", "realistic", "--cluster", "flat", "--json")
     assert json.loads(r.stdout) == simulate("fifo", jobs=30, calibration="realistic", cluster="flat")
     assert simulate("fifo", jobs=30, calibration="realistic") == simulate(
         "fifo", jobs=30, calibration="realistic", cluster=uniform(8, 8))

@@ -38,7 +38,7 @@ def test_two_concurrent_reproduce_on_one_fresh_folder_never_duplicate_a_run(tmp_
     ids = run_ids(out / "runs.jsonl")
     assert len(ids) == 12 and len(set(ids)) == 12
     # both print the same complete tables; the one that waited reused every run
-    assert results[0][0] == results[1][0] and "## E5" in results[0][0]
+    assert results[0][0] == results[1][0] and "E5: k sensitivity" in results[0][0]
 
 
 def _children(pid: int) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..api import DEFAULT_SCHEDULER
 from ..config import CALIBRATIONS, PRESETS, WorkloadConfig
 
 _DEFAULT = WorkloadConfig()
@@ -91,7 +92,7 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
     from baselines import SCHEDULERS, STOPPERS
 
     g = p.add_argument_group("policy")
-    g.add_argument("--scheduler", default="fifo", metavar="NAME",
+    g.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",
                    help=f"base scheduler: {'|'.join(SCHEDULERS)} (default %(default)s)")
     g.add_argument("--stopper", default="none", metavar="NAME",
                    help=f"stopper: {'|'.join(STOPPERS)} (default %(default)s)")

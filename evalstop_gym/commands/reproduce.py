@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
                    help="local (process pool) or ray (a local Ray) (default %(default)s)")
     p.add_argument("--workers", type=int, default=None, help="parallel workers (default: CPU count)")
     p.add_argument("--base-scheduler", default=None, metavar="NAME",
-                   help="base scheduler of E1 and the sweeps (default srtf-est, or fifo until it exists)")
+                   help="base scheduler of E1 and the sweeps (default srtf-est, the paper's base)")
     p.add_argument("--detectors", default=None, metavar="LIST",
                    help="comma-separated detectors to compare with EvalStop (default: every registered "
                         "stopper other than none, evalstop, stopat, lossplateau)")

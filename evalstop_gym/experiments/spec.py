@@ -20,14 +20,15 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from ..api import DEFAULT_SCHEDULER
 from ..config import ConfigError
 
 ANCHOR_STOPPERS = ("none", "evalstop", "stopat", "lossplateau")
 EXPECTED_SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "lossaware", "tiresias")
-MAIN_BASE = "srtf-est"      # the paper's base scheduler
+MAIN_BASE = DEFAULT_SCHEDULER   # the paper's base scheduler
 FALLBACK_BASE = "fifo"
 EVALSTOP_K = 2              # the paper's default k
-LEARNED = "learned"         # stopper name of a saved model's arm (run by agents.evaluate, not the pool)
+LEARNED = "learned"         # stopper name of a saved model's arm (run by its provider, .learned, not the pool)
 STOPAT_P = 0.65             # the paper's fixed-progress anchor
 
 NOISE_SWEEP = (0.01, 0.02, 0.05, 0.08, 0.10, 0.12)
@@ -410,7 +411,7 @@ def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None
     while SRTF-Est is not registered; naming an unregistered one is an error.
     ``detectors`` defaults to every registered non-anchor stopper. ``model``:
     the path of a model saved by ``evalstop-gym train``, which adds a
-    ``learned`` row to E1 and to every noise level of E3 (``agents.policy``).
+    ``learned`` row to E1 and to every noise level of E3 (:mod:`.learned`).
     """
     reg = registry or Registry.current()
     names = list(EXPERIMENTS) if names is None else names
@@ -436,9 +437,9 @@ def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None
                                   f"{', '.join(reg.detectors) or '(none registered yet)'}")
     learned = None
     if model is not None:
-        from agents.policy import learned_arm   # reads the model's config; no torch yet
+        from .learned import provider
 
-        learned = learned_arm(model)
+        learned = provider().arm(model)   # reads the model's config; no torch yet
     out = []
     for n in names:
         ctx = _Context(reg, base, dets, list(notes), learned)

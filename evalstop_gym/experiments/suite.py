@@ -22,7 +22,7 @@ from ..config import ConfigError, WorkloadConfig, check_range
 from ..files import prepare_out
 from .runner import BACKENDS, ResultStore, RunSpec, exclusive, pending_specs, run_sweep
 from .spec import LEARNED, Experiment, build_suite
-from .tables import aggregate, claim_verdicts, claims_table, csv_table, markdown_table
+from .tables import aggregate, claim_verdicts, claims_table, console_text, csv_table, markdown_table
 
 RUNS_FILE = "runs.jsonl"
 
@@ -74,7 +74,7 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
     ``max_runs``, stops after that many new runs and writes no tables until a
     later call has run the rest. ``model`` (a model saved by ``evalstop-gym
     train``) adds a learned row to E1 and E3; its runs go after the others, in
-    this process (``agents.evaluate``), on held-out seeds only.
+    this process (by the provider of :mod:`.learned`), on held-out seeds only.
     """
     check_range("seeds", seeds, 1, integer=True)
     check_range("first_seed", first_seed, 0, integer=True)
@@ -86,12 +86,11 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
         check_range("max_runs", max_runs, 1, integer=True)
     base = base or WorkloadConfig()
     if model is not None:
-        from agents.seeds import check_test_seeds
+        from .learned import provider
 
-        check_test_seeds(first_seed, seeds)
-        from agents.policy import LearnedPolicy
-
-        LearnedPolicy.load(model)   # a model that cannot be loaded fails now, before any run
+        arms = provider()
+        arms.check_seeds(first_seed, seeds)
+        arms.check_model(model)   # a model that cannot be loaded fails now, before any run
     experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
     if base.calibration != "paper":  # claims about the paper calibration's regime do not apply
         experiments = [dataclasses.replace(e, claims=tuple(c for c in e.claims if c.source != "calibration"))
@@ -111,15 +110,18 @@ def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_
     learned = [s for s in specs if s.stopper == LEARNED]
     store = ResultStore(outdir / RUNS_FILE)
     todo = len(pending_specs(specs, store))
+    if todo < len(specs):
+        print(f"reproduce: reusing {len(specs) - todo} of {len(specs)} runs already finished in "
+              f"{outdir / RUNS_FILE}; {todo} to run", file=sys.stderr)
     with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
               disable=not progress) as bar:
         new = run_sweep([s for s in specs if s.stopper != LEARNED], store, backend=backend, workers=workers,
                         limit=max_runs, on_done=bar.update)
         if learned and (max_runs is None or new < max_runs):
-            from agents.evaluate import run_learned_specs
+            from .learned import provider
 
-            new += run_learned_specs(pending_specs(learned, store), store,
-                                     limit=None if max_runs is None else max_runs - new, on_done=bar.update)
+            new += provider().run(pending_specs(learned, store), store,
+                               limit=None if max_runs is None else max_runs - new, on_done=bar.update)
     result = SuiteResult(experiments, new, todo - new)
     if not result.complete:
         echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
@@ -138,7 +140,7 @@ def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_
             from .plots import plot_experiment
 
             plot_experiment(exp, rows, outdir / f"{exp.name}.png")
-        echo(md)
+        echo(console_text(exp, rows, verdicts, full=str(outdir / f"{exp.name}.md")))
         all_verdicts += verdicts
         sections.append(md)
     if all_verdicts:

@@ -209,3 +209,47 @@ def claims_table(verdicts: Sequence[Mapping[str, str]], with_experiment: bool = 
     cols = (["experiment"] if with_experiment else []) + ["claim", "paper", "ours", "target", "holds"]
     return tabulate([[v[c] for c in cols] for v in verdicts], headers=cols, tablefmt="github",
                     disable_numparse=True)
+
+
+# -- console -----------------------------------------------------------------------
+CONSOLE_WIDTH = 120
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _fit(headers: list[str], body: list[list[str]], keep: int, width: int) -> tuple[str, int]:
+    """A plain-text table of at most ``width`` columns: drop trailing columns (never the first
+    ``keep``) until it fits; return the table and how many columns were dropped."""
+    dropped = 0
+    while True:
+        n = len(headers) - dropped
+        text = tabulate([r[:n] for r in body], headers=headers[:n], tablefmt="simple", disable_numparse=True)
+        if n <= keep or max(map(len, text.splitlines())) <= width:
+            return text, dropped
+        dropped += 1
+
+
+def console_text(exp: Experiment, rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, str]],
+                 full: str, width: int = CONSOLE_WIDTH) -> str:
+    """What ``reproduce`` prints for an experiment: means only, gains without their intervals,
+    columns dropped from the right until the table fits ``width`` characters, the claims in
+    short, and where the full table is (``full``); no Markdown image lines."""
+    lead = ([exp.x_name] if exp.x_name else []) + ["arm"]
+    cols = [c for c in exp.columns if not c.endswith("_p")]   # p-values stay in the full table
+    headers = lead + [short_name(c + "_pct") if c in GAINS else HEADERS.get(c, c) for c in cols]
+    body = [([fmt_x(r["x"])] if exp.x_name else []) + [_clip(r["arm"], 40)]
+            + [fmt(r.get(f"{c}_pct"), 1) if c in GAINS else fmt(r.get(c), DIGITS.get(c, 3)) for c in cols]
+            for r in rows]
+    table, dropped = _fit(headers, body, len(lead) + 1, width)
+    parts = [_clip(f"{exp.name}: {exp.title}", width), table]
+    if dropped:
+        parts.append(f"({dropped} more column{'s' * (dropped > 1)}, standard deviations, intervals and "
+                     f"p-values in {full})")
+    else:
+        parts.append(f"(standard deviations, intervals and p-values in {full})")
+    if verdicts:
+        claims = [[_clip(v["claim"], 62), _clip(v["ours"], 40), v["holds"]] for v in verdicts]
+        parts.append(_fit(["claim", "ours", "holds"], claims, 3, width)[0])
+    return "\n".join(parts) + "\n"
