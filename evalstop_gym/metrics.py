@@ -16,7 +16,7 @@ Definitions (kept stable across versions):
 * Topology (:mod:`evalstop_gym.cluster`): fragmentation is the time average,
   over the makespan, of the free GPUs while jobs wait and none of them can be
   placed on those GPUs (``fragmentation_gpus``; ``fragmentation`` is that over
-  the cluster's GPUs). ``spread_lost_gpu_h``: GPU-hours lost to spread
+  the cluster's GPUs); measured on clusters of nodes, ``None`` on the flat pool. ``spread_lost_gpu_h``: GPU-hours lost to spread
   placement, ``sum(gpus * hours run spread * (1 - spread penalty))``.
   ``utilization_<type>``: GPU-hours run on GPUs of that type over its GPUs x
   makespan (one key per GPU type; ``utilization_gpu`` on a single type).
@@ -107,14 +107,14 @@ def _topology_metrics(out: Outcome) -> dict[str, float]:
     w = out.workload
     spec = w.spec
     span = int(out.finish_ticks.max() - out.submit_ticks.min())
-    frag = out.fragmentation_gpu_ticks / span if span > 0 else 0.0
+    frag = None if out.fragmentation_gpu_ticks is None else out.fragmentation_gpu_ticks / span if span > 0 else 0.0
     lost = Fraction(0)
     for t, name in enumerate(JOB_TYPES if out.spread_ticks.any() else ()):
         mine = w.job_type == t
         loss = 1 - spec.penalty(name)
         if loss:
             lost += loss * int(np.sum(out.spread_ticks[mine] * w.gpus[mine]))
-    m = {"fragmentation_gpus": frag, "fragmentation": frag / w.total_gpus,
+    m = {"fragmentation_gpus": frag, "fragmentation": None if frag is None else frag / w.total_gpus,
          "spread_lost_gpu_h": float(lost / TICKS_PER_HOUR)}
     per_type = spec.types_of_nodes
     for gpu_type, ticks in out.type_gpu_ticks.items():

@@ -80,7 +80,7 @@ class Outcome:
     # GPU type; the integral over time of free GPUs that no waiting job could use (GPU-ticks)
     spread_ticks: np.ndarray | None = None
     type_gpu_ticks: dict | None = None
-    fragmentation_gpu_ticks: int = 0
+    fragmentation_gpu_ticks: int | None = None  # None on the flat pool (not measured)
 
     @property
     def finish_h(self) -> np.ndarray:
@@ -135,7 +135,9 @@ class Simulator:
             self._spread = [0] * n
             self._held: list = [None] * n  # (start tick, spread?, [(GPU type, GPUs), ...]) of the current run
             self._type_ticks = dict.fromkeys(spec.gpu_types, 0)
-        self._waiting_demand: dict[int, int] = {}  # GPU demand -> waiting jobs (for fragmentation)
+            self._checkpoint = self._checkpoint_on_nodes  # the flat pool's event path stays branch-free
+            self._push_checkpoint = self._push_checkpoint_on_nodes
+        self._waiting_demand: dict[int, int] = {}  # on nodes: GPU demand -> waiting jobs (for fragmentation)
         self._frag = 0
         self.views: list[JobView | None] = [None] * n
         self._epoch = [0] * n
@@ -175,12 +177,9 @@ class Simulator:
             if kind == _CHECKPOINT and epoch != self._epoch[j]:
                 continue  # the job was preempted or stopped since this was pushed
             if t != cluster.now_ticks:
-                free, wd = cluster.free_gpus, self._waiting_demand
-                if free and wd:  # GPUs idle while jobs wait: fragmentation if none fits
-                    if self._placer is not None:
-                        self._account_fragmentation(t)
-                    elif min(wd) > free:
-                        self._frag += (t - cluster.now_ticks) * free
+                # on nodes, GPUs idle while jobs wait are fragmented if none of those jobs fits
+                if self._placer is not None and cluster.free_gpus and self._waiting_demand:
+                    self._account_fragmentation(t)
                 cluster.now_ticks = t
                 cluster.now_h = t / TICKS_PER_HOUR
             if kind == _CHECKPOINT:
@@ -221,8 +220,9 @@ class Simulator:
         v.queued_seq = self._queued
         v.status = WAITING
         self.cluster.waiting[v.job_id] = v
-        d = self._waiting_demand
-        d[v.gpus] = d.get(v.gpus, 0) + 1
+        if self._placer is not None:
+            d = self._waiting_demand
+            d[v.gpus] = d.get(v.gpus, 0) + 1
 
     def _checkpoint(self, j: int) -> bool:
         """Record eval checkpoint of job ``j``; True if a stop decision is due."""
@@ -242,11 +242,6 @@ class Simulator:
         # service at a checkpoint is exactly its grid point (length * i // evals without jitter)
         # plus the resume costs paid: integers, no drift
         now = self.cluster.now_ticks
-        if self._placer is not None:
-            # the event fell on the first tick at which work reached the target; at a speed
-            # above 1 it may pass it by less than one tick's work, which is not carried over
-            self._work[j] = (self._length[j] * i // self._evals if self._grid is None
-                             else self._grid[j][i - 1]) + self._overhead[j]
         v._service_ticks += now - v._run_since_ticks
         v._run_since_ticks = now
         v.eval_attained_h.append(v._service_ticks / TICKS_PER_HOUR)
@@ -264,13 +259,28 @@ class Simulator:
         v = self.views[j]
         k = len(v.eval_scores) + 1
         target = self._length[j] * k // self._evals if self._grid is None else self._grid[j][k - 1]
-        if self._placer is None:
-            due = target + self._overhead[j] - v._service_ticks
-        else:  # on nodes the target is work at full speed, reached at the job's rate
-            due = target + self._overhead[j] - self._work[j]
-            rate = self._rate[j]
-            if rate is not None:  # ceil(remaining work * den / num)
-                due = -(-due * rate[1] // rate[0])
+        due = target + self._overhead[j] - v._service_ticks
+        self._seq += 1
+        heapq.heappush(self._heap, (self.cluster.now_ticks + due, self._seq, _CHECKPOINT, j, self._epoch[j]))
+
+    # on nodes (bound in __init__ in place of the two methods above): work at the job's rate
+    def _checkpoint_on_nodes(self, j: int) -> bool:
+        # the event fell on the first tick at which work reached the checkpoint's target; at a
+        # speed above 1 it may pass it by less than one tick's work, which is not carried over
+        k = len(self.views[j].eval_scores) + 1
+        self._work[j] = (self._length[j] * k // self._evals if self._grid is None
+                         else self._grid[j][k - 1]) + self._overhead[j]
+        return Simulator._checkpoint(self, j)
+
+    def _push_checkpoint_on_nodes(self, j: int) -> None:
+        """As :meth:`_push_checkpoint`, the target being work at full speed reached at the job's rate."""
+        v = self.views[j]
+        k = len(v.eval_scores) + 1
+        target = self._length[j] * k // self._evals if self._grid is None else self._grid[j][k - 1]
+        due = target + self._overhead[j] - self._work[j]
+        rate = self._rate[j]
+        if rate is not None:  # ceil(remaining work * den / num)
+            due = -(-due * rate[1] // rate[0])
         self._seq += 1
         heapq.heappush(self._heap, (self.cluster.now_ticks + due, self._seq, _CHECKPOINT, j, self._epoch[j]))
 
@@ -287,7 +297,8 @@ class Simulator:
             c.free_gpus += v.gpus
         else:
             del c.waiting[j]
-            self._unwait(v.gpus)
+            if self._placer is not None:
+                self._unwait(v.gpus)
         v.status = status
         self._epoch[j] += 1
         self._finish[j] = c.now_ticks
@@ -317,12 +328,8 @@ class Simulator:
             raise SimulationError(f"cannot start job {j}: it needs {v.gpus} GPUs, {c.free_gpus} are free")
         if self._placer is not None:
             self._place(j, v, where)
+            self._unwait(v.gpus)
         del c.waiting[j]
-        d = self._waiting_demand
-        if d[v.gpus] == 1:
-            del d[v.gpus]
-        else:
-            d[v.gpus] -= 1
         c.running[j] = v
         c.free_gpus -= v.gpus
         v.status = RUNNING
@@ -461,5 +468,5 @@ class Simulator:
             type_gpu_ticks=(dict(self._type_ticks) if self._placer else
                             {self.cluster.spec.gpu_types[0]: int(np.sum(
                                 np.array([v._service_ticks for v in views], dtype=np.int64) * self._w.gpus))}),
-            fragmentation_gpu_ticks=self._frag,
+            fragmentation_gpu_ticks=self._frag if self._placer is not None else None,
         )
