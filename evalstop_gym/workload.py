@@ -7,6 +7,7 @@ with ``WorkloadConfig.seed``; the simulator itself draws nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,7 +46,7 @@ class Workload:
     eval_h: np.ndarray | None = None          # hours each eval takes on the job's GPUs (hidden)
     cluster: ClusterSpec | None = None        # nodes, GPU types, placement; None: the flat pool of total_gpus
 
-    @property
+    @functools.cached_property
     def spec(self) -> ClusterSpec:
         """The cluster the workload runs on (the flat pool when none is given)."""
         return self.cluster if self.cluster is not None else ClusterSpec.flat(self.total_gpus)
