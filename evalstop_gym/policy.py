@@ -12,8 +12,10 @@ it and adding a stop rule, so stoppers compose over every base scheduler.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import NamedTuple, Sequence
 
+from .running_order import RunningOrder
 from .simulator import DONE, EVAL, Outcome, Simulator
 from .view import ClusterView, JobView
 from .waiting_queue import WaitingQueue
@@ -59,12 +61,34 @@ class Scheduler(Policy):
     # True if a job's key never changes while it waits: the queue is then kept
     # sorted across scheduling points (``WaitingQueue``) instead of re-sorted.
     static_key = False
+    # True (with ``static_key``, preemptive only) if a running job's key is
+    # ``key_at(running_key(job, cluster), cluster)`` with ``running_key`` fixed
+    # while the job runs: running jobs then stay sorted (``RunningOrder``)
+    # instead of being re-keyed at every scheduling point.
+    run_invariant_key = False
 
     def key(self, job: JobView, cluster: ClusterView):
         raise NotImplementedError
 
+    def running_key(self, job: JobView, cluster: ClusterView):
+        """A running job's key that stays the same for as long as it runs."""
+        raise NotImplementedError
+
+    def key_at(self, running_key, cluster: ClusterView):
+        """``key`` of a running job from its ``running_key``, now; non-decreasing in ``running_key``.
+
+        Must equal ``key(job, cluster)`` exactly (ties decide plans), so both
+        are best computed from integers, such as the views' tick counts.
+        """
+        raise NotImplementedError
+
     def reset(self) -> None:
         self._queue = WaitingQueue(self.key) if self.static_key else None
+        self._running = RunningOrder(self.running_key) if self._kept_running else None
+
+    @property
+    def _kept_running(self) -> bool:
+        return self.static_key and self.preemptive and self.run_invariant_key
 
     def wakeup(self, cluster: ClusterView, plan: Plan) -> float | None:
         """Time (hours) at which priorities change by themselves, if any.
@@ -81,6 +105,8 @@ class Scheduler(Policy):
 
     def allocate(self, cluster: ClusterView) -> Plan:
         """The greedy allocation in ``key`` order (see the class docstring)."""
+        if self._kept_running:
+            return self._allocate_from_kept_orders(cluster)
         if self.static_key:
             return self._allocate_from_queue(cluster)
         key = self.key
@@ -114,10 +140,7 @@ class Scheduler(Policy):
         Taking, again and again, the best-ranked job that fits in what is left
         gives the same set as walking the sorted list with first-fit.
         """
-        queue = getattr(self, "_queue", None)
-        if queue is None:
-            queue = self._queue = WaitingQueue(self.key)
-        queue.sync(cluster)
+        queue = self._kept_queue(cluster)
         if not self.preemptive:
             free = cluster.free_gpus
             taken = []
@@ -156,6 +179,102 @@ class Scheduler(Policy):
         started = {e[2] for e in taken}
         return Plan([j for j in cluster.running if j not in keep],
                     [j for j in cluster.waiting if j in started])
+
+    def _kept_queue(self, cluster: ClusterView) -> WaitingQueue:
+        if getattr(self, "_queue", None) is None:  # a subclass's reset() did not call ours
+            Scheduler.reset(self)
+        self._queue.sync(cluster)
+        return self._queue
+
+    def _allocate_from_kept_orders(self, cluster: ClusterView) -> Plan:
+        """The same allocation as the sorting path, with running jobs kept in ``running_key`` order.
+
+        Walking running jobs (sorted) and waiting ones (best first) together
+        with first-fit, a run of running jobs that all fit and all rank before
+        the best waiting job that fits simply keeps its GPUs; prefix sums of the
+        running jobs' GPUs find where such a run ends by bisection, so a
+        scheduling point costs about one bisection per change to the plan (and
+        per demand class the best waiting job moves through) instead of one key
+        per running job. Writing ``d`` for the GPUs left over if every running
+        job from position ``i`` on keeps its GPUs, every one of them fits while
+        ``d >= 0``; with ``d < 0`` the first that does not fit is found in
+        ``cum`` too.
+
+        Running jobs with equal keys but different running keys (SRTF-Est: two
+        jobs past their estimates) are ranked by start order in the sorting
+        path, not by running key; their order matters only where one of them
+        does not fit, and there the group is walked job by job in start order.
+        """
+        queue = self._kept_queue(cluster)
+        order = self._running
+        order.sync(cluster)
+        entries, keys, cum = order.entries, order.keys, order.cum
+        n = len(entries)
+        total = cum[n]
+
+        def key_at(k):
+            return self.key_at(k, cluster)
+
+        free, i = cluster.total_gpus, 0
+        skipped, taken = [], []  # running entries not kept; waiting entries started
+        w = queue.best(free)     # the best waiting job that fits in ``free``
+        while free > 0 and i < n:
+            d = free - (total - cum[i])
+            m = n if d >= 0 else bisect_right(cum, total + d, i) - 1  # first running job that won't fit
+            stop = m
+            if w is not None:
+                p = bisect_right(cum, total + d - w[3].gpus, i)  # w fits up to position p - 1
+                stop = min(m, p)
+                j = bisect_right(keys, w[0], i, stop, key=key_at)  # first running job ranked after w
+                if j < stop:  # jobs i..j-1 keep their GPUs, then w starts
+                    free -= cum[j] - cum[i] + w[3].gpus
+                    i = j
+                    queue.take(w)
+                    taken.append(w)
+                    w = queue.best(free)
+                    continue
+            free -= cum[stop] - cum[i]  # jobs i..stop-1 keep their GPUs
+            i = stop
+            if w is not None and stop == p:
+                w = queue.best(free)
+            if stop == m < n:  # job m does not fit
+                gk = key_at(keys[m])
+                a = bisect_left(keys, gk, 0, m, key=key_at)
+                b = bisect_right(keys, gk, m, n, key=key_at)
+                if b - a == 1:
+                    skipped.append(entries[m])
+                    i = m + 1
+                    continue
+                # a group of equal keys: rewind to its start (only running jobs were kept
+                # since, so the best waiting job there is the same) and walk it in start order
+                free += cum[i] - cum[a]
+                w = queue.best(free)
+                for e in sorted(entries[a:b], key=lambda e: e[1]):
+                    g = e[3].gpus
+                    while g <= free and w is not None and w[0] < gk:  # only where the group begins
+                        queue.take(w)
+                        taken.append(w)
+                        free -= w[3].gpus
+                        w = queue.best(free)
+                    if g > free:
+                        skipped.append(e)
+                        continue
+                    free -= g
+                    if w is not None and w[3].gpus > free:
+                        w = queue.best(free)
+                i = b
+        while free > 0 and w is not None:  # every running job is placed
+            queue.take(w)
+            taken.append(w)
+            free -= w[3].gpus
+            w = queue.best(free)
+        queue.put_back(taken)
+        preempt = skipped + entries[i:]
+        if not preempt and not taken:
+            return NO_CHANGE
+        preempt.sort(key=lambda e: e[1])
+        taken.sort(key=lambda e: e[1])
+        return Plan([e[2] for e in preempt], [e[2] for e in taken])
 
 
 class Stopper(Policy):
