@@ -1,7 +1,8 @@
 """SRTF-Est: shortest remaining time first on the user's estimate. Preemptive.
 
-Rule: at every scheduling point, rank all active jobs by ``remaining_est_h``
-(the estimate minus attained service, hours, floored at 0), keep the
+Rule: at every scheduling point, rank all active jobs by their remaining
+estimated time (the estimate minus attained service, floored at 0; compared
+in integer ticks so that equal remaining times tie exactly), keep the
 best-ranked set that fits on the cluster, preempt running jobs outside it and
 start waiting jobs inside it. Source: SRPT/SRTF (Schrage 1968); the paper's
 headline base scheduler, "SRTF with estimated run times" (Zhang et al. 2026).
@@ -24,4 +25,4 @@ class SRTFEst(Scheduler):
     static_key = True  # a waiting job's key is frozen
 
     def key(self, job, cluster):
-        return job.remaining_est_h
+        return job.remaining_est_ticks  # integers: equal remaining times tie exactly

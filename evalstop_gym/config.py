@@ -175,7 +175,7 @@ class WorkloadConfig:
         check_range("load", self.load, 0.0, 10.0, lo_open=True)
         check_range("hacking_fraction", self.hacking_fraction, 0.0, 1.0)
         check_range("noise", self.noise, 0.0, 1.0)
-        check_range("evals_per_job", self.evals_per_job, 2, 1000, integer=True)
+        check_range("evals_per_job", self.evals_per_job, 1, 1000, integer=True)
         check_range("estimate_error", self.estimate_error, 0.0, 5.0)
         check_range("tenants", self.tenants, 1, 10_000, integer=True)
         check_range("seed", self.seed, 0, 2**63 - 1, integer=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .simulator import Outcome
+from .timebase import TICKS_PER_HOUR, to_ticks
 
 METRIC_KEYS = (
     "avg_jct_h", "p50_jct_h", "p99_jct_h", "makespan_h", "utilization", "avg_queue_h",
@@ -38,13 +39,15 @@ def compute_metrics(out: Outcome) -> dict[str, float | int | None]:
     w = out.workload
     gold, evals = w.curves.gold, w.evals_per_job
     n = w.n
-    jct = out.finish_h - w.submit_h
-    makespan = float(out.finish_h.max() - w.submit_h.min())
-    gpu_hours = float(np.sum(out.service_h * w.gpus))
+    # exact integer ticks (1 ms) until the last step, then hours
+    jct = out.jct_h
+    makespan = float(out.finish_ticks.max() - out.submit_ticks.min()) / TICKS_PER_HOUR
+    gpu_hours = float(np.sum(out.service_ticks * w.gpus)) / TICKS_PER_HOUR
 
     peak_ckpt = np.argmax(gold, axis=1)
-    service_at_peak = w.length_h * (peak_ckpt + 1) / evals
-    waste = float(np.sum(np.maximum(out.service_h - service_at_peak, 0.0) * w.gpus))
+    # the simulator's checkpoint grid: checkpoint i ends at length * (i + 1) // evals ticks of service
+    service_at_peak = to_ticks(w.length_h) * (peak_ckpt + 1) // evals
+    waste = float(np.sum(np.maximum(out.service_ticks - service_at_peak, 0) * w.gpus)) / TICKS_PER_HOUR
 
     pos, stopped = w.hacking, out.stopped
     tp = int(np.sum(pos & stopped))
@@ -67,7 +70,7 @@ def compute_metrics(out: Outcome) -> dict[str, float | int | None]:
         "p99_jct_h": float(np.percentile(jct, 99)),
         "makespan_h": makespan,
         "utilization": gpu_hours / (w.total_gpus * makespan) if makespan > 0 else 0.0,
-        "avg_queue_h": float(np.mean(jct - out.service_h)),
+        "avg_queue_h": float(np.mean(out.finish_ticks - out.submit_ticks - out.service_ticks)) / TICKS_PER_HOUR,
         "compute_waste_gpu_h": waste,
         "gpu_hours": gpu_hours,
         "precision": precision,

@@ -18,7 +18,15 @@ events until a decision is due and says which kind:
 
 Hand-coded policies run through :func:`run`; the Gymnasium and PettingZoo
 environments drive the same methods, so both give identical results.
-A preempted job resumes later from where it left off. Time is in hours.
+A preempted job resumes later from where it left off.
+
+Time is exact: inside the simulator every instant is an integer number of
+ticks (1 ms, :mod:`evalstop_gym.timebase`). A job's ``i``-th checkpoint falls
+when its attained service reaches ``length * i // evals`` ticks, its completion
+when it reaches ``length``; each event time is ``now + remaining work`` in
+integers, so preemptions, resumes and the eval count never shift a completion,
+and events of the same millisecond form one scheduling point. Hours appear at
+the boundary only (views, :class:`Outcome`, metrics).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import JOB_TYPES
+from .timebase import MAX_HOURS, TICKS_PER_HOUR, ceil_ticks, to_ticks
 from .view import COMPLETED, RUNNING, STOPPED, WAITING, ClusterView, JobView
 from .workload import Workload
 
@@ -42,16 +51,37 @@ class SimulationError(RuntimeError):
 
 @dataclass(frozen=True)
 class Outcome:
-    """Per-job results of a finished episode (arrays indexed by job id)."""
+    """Per-job results of a finished episode (arrays indexed by job id).
+
+    Times are integer ticks (1 ms); the ``*_h`` properties give hours.
+    """
 
     workload: Workload
-    finish_h: np.ndarray        # completion or stop time, hours
-    service_h: np.ndarray       # hours run in total
+    submit_ticks: np.ndarray    # int64: submit time as the simulator saw it
+    finish_ticks: np.ndarray    # int64: completion or stop time
+    service_ticks: np.ndarray   # int64: time run in total
     stopped: np.ndarray         # bool: ended by a stop decision
     evals_seen: np.ndarray      # checkpoints reached
     delivered_ckpt: np.ndarray  # index of the delivered checkpoint (-1: the starting one)
-    first_start_h: np.ndarray   # first time started, hours
+    first_start_ticks: np.ndarray  # int64: first time started (-1: never started)
     preemptions: int
+
+    @property
+    def finish_h(self) -> np.ndarray:
+        return self.finish_ticks / TICKS_PER_HOUR
+
+    @property
+    def service_h(self) -> np.ndarray:
+        return self.service_ticks / TICKS_PER_HOUR
+
+    @property
+    def jct_h(self) -> np.ndarray:
+        """Job completion times (finish minus submit), hours, exact to the tick."""
+        return (self.finish_ticks - self.submit_ticks) / TICKS_PER_HOUR
+
+    @property
+    def first_start_h(self) -> np.ndarray:
+        return np.where(self.first_start_ticks >= 0, self.first_start_ticks / TICKS_PER_HOUR, np.nan)
 
 
 class Simulator:
@@ -62,7 +92,10 @@ class Simulator:
         self._w = w
         n, self._evals = w.n, w.evals_per_job
         self._n = n
-        self._length = w.length_h.tolist()
+        self._length = to_ticks(w.length_h).tolist()
+        self._submit = to_ticks(w.submit_h).tolist()
+        # an estimate beyond MAX_HOURS (only a wild guess gets there) counts as MAX_HOURS
+        self._est = to_ticks(np.minimum(w.est_length_h, MAX_HOURS)).tolist()
         self._gpus = w.gpus.tolist()
         self._obs = w.observed.tolist()
         self._loss = w.curves.loss.tolist()
@@ -72,18 +105,19 @@ class Simulator:
         self.cluster = ClusterView(w.total_gpus)
         self.views: list[JobView | None] = [None] * n
         self._epoch = [0] * n
-        self._finish = [np.nan] * n
+        self._finish = [-1] * n
+        self._first_start = [-1] * n
         self._stopped = [False] * n
         self._best_idx = [-1] * n
         self._best_score = [-np.inf] * n
         self._preemptions = 0
         # event tie-breaker: a plain int (picklable), bumped on every push
-        self._heap = [(t, j, _ARRIVAL, j, 0) for j, t in enumerate(w.submit_h.tolist())]
+        self._heap = [(t, j, _ARRIVAL, j, 0) for j, t in enumerate(self._submit)]
         self._seq = n
         self._queued = 0  # stamps of entries into the waiting queue
         heapq.heapify(self._heap)
         self._dirty = False
-        self._wakeups: set[float] = set()
+        self._wakeups: set[int] = set()  # instants (ticks) with a wake-up pending
         self._active = n
         self.decision_job: JobView | None = None
 
@@ -92,7 +126,7 @@ class Simulator:
         """Process events until the next decision; return ``EVAL``, ``SCHEDULE`` or ``DONE``."""
         heap, cluster = self._heap, self.cluster
         while True:
-            if self._dirty and (not heap or heap[0][0] > cluster.now_h):
+            if self._dirty and (not heap or heap[0][0] > cluster.now_ticks):
                 self._dirty = False
                 self.decision_job = None
                 return SCHEDULE
@@ -104,25 +138,25 @@ class Simulator:
                 self.decision_job = None
                 return DONE
             t, _, kind, j, epoch = heapq.heappop(heap)
+            if kind == _CHECKPOINT and epoch != self._epoch[j]:
+                continue  # the job was preempted or stopped since this was pushed
+            if t != cluster.now_ticks:
+                cluster.now_ticks = t
+                cluster.now_h = t / TICKS_PER_HOUR
             if kind == _CHECKPOINT:
-                if epoch != self._epoch[j]:
-                    continue  # the job was preempted or stopped since this was pushed
-                cluster.now_h = t
                 if self._checkpoint(j):
                     self.decision_job = self.views[j]
                     return EVAL
             elif kind == _ARRIVAL:
-                cluster.now_h = t
                 self._arrive(j)
             else:
-                cluster.now_h = t
                 self._wakeups.discard(t)
                 self._dirty = True
 
     def _arrive(self, j: int) -> None:
         w = self._w
-        v = JobView(j, int(w.tenant[j]), JOB_TYPES[w.job_type[j]], self._gpus[j], float(w.submit_h[j]),
-                    float(w.est_length_h[j]), self._evals, self.cluster)
+        v = JobView(j, int(w.tenant[j]), JOB_TYPES[w.job_type[j]], self._gpus[j], self._submit[j],
+                    self._est[j], self._evals, self.cluster)
         self.views[j] = v
         self._enqueue(v)
         self._dirty = True
@@ -148,9 +182,10 @@ class Simulator:
         if score > self._best_score[j]:
             self._best_score[j], self._best_idx[j] = score, i
         i += 1
-        # pin service to the checkpoint's exact value: no drift over preemptions
-        v._service_h = self._length[j] * i / self._evals
-        v._run_since_h = self.cluster.now_h
+        # service at a checkpoint is exactly length * i // evals: integers, no drift
+        now = self.cluster.now_ticks
+        v._service_ticks += now - v._run_since_ticks
+        v._run_since_ticks = now
         if i == self._evals:
             self._end(j, COMPLETED)
             return False
@@ -158,24 +193,25 @@ class Simulator:
         return True
 
     def _push_checkpoint(self, j: int) -> None:
+        """Push job ``j``'s next checkpoint: when its service reaches ``length * (i + 1) // evals``."""
         v = self.views[j]
-        due = self._length[j] * (len(v.eval_scores) + 1) / self._evals - v._service_h
+        due = self._length[j] * (len(v.eval_scores) + 1) // self._evals - v._service_ticks
         self._seq += 1
-        heapq.heappush(self._heap, (self.cluster.now_h + due, self._seq, _CHECKPOINT, j, self._epoch[j]))
+        heapq.heappush(self._heap, (self.cluster.now_ticks + due, self._seq, _CHECKPOINT, j, self._epoch[j]))
 
     def _end(self, j: int, status: str) -> None:
         v = self.views[j]
         c = self.cluster
         if v.status == RUNNING:
-            v._service_h += c.now_h - v._run_since_h
-            v._run_since_h = None
+            v._service_ticks += c.now_ticks - v._run_since_ticks
+            v._run_since_ticks = None
             del c.running[j]
             c.free_gpus += v.gpus
         else:
             del c.waiting[j]
         v.status = status
         self._epoch[j] += 1
-        self._finish[j] = c.now_h
+        self._finish[j] = c.now_ticks
         self._active -= 1
         c.finished += 1
         self._dirty = True
@@ -200,9 +236,10 @@ class Simulator:
         c.running[j] = v
         c.free_gpus -= v.gpus
         v.status = RUNNING
-        v._run_since_h = c.now_h
+        v._run_since_ticks = c.now_ticks
         if v.start_h is None:
             v.start_h = c.now_h
+            self._first_start[j] = c.now_ticks
         self._push_checkpoint(j)
 
     def preempt(self, j: int) -> None:
@@ -211,8 +248,8 @@ class Simulator:
         c = self.cluster
         if v.status != RUNNING:
             raise SimulationError(f"cannot preempt job {j}: it is not running")
-        v._service_h += c.now_h - v._run_since_h
-        v._run_since_h = None
+        v._service_ticks += c.now_ticks - v._run_since_ticks
+        v._run_since_ticks = None
         self._epoch[j] += 1
         del c.running[j]
         c.free_gpus += v.gpus
@@ -226,14 +263,20 @@ class Simulator:
         self._end(j, STOPPED)
 
     def request_wakeup(self, at_h: float) -> None:
-        """Ask for a ``SCHEDULE`` decision at time ``at_h`` (hours) even if nothing happens."""
+        """Ask for a ``SCHEDULE`` decision at time ``at_h`` (hours) even if nothing happens.
+
+        The wake-up falls on the first tick at or after ``at_h`` (never early),
+        and at least one tick after now.
+        """
+        now = self.cluster.now_ticks
         if not at_h > self.cluster.now_h:
             raise SimulationError(f"wake-up at {at_h} h is not after now ({self.cluster.now_h} h)")
-        if at_h in self._wakeups:
+        at = max(ceil_ticks(at_h), now + 1)
+        if at in self._wakeups:
             return  # one wake-up per instant is enough
-        self._wakeups.add(at_h)
+        self._wakeups.add(at)
         self._seq += 1
-        heapq.heappush(self._heap, (at_h, self._seq, _WAKEUP, -1, 0))
+        heapq.heappush(self._heap, (at, self._seq, _WAKEUP, -1, 0))
 
     def eval_due_now(self) -> bool:
         """True if a live, non-final eval checkpoint is due at the current instant.
@@ -242,7 +285,7 @@ class Simulator:
         so a driver batching simultaneous decisions can wait for it without
         time passing. Read-only.
         """
-        heap, now, epoch, views = self._heap, self.cluster.now_h, self._epoch, self.views
+        heap, now, epoch, views = self._heap, self.cluster.now_ticks, self._epoch, self.views
         stack = [0]
         while stack:  # the events at ``now`` form a subtree at the heap's root
             i = stack.pop()
@@ -267,11 +310,12 @@ class Simulator:
                      for j in range(self._n)]
         return Outcome(
             workload=self._w,
-            finish_h=np.array(self._finish),
-            service_h=np.array([v._service_h for v in views]),
+            submit_ticks=np.array(self._submit, dtype=np.int64),
+            finish_ticks=np.array(self._finish, dtype=np.int64),
+            service_ticks=np.array([v._service_ticks for v in views], dtype=np.int64),
             stopped=np.array(self._stopped),
             evals_seen=np.array([len(v.eval_scores) for v in views]),
             delivered_ckpt=np.array(delivered),
-            first_start_h=np.array([np.nan if v.start_h is None else v.start_h for v in views]),
+            first_start_ticks=np.array(self._first_start, dtype=np.int64),
             preemptions=self._preemptions,
         )

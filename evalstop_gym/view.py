@@ -11,11 +11,18 @@ its own picture, never the simulation.
 
 from __future__ import annotations
 
+from .timebase import TICKS_PER_HOUR
+
 WAITING, RUNNING, COMPLETED, STOPPED = "waiting", "running", "completed", "stopped"
 
 
 class JobView:
     """Public view of one job. Times in hours, demand in GPUs.
+
+    Hours are exact conversions of the simulator's integer ticks (1 ms, see
+    :mod:`evalstop_gym.timebase`); ``submit_ticks``, ``est_length_ticks``,
+    :attr:`attained_ticks` and :attr:`remaining_est_ticks` give the same
+    quantities as integers, for keys that must tie exactly.
 
     ``eval_scores``, ``train_losses`` and ``proxy_rewards`` are the histories
     observed so far (one entry per eval checkpoint reached; ``proxy_rewards`` is
@@ -25,16 +32,18 @@ class JobView:
 
     __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total",
                  "eval_scores", "train_losses", "proxy_rewards", "consecutive_declines", "status",
-                 "start_h", "queued_seq", "_service_h", "_run_since_h", "_cluster")
+                 "start_h", "queued_seq", "submit_ticks", "est_length_ticks", "_service_ticks", "_run_since_ticks", "_cluster")
 
-    def __init__(self, job_id: int, tenant: int, job_type: str, gpus: int, submit_h: float,
-                 est_length_h: float, evals_total: int, cluster: "ClusterView"):
+    def __init__(self, job_id: int, tenant: int, job_type: str, gpus: int, submit_ticks: int,
+                 est_length_ticks: int, evals_total: int, cluster: "ClusterView"):
         self.job_id = job_id
         self.tenant = tenant
         self.job_type = job_type
         self.gpus = gpus
-        self.submit_h = submit_h
-        self.est_length_h = est_length_h
+        self.submit_ticks = submit_ticks
+        self.submit_h = submit_ticks / TICKS_PER_HOUR
+        self.est_length_ticks = est_length_ticks
+        self.est_length_h = est_length_ticks / TICKS_PER_HOUR
         self.evals_total = evals_total
         self.eval_scores: list[float] = []
         self.train_losses: list[float] = []
@@ -43,16 +52,21 @@ class JobView:
         self.status = WAITING
         self.start_h: float | None = None   # first time the job started running
         self.queued_seq = -1                # stamp of its last entry into the queue (increasing)
-        self._service_h = 0.0               # attained service before the current run
-        self._run_since_h: float | None = None
+        self._service_ticks = 0             # attained service before the current run, ticks
+        self._run_since_ticks: int | None = None
         self._cluster = cluster
+
+    @property
+    def attained_ticks(self) -> int:
+        """Attained service in ticks (1 ms): exact, for keys that must tie exactly."""
+        if self._run_since_ticks is None:
+            return self._service_ticks
+        return self._service_ticks + (self._cluster.now_ticks - self._run_since_ticks)
 
     @property
     def attained_h(self) -> float:
         """Attained service: hours this job has run so far (up to now)."""
-        if self._run_since_h is None:
-            return self._service_h
-        return self._service_h + (self._cluster.now_h - self._run_since_h)
+        return self.attained_ticks / TICKS_PER_HOUR
 
     @property
     def attained_gpu_h(self) -> float:
@@ -69,14 +83,20 @@ class JobView:
         return len(self.eval_scores) / self.evals_total
 
     @property
+    def remaining_est_ticks(self) -> int:
+        """The user's estimate minus attained service, in ticks (never below 0): exact."""
+        return max(self.est_length_ticks - self.attained_ticks, 0)
+
+    @property
     def remaining_est_h(self) -> float:
         """The user's estimate minus attained service (hours, never below 0)."""
-        return max(self.est_length_h - self.attained_h, 0.0)
+        return self.remaining_est_ticks / TICKS_PER_HOUR
 
     @property
     def waiting_h(self) -> float:
         """Hours since submission not spent running."""
-        return self._cluster.now_h - self.submit_h - self.attained_h
+        c = self._cluster
+        return (c.now_ticks - self.submit_ticks - self.attained_ticks) / TICKS_PER_HOUR
 
     def __repr__(self) -> str:
         return (f"JobView(id={self.job_id}, {self.job_type}, gpus={self.gpus}, {self.status}, "
@@ -84,15 +104,19 @@ class JobView:
 
 
 class ClusterView:
-    """Public cluster state: clock (hours), GPU counts, waiting and running jobs.
+    """Public cluster state: clock, GPU counts, waiting and running jobs.
+
+    The clock is ``now_ticks`` (integer ticks of 1 ms) and ``now_h`` (the same
+    instant in hours); the simulator sets both together.
 
     ``waiting`` and ``running`` map job id to :class:`JobView`, in the order
     jobs entered each state (for ``waiting``, the order of ``JobView.queued_seq``).
     """
 
-    __slots__ = ("now_h", "total_gpus", "free_gpus", "waiting", "running", "finished")
+    __slots__ = ("now_ticks", "now_h", "total_gpus", "free_gpus", "waiting", "running", "finished")
 
     def __init__(self, total_gpus: int):
+        self.now_ticks = 0
         self.now_h = 0.0
         self.total_gpus = total_gpus
         self.free_gpus = total_gpus

@@ -12,6 +12,7 @@ import numpy as np
 
 from .config import JOB_TYPES, ConfigError, WorkloadConfig
 from .curves import Curves, sample_curves
+from .timebase import MAX_HOURS, TICKS_PER_HOUR
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,18 @@ class Workload:
         if np.any(self.gpus < 1):
             j = int(np.flatnonzero(self.gpus < 1)[0])
             raise ConfigError(f"job {j}.gpus", int(self.gpus[j]), "must be >= 1")
-        if np.any(~(self.length_h > 0)) or np.any(~np.isfinite(self.length_h)):
-            j = int(np.flatnonzero(~(self.length_h > 0) | ~np.isfinite(self.length_h))[0])
-            raise ConfigError(f"job {j}.length_h", float(self.length_h[j]), "must be a finite number > 0")
+        # times become integer ticks of 1 ms in the simulator (evalstop_gym.timebase)
+        for name, arr, lo, allowed in (
+                ("length_h", self.length_h, 1 / TICKS_PER_HOUR, "hours in [0.001 s, 1e6 h] (one tick to MAX_HOURS)"),
+                ("submit_h", self.submit_h, 0.0, "hours in [0, 1e6]")):
+            bad = np.flatnonzero(~((arr >= lo) & (arr <= MAX_HOURS)))  # NaN fails too
+            if bad.size:
+                j = int(bad[0])
+                raise ConfigError(f"job {j}.{name}", float(arr[j]), f"must be a finite number of {allowed}")
+        bad = np.flatnonzero(~(self.est_length_h >= 0))  # NaN fails too; +inf means "no idea"
+        if bad.size:
+            j = int(bad[0])
+            raise ConfigError(f"job {j}.est_length_h", float(self.est_length_h[j]), "must be a number >= 0 hours")
         if np.any(np.diff(self.submit_h) < 0):
             raise ConfigError("submit_h", "unsorted", "submit times must be non-decreasing in job id")
 

@@ -19,6 +19,7 @@ from evalstop_gym.config import ConfigError
 from evalstop_gym.metrics import compute_metrics
 from evalstop_gym.policy import drive
 from evalstop_gym.simulator import Simulator
+from evalstop_gym.timebase import to_ticks
 from evalstop_gym.workload import workload_from_jobs
 
 
@@ -167,7 +168,7 @@ def test_every_stopper_composes_with_every_scheduler(scheduler, stopper):
     assert np.isfinite(out.finish_h).all() and (out.finish_h >= w.submit_h).all()   # every job ended
     assert (out.evals_seen[~out.stopped] == e).all()         # completed jobs ran their whole schedule
     assert (out.evals_seen[out.stopped] < e).all()           # stopped jobs ended at an earlier eval
-    assert (out.service_h <= w.length_h + 1e-9).all()
+    assert (out.service_ticks <= to_ticks(w.length_h)).all()
     assert m["jobs"] == 40 and m["jobs_stopped"] == int(out.stopped.sum())
     for k in ("precision", "recall", "fpr"):
         assert m[k] is None or 0.0 <= m[k] <= 1.0

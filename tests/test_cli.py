@@ -48,7 +48,7 @@ def test_table_output_is_readable():
     (["--hacking-fraction", "-0.1"], "hacking_fraction"),
     (["--stopper", "evalstop", "--k", "0"], "k"),
     (["--jobs", "0"], "jobs"),
-    (["--evals-per-job", "1"], "evals_per_job"),
+    (["--evals-per-job", "0"], "evals_per_job"),
     (["--load", "0"], "load"),
     (["--seed", "-1"], "seed"),
     (["--jobs", "ten"], "--jobs"),             # argparse's own type check

@@ -1,0 +1,30 @@
+"""Test-suite wiring.
+
+Tests in modules that use torch (directly, or through stable-baselines3, the
+learned-policy layer or the curve generator) get the ``torch`` marker, so CI
+can run them a second time under ``ATEN_CPU_CAPABILITY=default`` (plain,
+non-vectorised CPU kernels): an assertion that holds only for one CPU's
+rounding then fails on every machine, not just on someone else's.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+_TORCH_USERS = re.compile(r"\b(torch|stable_baselines3|sb3_contrib|agents|overopt)\b")
+_seen: dict[Path, bool] = {}
+
+
+def _uses_torch(path: Path) -> bool:
+    if path not in _seen:
+        _seen[path] = bool(_TORCH_USERS.search(path.read_text(encoding="utf-8")))
+    return _seen[path]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _uses_torch(Path(str(item.fspath))):
+            item.add_marker(pytest.mark.torch)
