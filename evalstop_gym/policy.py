@@ -13,6 +13,7 @@ it and adding a stop rule, so stoppers compose over every base scheduler.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from functools import partial
 from typing import NamedTuple, Sequence
 
 from .running_order import RunningOrder
@@ -81,6 +82,15 @@ class Scheduler(Policy):
         are best computed from integers, such as the views' tick counts.
         """
         raise NotImplementedError
+
+    def running_bound(self, key, cluster: ClusterView):
+        """Optional speed-up: the running key ``b`` with ``key_at(k) <= key`` exactly when ``k <= b``.
+
+        A waiting job with key ``key`` then ranks after the running jobs whose
+        running key is at most ``b`` and before the others, found by one
+        bisection on plain values. None (the default): bisect with ``key_at``.
+        """
+        return None
 
     def reset(self) -> None:
         self._queue = WaitingQueue(self.key) if self.static_key else None
@@ -205,27 +215,29 @@ class Scheduler(Policy):
         path, not by running key; their order matters only where one of them
         does not fit, and there the group is walked job by job in start order.
         """
+        if not cluster.waiting:
+            return NO_CHANGE  # every running job fits, as it runs
         queue = self._kept_queue(cluster)
         order = self._running
         order.sync(cluster)
         entries, keys, cum = order.entries, order.keys, order.cum
         n = len(entries)
         total = cum[n]
-
-        def key_at(k):
-            return self.key_at(k, cluster)
-
+        key_at = partial(self.key_at, cluster=cluster)
         free, i = cluster.total_gpus, 0
         skipped, taken = [], []  # running entries not kept; waiting entries started
         w = queue.best(free)     # the best waiting job that fits in ``free``
         while free > 0 and i < n:
             d = free - (total - cum[i])
             m = n if d >= 0 else bisect_right(cum, total + d, i) - 1  # first running job that won't fit
-            stop = m
+            stop = p = m
             if w is not None:
-                p = bisect_right(cum, total + d - w[3].gpus, i)  # w fits up to position p - 1
-                stop = min(m, p)
-                j = bisect_right(keys, w[0], i, stop, key=key_at)  # first running job ranked after w
+                if w[3].gpus > d:
+                    p = bisect_right(cum, total + d - w[3].gpus, i)  # w fits up to position p - 1
+                    stop = min(m, p)
+                bound = self.running_bound(w[0], cluster)
+                j = (bisect_right(keys, w[0], i, stop, key=key_at) if bound is None  # first running job
+                     else bisect_right(keys, bound, i, stop))                         # ranked after w
                 if j < stop:  # jobs i..j-1 keep their GPUs, then w starts
                     free -= cum[j] - cum[i] + w[3].gpus
                     i = j
@@ -235,7 +247,7 @@ class Scheduler(Policy):
                     continue
             free -= cum[stop] - cum[i]  # jobs i..stop-1 keep their GPUs
             i = stop
-            if w is not None and stop == p:
+            if stop == p and w is not None and w[3].gpus > free:
                 w = queue.best(free)
             if stop == m < n:  # job m does not fit
                 gk = key_at(keys[m])

@@ -44,12 +44,13 @@ class RunningOrder:
         self.gpus: list[int] = []           # entries[i][3].gpus
         self._cum: list[int] | None = None  # None: to recompute
         self._runs: dict[int, tuple] = {}   # job id -> (queued_seq of its run, entry)
+        self._ids: set[int] = set()         # its keys, kept as a set: set.difference is the fast scan
         self._seq = 0
 
     def sync(self, cluster: ClusterView) -> None:
         """Bring the order up to date with ``cluster.running``."""
         if cluster is not self._cluster:  # a new episode
-            self._cluster, self._runs, self._seq = cluster, {}, 0
+            self._cluster, self._runs, self._ids, self._seq = cluster, {}, set(), 0
             self.entries, self.keys, self.gpus, self._cum = [], [], [], None
         running, runs = cluster.running, self._runs
         new = []
@@ -69,14 +70,16 @@ class RunningOrder:
             self.keys.insert(i, e[0])
             self.gpus.insert(i, v.gpus)
             runs[v.job_id] = (v.queued_seq, e)
+            self._ids.add(v.job_id)
         if new:
             self._cum = None
-        if len(runs) != len(running):
-            for j in runs.keys() - running.keys():
+        if len(runs) != len(running):  # some jobs were preempted or ended
+            for j in self._ids.difference(running):
                 self._remove(j)
 
     def _remove(self, job_id: int) -> None:
         _, e = self._runs.pop(job_id)
+        self._ids.discard(job_id)
         i = bisect_left(self.entries, e[:2])
         del self.entries[i], self.keys[i], self.gpus[i]
         self._cum = None
