@@ -199,16 +199,18 @@ class Scheduler(Policy):
     def _allocate_from_kept_orders(self, cluster: ClusterView) -> Plan:
         """The same allocation as the sorting path, with running jobs kept in ``running_key`` order.
 
-        Walking running jobs (sorted) and waiting ones (best first) together
-        with first-fit, a run of running jobs that all fit and all rank before
-        the best waiting job that fits simply keeps its GPUs; prefix sums of the
-        running jobs' GPUs find where such a run ends by bisection, so a
-        scheduling point costs about one bisection per change to the plan (and
-        per demand class the best waiting job moves through) instead of one key
-        per running job. Writing ``d`` for the GPUs left over if every running
-        job from position ``i`` on keeps its GPUs, every one of them fits while
-        ``d >= 0``; with ``d < 0`` the first that does not fit is found in
-        ``cum`` too.
+        The sorting path walks all active jobs best first with first-fit. Here
+        the walk has a position ``i`` in the running order and ``d``, the GPUs
+        that would be left over if every running job from ``i`` on kept its
+        GPUs (free GPUs are ``d`` plus what those jobs hold). While only running
+        jobs are kept, ``d`` stays the same, so a whole run of them is passed
+        at once: up to the first one ranked after the best waiting job that
+        fits (one bisection), to where that waiting job stops fitting, or, with
+        ``d < 0``, to the first running job that does not fit (both a few GPUs'
+        worth from the end of the order, see :class:`RunningOrder`). A
+        scheduling point so costs a few steps per change to the plan, and per
+        demand class the best waiting job moves through, instead of one key
+        per running job.
 
         Running jobs with equal keys but different running keys (SRTF-Est: two
         jobs past their estimates) are ranked by start order in the sorting
@@ -220,68 +222,99 @@ class Scheduler(Policy):
         queue = self._kept_queue(cluster)
         order = self._running
         order.sync(cluster)
-        entries, keys, cum = order.entries, order.keys, order.cum
+        entries, keys = order.entries, order.keys
         n = len(entries)
-        total = cum[n]
         key_at = partial(self.key_at, cluster=cluster)
-        free, i = cluster.total_gpus, 0
-        skipped, taken = [], []  # running entries not kept; waiting entries started
-        w = queue.best(free)     # the best waiting job that fits in ``free``
-        while free > 0 and i < n:
-            d = free - (total - cum[i])
-            m = n if d >= 0 else bisect_right(cum, total + d, i) - 1  # first running job that won't fit
-            stop = p = m
+        cap = queue.max_gpus  # free GPUs beyond the largest demand change nothing
+
+        def best(k: int, base: int):
+            """The best waiting job that fits in ``base`` GPUs plus those of running jobs from ``k`` on."""
+            return queue.best(base if base >= cap else base + order.gpus_from(k, cap - base))
+
+        def fits(g: int, k: int, base: int) -> bool:
+            return g <= base or order.gpus_from(k, g - base) >= g - base
+
+        d, i = cluster.free_gpus, 0  # at i = 0 every running job still holds its GPUs
+        skipped, taken = [], []      # running entries not kept; waiting entries started
+        w = queue.best(cluster.total_gpus)
+
+        def group(m: int) -> tuple[int, int, object]:
+            """``(a, b, key)``: the positions of the running jobs whose key equals job ``m``'s."""
+            gk = key_at(keys[m])
+            a = m if m == 0 or key_at(keys[m - 1]) < gk else bisect_left(keys, gk, 0, m - 1, key=key_at)
+            b = m + 1 if m + 1 == n or key_at(keys[m + 1]) > gk else bisect_right(keys, gk, m + 2, n, key=key_at)
+            return a, b, gk
+
+        def walk_group(a: int, b: int, gk) -> None:
+            """Walk the group ``a..b-1`` job by job in start order, from its start.
+
+            Only running jobs were kept since ``a``, so ``d`` is the same there.
+            """
+            nonlocal d, w
+            members = sorted((e for e in entries[a:b] if order.valid(e)), key=lambda e: e[1])
+            rest = sum(e[3].gpus for e in members)  # GPUs of the members not walked yet
+            w = best(b, d + rest)
+            for e in members:
+                g = e[3].gpus
+                while w is not None and w[0] < gk and fits(g, b, d + rest):  # only where it begins
+                    d -= w[3].gpus
+                    queue.take(w)
+                    taken.append(w)
+                    w = best(b, d + rest)
+                rest -= g
+                if not fits(g, b, d + rest + g):
+                    skipped.append(e)
+                    d += g
+                elif w is not None and not fits(w[3].gpus, b, d + rest):
+                    w = best(b, d + rest)
+
+        running_bound = self.running_bound
+        while i < n:
+            if d <= 0 and not fits(1, i, d):  # no GPU left: the running jobs from i on lose theirs,
+                if d == 0:         # unless their first one's group began before i
+                    break
+                a, b, gk = group(order.reach(-d))
+                if a >= i:
+                    break
+                walk_group(a, b, gk)
+                i = b
+                continue
+            m = n if d >= 0 else order.reach(-d)  # the first running job that does not fit
+            stop, p = m, n + 1
             if w is not None:
                 if w[3].gpus > d:
-                    p = bisect_right(cum, total + d - w[3].gpus, i)  # w fits up to position p - 1
+                    p = order.reach(w[3].gpus - d) + 1  # w fits at positions before p
                     stop = min(m, p)
-                bound = self.running_bound(w[0], cluster)
-                j = (bisect_right(keys, w[0], i, stop, key=key_at) if bound is None  # first running job
-                     else bisect_right(keys, bound, i, stop))                         # ranked after w
-                if j < stop:  # jobs i..j-1 keep their GPUs, then w starts
-                    free -= cum[j] - cum[i] + w[3].gpus
+                bound = running_bound(w[0], cluster)
+                j = (bisect_right(keys, w[0], i, stop, key=key_at) if bound is None  # the first running
+                     else bisect_right(keys, bound, i, stop))                         # job ranked after w
+                if j < stop:  # running jobs before j keep their GPUs, then w starts
+                    d -= w[3].gpus
                     i = j
                     queue.take(w)
                     taken.append(w)
-                    w = queue.best(free)
+                    w = best(i, d)
                     continue
-            free -= cum[stop] - cum[i]  # jobs i..stop-1 keep their GPUs
-            i = stop
-            if stop == p and w is not None and w[3].gpus > free:
-                w = queue.best(free)
-            if stop == m < n:  # job m does not fit
-                gk = key_at(keys[m])
-                a = bisect_left(keys, gk, 0, m, key=key_at)
-                b = bisect_right(keys, gk, m, n, key=key_at)
-                if b - a == 1:
-                    skipped.append(entries[m])
-                    i = m + 1
-                    continue
-                # a group of equal keys: rewind to its start (only running jobs were kept
-                # since, so the best waiting job there is the same) and walk it in start order
-                free += cum[i] - cum[a]
-                w = queue.best(free)
-                for e in sorted(entries[a:b], key=lambda e: e[1]):
-                    g = e[3].gpus
-                    while g <= free and w is not None and w[0] < gk:  # only where the group begins
-                        queue.take(w)
-                        taken.append(w)
-                        free -= w[3].gpus
-                        w = queue.best(free)
-                    if g > free:
-                        skipped.append(e)
-                        continue
-                    free -= g
-                    if w is not None and w[3].gpus > free:
-                        w = queue.best(free)
+            i = stop  # running jobs before it keep their GPUs
+            if stop == p:
+                w = best(i, d)
+            if stop != m or m == n:
+                continue
+            a, b, gk = group(m)
+            if b - a == 1:
+                skipped.append(entries[m])
+                d += entries[m][3].gpus
+                i = m + 1
+            else:  # start order decides which of the group fit
+                walk_group(a, b, gk)
                 i = b
-        while free > 0 and w is not None:  # every running job is placed
+        preempt = skipped + (order.valid_from(i) if i < n else [])  # no GPU left for these
+        while d > 0 and w is not None:  # every running job is placed; w fits in the d free GPUs
+            d -= w[3].gpus
             queue.take(w)
             taken.append(w)
-            free -= w[3].gpus
-            w = queue.best(free)
+            w = queue.best(d)
         queue.put_back(taken)
-        preempt = skipped + entries[i:]
         if not preempt and not taken:
             return NO_CHANGE
         preempt.sort(key=lambda e: e[1])

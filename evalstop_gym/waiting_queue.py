@@ -50,6 +50,11 @@ class WaitingQueue:
                     self._classes.sort(key=lambda c: c[0])
                 heapq.heappush(heap, (key(v, cluster), v.queued_seq, v.job_id, v))
 
+    @property
+    def max_gpus(self) -> int:
+        """No waiting job needs more GPUs than this (0 if none ever waited)."""
+        return self._classes[-1][0] if self._classes else 0
+
     def best(self, free: int) -> tuple | None:
         """The best entry ``(key, seq, job_id, view)`` among jobs needing <= ``free`` GPUs, if any."""
         waiting = self._cluster.waiting

@@ -7,7 +7,10 @@ only the final metrics.
 """
 
 import math
+import os
 import random
+
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,7 +25,9 @@ class NewestHourFirst(Scheduler):
     """Test scheduler: newest submit hour first, preemptive.
 
     Whole hours make groups of equal keys whose running keys differ, the case
-    where the sorting path ranks by start order instead of running key.
+    where the sorting path ranks by start order instead of running key. (In
+    SRTF-Est such a group, the jobs past their estimates, ranks first and
+    always fits, so only a scheduler like this one exercises that walk.)
     """
 
     name = "newest-hour"
@@ -98,9 +103,11 @@ def test_srtf_est_keeps_its_running_jobs_in_order():
 @settings(max_examples=25, deadline=None)
 @given(cls=st.sampled_from(KEPT), jobs=st.integers(1, 150), load=st.floats(0.5, 3.0),
        gpus=st.sampled_from([16, 24, 32]), seed=st.integers(0, 10_000),
-       workload=st.sampled_from(["rlhf-heavy", "balanced", "lora-heavy"]), stop=st.booleans())
-def test_plans_equal_re_ranking_every_job(cls, jobs, load, gpus, seed, workload, stop):
-    w = generate(WorkloadConfig(jobs=jobs, load=load, gpus=gpus, seed=seed, workload=workload))
+       workload=st.sampled_from(["rlhf-heavy", "balanced", "lora-heavy"]), stop=st.booleans(),
+       estimate_error=st.sampled_from([0.0, 0.3, 0.8]))
+def test_plans_equal_re_ranking_every_job(cls, jobs, load, gpus, seed, workload, stop, estimate_error):
+    w = generate(WorkloadConfig(jobs=jobs, load=load, gpus=gpus, seed=seed, workload=workload,
+                                estimate_error=estimate_error))
     lockstep(w, cls, k=2 if stop else None)
 
 
@@ -126,3 +133,17 @@ def test_the_lockstep_check_sees_many_preemptions():
             preempted += len(plan.preempt)
             apply_plan(sim, plan)
     assert preempted >= 20
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PHILLY = os.path.join(REPO, "..", "shared", "traces", "philly_jobs_pollux.csv")
+
+
+@pytest.mark.skipif(not os.path.exists(PHILLY), reason="../shared/traces/philly_jobs_pollux.csv is not here")
+def test_plans_equal_on_a_replayed_philly_slice():
+    # real arrivals, demands (1 to 128 GPUs) and estimates that jobs overrun
+    from evalstop_gym.traces import read_trace, replay_trace, trace_config
+
+    w, _ = replay_trace(read_trace(PHILLY, "philly"), trace_config(load=1.5, seed=2), jobs=3000, sample=True,
+                        rescale="cluster")
+    assert lockstep(w, SCHEDULERS["srtf-est"], k=2) > 3000
