@@ -213,12 +213,19 @@ def parse_time(text: str) -> float:
 
 
 def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_duration_s: float = 1.0,
-               max_duration_h: float = 24 * 365) -> TraceTable:
+               max_duration_h: float = 24 * 365, cache: bool = True) -> TraceTable:
     """Read and check every row of a trace file (see the module docstring for layouts and rules).
 
     ``max_duration_h``: a longer run time is an absurd value (a bad row).
     ``min_duration_s``: shorter valid runs (e.g. jobs cancelled at once) are filtered.
+    ``cache``: reuse the table parsed by an earlier call with the same file and
+    arguments (:mod:`evalstop_gym.trace_cache`; never stale).
     """
+    if cache:
+        options = {k: v for k, v in locals().items() if k not in ("path", "cache")}  # every argument
+        from .trace_cache import cached_table
+
+        return cached_table(path, options, lambda: read_trace(path, **options, cache=False))
     _check_choice("trace_format", format, TRACE_FORMATS)
     _check_choice("on_bad_row", on_bad_row, BAD_ROW_MODES)
     layout = LAYOUTS[format]

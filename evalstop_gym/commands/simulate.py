@@ -99,8 +99,6 @@ def build_workload(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import format_metrics
-
     if args.trace or args.curves:
         from baselines import make_policy
 
@@ -117,5 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(metrics, sort_keys=True))
     else:
+        from ..report import format_metrics
+
         print(format_metrics(metrics, title=f"{args.scheduler} + {args.stopper} on {what}, seed {args.seed}"))
     return 0
