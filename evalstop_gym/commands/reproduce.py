@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("--backend", default="local", metavar="NAME",
                    help="local (process pool) or ray (a local Ray) (default %(default)s)")
     p.add_argument("--workers", type=int, default=None, help="parallel workers (default: CPU count)")
+    p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                   help="with --backend ray: run on this existing Ray cluster (default $RAY_ADDRESS, "
+                        "else start a local Ray)")
     p.add_argument("--base-scheduler", default=None, metavar="NAME",
                    help="base scheduler of E1 and the sweeps (default srtf-est, or fifo until it exists)")
     p.add_argument("--detectors", default=None, metavar="LIST",
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=args.out,
                   base=WorkloadConfig(**wl), backend=args.backend, workers=args.workers,
                   base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
-                  progress=not args.no_progress, model=args.model)
+                  progress=not args.no_progress, model=args.model, ray_address=args.ray_address)
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished runs are kept in {args.out}/runs.jsonl; run the same command again "
               "to resume", file=sys.stderr)

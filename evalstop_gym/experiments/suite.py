@@ -76,14 +76,17 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
               out: str | os.PathLike = "results", base: WorkloadConfig | None = None,
               backend: str = "local", workers: int | None = None, base_scheduler: str | None = None,
               detectors: Sequence[str] | None = None, max_runs: int | None = None, progress: bool = True,
-              plots: bool = True, echo: Callable[[str], None] = print, model: str | None = None) -> SuiteResult:
+              plots: bool = True, echo: Callable[[str], None] = print, model: str | None = None,
+              ray_address: str | None = None) -> SuiteResult:
     """Run the named experiments (default: all) over ``seeds`` seeds from ``first_seed``.
 
     Finished runs found in ``<out>/runs.jsonl`` are not run again. With
     ``max_runs``, stops after that many new runs and writes no tables until a
     later call has run the rest. ``model`` (a model saved by ``evalstop-gym
     train``) adds a learned row to E1 and E3; its runs go after the others, in
-    this process (``agents.evaluate``), on held-out seeds only.
+    this process (``agents.evaluate``), on held-out seeds only. ``ray_address``:
+    with ``backend="ray"``, run on that existing Ray cluster (default
+    ``$RAY_ADDRESS``, else a local Ray).
     """
     check_range("seeds", seeds, 1, integer=True)
     check_range("first_seed", first_seed, 0, integer=True)
@@ -108,7 +111,7 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
     with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
               disable=not progress) as bar:
         new = run_sweep([s for s in specs if s.stopper != LEARNED], store, backend=backend, workers=workers,
-                        limit=max_runs, on_done=bar.update)
+                        limit=max_runs, on_done=bar.update, ray_address=ray_address)
         if learned and (max_runs is None or new < max_runs):
             from agents.evaluate import run_learned_specs
 
