@@ -40,6 +40,9 @@ def add_parser(sub) -> None:
     p.add_argument("--model", default=None, metavar="PATH",
                    help="a model saved by `evalstop-gym train` (folder or model.zip): adds a learned row to "
                         "E1 and E3 (needs the rl extra)")
+    p.add_argument("--scale", default="default", metavar="NAME",
+                   help="size of the base workload: default (--jobs, --gpus) or large (5,000 jobs on "
+                        "1,024 GPUs, replacing --jobs and --gpus; 1,380 runs with 10 seeds; docs/scale.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_workload_flags(p)
     p.set_defaults(func=run)
@@ -47,9 +50,13 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..config import WorkloadConfig
+    from ..config import ConfigError
     from ..experiments import parse_names, reproduce
+    from ..experiments.suite import SCALES
 
-    wl = workload_kwargs(args)
+    if args.scale not in SCALES:
+        raise ConfigError("scale", args.scale, f"must be one of {', '.join(SCALES)}")
+    wl = {**workload_kwargs(args), **SCALES[args.scale]}
     first_seed = wl.pop("seed")
     detectors = args.detectors and [d.strip() for d in args.detectors.split(",") if d.strip()]
     try:
