@@ -11,8 +11,8 @@ import importlib
 
 
 def subcommand(sub, name: str, module: str) -> None:
-    """Register ``name`` on the subparsers ``sub``, served by ``agents.<module>``."""
-    mod = importlib.import_module(f"agents.{module}")
+    """Register ``name`` on the subparsers ``sub``, served by the module ``<module>`` of this package."""
+    mod = importlib.import_module(f".{module}", __package__)
     p = sub.add_parser(name, help=mod.HELP, description=mod.DESCRIPTION)
     mod.add_arguments(p)
     p.set_defaults(func=mod.run)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from evalstop_gym.api import DEFAULT_SCHEDULER
 from evalstop_gym.config import ConfigError, WorkloadConfig, check_range
 
 from .policy import LEARNED, LearnedPolicy, learned_arm
@@ -44,7 +45,7 @@ def looks_like_path(text: str) -> bool:
     return os.sep in text or "/" in text or text.endswith(".zip") or Path(text).exists()
 
 
-def policy_point(text: str, scheduler: str = "srtf-est"):
+def policy_point(text: str, scheduler: str = DEFAULT_SCHEDULER):
     """The experiment :class:`~evalstop_gym.experiments.spec.Point` of one ``--policy`` value."""
     from baselines import SCHEDULERS, STOPPERS, stopper_params
 
@@ -119,7 +120,7 @@ class Evaluation:
     per_seed: dict[str, list[dict[str, Any]]]   # arm label -> metrics of each seed
 
 
-def evaluate(policies: Sequence[str], *, scheduler: str = "srtf-est", seeds: int = 10, first_seed: int = 0,
+def evaluate(policies: Sequence[str], *, scheduler: str = DEFAULT_SCHEDULER, seeds: int = 10, first_seed: int = 0,
              base: WorkloadConfig | None = None) -> Evaluation:
     """Every policy on the same held-out seeds; rows and table as in ``reproduce``."""
     from evalstop_gym.experiments.runner import RunSpec
@@ -164,7 +165,7 @@ def add_arguments(p) -> None:
     p.add_argument("--policy", action="append", required=True, metavar="NAME_OR_PATH",
                    help="a hand-coded policy (STOPPER, SCHEDULER, SCHEDULER+STOPPER, optionally NAME:k=3) or a "
                         "saved model (folder or model.zip); repeat to compare several")
-    p.add_argument("--scheduler", default="srtf-est", metavar="NAME",
+    p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",
                    help="base scheduler of stopper names and of learned stop-policies (default %(default)s)")
     p.add_argument("--seeds", type=int, default=10, help="held-out seeds --seed .. --seed+N-1 (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print the rows as one JSON list instead of the table")
@@ -188,10 +189,13 @@ def run(args) -> int:
         out = prepare_out(args.out)
         (out / "evaluate.md").write_text(f"{setup}\n\n{ev.table}\n", encoding="utf-8")
         (out / "evaluate.csv").write_text(csv_table(ev.experiment, ev.rows), encoding="utf-8")
-    print(json.dumps(ev.rows) if args.json else f"{setup}\n\n{ev.table}")
+    print(json.dumps(ev.rows, allow_nan=False) if args.json else f"{setup}\n\n{ev.table}")
     return 0
 
 
 def base_text(cfg: WorkloadConfig) -> str:
-    return (f"workload {cfg.workload}: {cfg.jobs} jobs on {cfg.gpus} GPUs, load {cfg.load:g}, eval noise sigma "
-            f"{cfg.noise:g}, {cfg.hacking_fraction:.0%} of RLHF runs hack, {cfg.evals_per_job} evals per job")
+    from evalstop_gym.report import noise_text
+
+    return (f"{cfg.calibration} calibration, workload {cfg.workload}: {cfg.jobs} jobs on {cfg.gpus} GPUs, load "
+            f"{cfg.load:g}, {noise_text(cfg)}, {cfg.hacking_fraction:.0%} of RLHF runs drawn to hack, "
+            f"{cfg.evals_per_job} evals per job")

@@ -11,8 +11,9 @@ scheduler runs over another with ``scheduler=...``. Actions are the model's
 deterministic ones (argmax), with the env's action masks for MaskablePPO, so
 the same seed gives the same metrics every time.
 
-Loading never trusts the files: a missing or corrupt model or config, an
-unknown algorithm, or a model whose spaces differ from the env's raises
+Loading never trusts the files: nothing in them is unpickled or run
+(:func:`load_model`), and a missing or corrupt model or config, an unknown
+algorithm, or a model whose spaces differ from the env's raises
 :class:`~evalstop_gym.config.ConfigError` with one line saying which.
 Nothing here imports torch until a model is loaded.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,97 @@ def _space(space) -> str:
     return str(space).splitlines()[0]
 
 
+# Entries SB3 pickles into a model zip's ``data`` that only training uses: replaced on load by
+# these stand-ins (None: SB3 rebuilds its default; a schedule: a constant, unused by predict)
+TRAINING_ONLY = {"_last_obs": None, "_last_episode_starts": None, "_last_original_obs": None,
+                 "ep_info_buffer": None, "ep_success_buffer": None, "rollout_buffer_class": None,
+                 "replay_buffer_class": None, "train_freq": 1}
+SCHEDULES = ("lr_schedule", "clip_range", "clip_range_vf", "exploration_schedule")
+MAX_DATA_BYTES = 16 * 2**20        # the JSON ``data`` entry of a model zip
+MAX_WEIGHT_BYTES = 2**30           # all tensors of a model zip, uncompressed
+
+
+def _constant(_progress: float) -> float:
+    return 0.0
+
+
+def load_model(model_path: Path, cfg: dict[str, Any], observation_space, action_space):
+    """The SB3 model in ``model_path`` loaded without running anything from the file.
+
+    SB3 stores some entries of a model zip's ``data`` as pickles (cloudpickle),
+    and unpickling runs whatever code the file names. Here every such entry is
+    given instead (SB3's ``custom_objects``): the spaces from the env rebuilt
+    from ``config.json``, the policy class and its keywords from the config's
+    names, and stand-ins for training-only state; an entry we cannot rebuild
+    refuses the file. Tensors load with ``torch.load(weights_only=True)`` (SB3
+    passes it; torch >= 2.6 defaults to it), which reads tensors and plain
+    containers only. Any problem is a one-line :class:`ConfigError`.
+    """
+    import zipfile
+
+    from .hparams import algo_class, policy_class
+    from .train import _policy_kwargs
+
+    algo = algo_class(cfg["algo"])   # first: a missing rl extra is not a bad file
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError("model", str(model_path), f"cannot be loaded as a {cfg['algo']} model ({why}); nothing from the file was run")
+
+    try:
+        with zipfile.ZipFile(model_path) as z:
+            infos = {i.filename: i for i in z.infolist()}
+            if "data" not in infos:
+                raise refuse("no data entry")
+            if infos["data"].file_size > MAX_DATA_BYTES:
+                raise refuse(f"its data entry is {infos['data'].file_size} bytes, more than {MAX_DATA_BYTES}")
+            if sum(i.file_size for n, i in infos.items() if n.endswith(".pth")) > MAX_WEIGHT_BYTES:
+                raise refuse(f"its tensors exceed {MAX_WEIGHT_BYTES} bytes")
+            data = json.loads(z.read("data").decode("utf-8"))
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise refuse(f"not a readable model zip: {type(e).__name__}: {e}") from None
+    if not isinstance(data, dict):
+        raise refuse("its data entry is not a JSON object")
+    try:
+        policy = policy_class(cfg.get("policy", "MlpPolicy"), cfg["algo"])
+    except ConfigError as e:
+        raise refuse(f"unknown policy: {e}") from None
+    if isinstance(policy, str):
+        if policy not in algo.policy_aliases:
+            raise refuse(f"unknown policy {policy!r}")
+        policy = algo.policy_aliases[policy]
+    given = {"observation_space": observation_space, "action_space": action_space, "policy_class": policy,
+             "policy_kwargs": _policy_kwargs((cfg.get("hyperparams") or {}).get("policy_kwargs")),
+             **TRAINING_ONLY, **{k: _constant for k in SCHEDULES}}
+    pickled = [k for k, v in data.items() if isinstance(v, dict) and ":serialized:" in v]
+    unknown = [k for k in pickled if k not in given]
+    if unknown:
+        raise refuse(f"it holds pickled entries {', '.join(map(repr, unknown[:5]))}; loading them would run code "
+                     "from the file")
+    for space_key in ("observation_space", "action_space"):
+        if space_key not in data:
+            raise refuse(f"no {space_key}")
+    _check_spaces(model_path, data, observation_space, action_space)
+    try:
+        return algo.load(model_path, device="cpu", custom_objects={k: given[k] for k in pickled})
+    except Exception as e:   # a torch unpickling refusal, a missing tensor, a shape mismatch, ...
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()   # torch colours its messages
+        first = text.splitlines()[0] if text else ""
+        raise refuse(f"{type(e).__name__}{': ' + first[:300] if first else ''}") from None
+
+
+def _check_spaces(model_path: Path, data: dict[str, Any], observation_space, action_space) -> None:
+    """The spaces the model was saved with (their JSON summary, read without unpickling) against the env's."""
+    obs, act = data["observation_space"], data["action_space"]
+    shape = obs.get("_shape") if isinstance(obs, dict) else None
+    n = act.get("n") if isinstance(act, dict) else None
+    if (shape is not None and tuple(shape) != tuple(observation_space.shape)) or (
+            n is not None and int(n) != int(getattr(action_space, "n", -1))):
+        raise ConfigError("model", str(model_path), f"was trained for other spaces: observation shape {shape}, "
+                          f"{n} actions; the env of its config has {_space(observation_space)}, {_space(action_space)}")
+
+
 class LearnedPolicy:
     """A trained SB3 model with the env it was trained for."""
 
@@ -125,24 +218,12 @@ class LearnedPolicy:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "LearnedPolicy":
-        from .train import algo_class
-
         cfg = read_config(path)
         model_path, _ = model_files(path)
-        try:
-            model = algo_class(cfg["algo"]).load(model_path, device="cpu")
-        except Exception as e:   # SB3 raises zipfile, pickle, KeyError, ... on a bad file
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            raise ConfigError("model", str(model_path), f"cannot be loaded as a {cfg['algo']} model "
-                              f"({type(e).__name__}{': ' + first if first else ''})") from None
-        pol = cls(model, cfg, model_path)
+        pol = cls(None, cfg, model_path)
         env = pol.make_env()
         try:
-            if model.observation_space != env.observation_space or model.action_space != env.action_space:
-                raise ConfigError("model", str(model_path), f"was trained for other spaces: observation "
-                                  f"{_space(model.observation_space)}, action {_space(model.action_space)}; the "
-                                  f"env of its config has {_space(env.observation_space)}, "
-                                  f"{_space(env.action_space)}")
+            pol.model = load_model(model_path, cfg, env.observation_space, env.action_space)
         finally:
             env.close()
         return pol

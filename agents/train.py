@@ -3,18 +3,16 @@
     python -m agents.train --env EvalStop-StopControl-v0 --algo ppo --seed 0 --out models/stop
     evalstop-gym train --env EvalStop-Cluster-v0 --algo maskable-ppo --out models/sched
 
-Hyperparameters come from ``agents/hyperparams/<algo>.yml``, one entry per env
-id in RL Zoo's layout (``n_timesteps``, ``n_envs``, ``policy``,
-``policy_kwargs``, ``env_wrapper`` and the algorithm's own keywords), plus
-our keys ``env_kwargs`` (env settings such as the base scheduler or reward
-weights), ``train_workload`` / ``eval_workload`` (workload fields of training
-and validation episodes), ``eval_freq``, ``n_eval_episodes`` and
-``torch_threads``. Training runs on ``n_envs`` ``SubprocVecEnv`` workers;
-an EvalCallback (MaskableEvalCallback for MaskablePPO) scores the policy on
-fixed validation seeds and ``model.zip`` is the best of those rounds. Seeds:
-:mod:`agents.seeds` (training, validation and held-out test seeds are
-disjoint). Everything needed to rebuild the env and to reproduce the run
-goes to ``config.json`` next to the model. See ``docs/learned.md``.
+Hyperparameters come from ``agents/hyperparams/<algo>.yml`` in RL Zoo's
+format (:mod:`agents.hparams`), so the same files also run under rl_zoo3's
+own ``train`` / ``enjoy`` scripts. Training runs on ``n_envs``
+``SubprocVecEnv`` workers; an EvalCallback (MaskableEvalCallback for
+MaskablePPO) scores the policy on fixed validation seeds and ``model.zip`` is
+the best of those rounds. Seeds: :mod:`agents.seeds` (training, validation
+and held-out test seeds are disjoint). Everything needed to rebuild the env
+and to reproduce the run goes to ``config.json`` next to the model. Progress:
+a bar on a terminal, else a one-line summary every 10% of the steps. See
+``docs/learned.md``.
 """
 
 from __future__ import annotations
@@ -32,64 +30,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalstop_gym.config import ConfigError, check_range
+from evalstop_gym.files import prepare_out
 
-HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"
-ALGOS = {"ppo": ("stable_baselines3", "PPO"), "dqn": ("stable_baselines3", "DQN"),
-         "maskable-ppo": ("sb3_contrib", "MaskablePPO")}
+from .hparams import ALGOS, HYPERPARAMS_DIR, algo_class, algo_kwargs, load_recipe, policy_class  # noqa: F401
+
 MASKABLE = ("maskable-ppo",)
 CONFIG_FILE, MODEL_FILE, FINAL_FILE = "config.json", "model.zip", "final_model.zip"
 CONFIG_FORMAT = 1
-
-# our keys in a hyperparameter entry; every other key goes to the algorithm
-OWN_KEYS = ("n_timesteps", "n_envs", "policy", "policy_kwargs", "env_wrapper", "env_kwargs", "train_workload",
-            "eval_workload", "eval_freq", "n_eval_episodes", "torch_threads")
-POLICIES = {"SlotScorerPolicy": "agents.networks"}   # custom policies by name, beside SB3's "MlpPolicy"
-
-
-def algo_class(algo: str):
-    """The SB3 / sb3-contrib class of an algorithm name (``ConfigError`` if unknown)."""
-    import importlib
-
-    if algo not in ALGOS:
-        raise ConfigError("algo", algo, f"must be one of {', '.join(ALGOS)}")
-    module, name = ALGOS[algo]
-    return getattr(importlib.import_module(module), name)
-
-
-def load_hyperparams(algo: str, env_id: str, path: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The entry for ``env_id`` in ``<algo>.yml`` (or in ``path``)."""
-    import yaml
-
-    from evalstop_gym.envs import ENVS
-
-    if algo not in ALGOS:
-        raise ConfigError("algo", algo, f"must be one of {', '.join(ALGOS)}")
-    if env_id not in ENVS:
-        raise ConfigError("env", env_id, f"must be one of {', '.join(ENVS)}")
-    path = Path(path) if path is not None else HYPERPARAMS_DIR / f"{algo}.yml"
-    try:
-        table = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError("hyperparams", str(path), f"cannot be read ({e.strerror or e})") from None
-    except yaml.YAMLError as e:
-        raise ConfigError("hyperparams", str(path), f"is not valid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(table, dict) or env_id not in table:
-        known = ", ".join(table) if isinstance(table, dict) else "none"
-        raise ConfigError("env", env_id, f"{path.name} has no hyperparameters for it with algo {algo!r} "
-                          f"(entries: {known})")
-    hp = dict(table[env_id])
-    for key in ("n_timesteps", "n_envs"):
-        if key not in hp:
-            raise ConfigError(f"{path.name}:{env_id}.{key}", None, "is required")
-    return hp
-
-
-def _policy(name: str):
-    if name in POLICIES:
-        import importlib
-
-        return getattr(importlib.import_module(POLICIES[name]), name)
-    return name
 
 
 def _policy_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
@@ -136,6 +83,47 @@ def versions() -> dict[str, str]:
     return out
 
 
+def progress_callback(total: int, bar: bool | None = None):
+    """An SB3 callback reporting training progress on stderr: a tqdm bar (``bar``; default: when
+    stderr is a terminal), else a one-line summary every 10% of ``total`` steps. Built on call, so
+    importing this module does not import SB3."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Progress(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.total, self.t0 = total, time.time()
+            self.use_bar = sys.stderr.isatty() if bar is None else bar
+            self.next_report, self.bar = total / 10, None
+
+        def _on_training_start(self) -> None:
+            if self.use_bar:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=self.total, desc="train", unit="step", file=sys.stderr)
+
+        def _mean_return(self) -> str:
+            eps = [e["r"] for e in self.model.ep_info_buffer or []]
+            return f"mean episode return {sum(eps) / len(eps):.2f} (last {len(eps)})" if eps else "no episode yet"
+
+        def _on_step(self) -> bool:
+            n = self.num_timesteps
+            if self.bar is not None:
+                self.bar.update(n - self.bar.n)
+            elif n >= self.next_report:
+                while self.next_report <= n:
+                    self.next_report += self.total / 10
+                print(f"train: {n}/{self.total} steps ({n / self.total:.0%}) in {time.time() - self.t0:.0f} s; "
+                      f"{self._mean_return()}", file=sys.stderr, flush=True)
+            return True
+
+        def _on_training_end(self) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    return Progress()
+
+
 def _validation_callback(maskable: bool, **kwargs):
     """An (Maskable)EvalCallback that replays the same validation seeds every round."""
     if maskable:
@@ -154,29 +142,33 @@ def _validation_callback(maskable: bool, **kwargs):
 
 def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | None = None, seed: int = 0,
           n_envs: int | None = None, tensorboard: str | None = None, hyperparams: str | None = None,
-          overrides: dict[str, Any] | None = None, verbose: int = 0,
+          overrides: dict[str, Any] | None = None, verbose: int = 0, calibration: str | None = None,
+          force: bool = False, progress: bool | None = None,
           echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Train, save ``<out>/model.zip`` (best validation round), ``final_model.zip`` and ``config.json``.
 
-    ``overrides`` replace entries of the hyperparameter file (tests use it to
-    shrink a run). Returns the config written.
+    ``overrides`` replace keys of the hyperparameter entry or of its project
+    section (tests use it to shrink a run). An ``out`` that already holds a
+    model is refused unless ``force``. ``progress``: a bar (True), one-line
+    summaries on stderr (False), or a bar only on a terminal (None). Returns
+    the config written.
     """
     from .seeds import VALIDATION_FIRST, train_first
-    from .wrappers import parse_wrappers
 
-    hp = load_hyperparams(algo, env_id, hyperparams)
-    hp.update(overrides or {})
-    timesteps = int(hp["n_timesteps"]) if timesteps is None else timesteps
-    n_envs = int(hp["n_envs"]) if n_envs is None else n_envs
+    recipe = load_recipe(algo, env_id, hyperparams, overrides)
+    timesteps = recipe.n_timesteps if timesteps is None else timesteps
+    n_envs = recipe.n_envs if n_envs is None else n_envs
     check_range("timesteps", timesteps, 1, integer=True)
     check_range("n_envs", n_envs, 1, 64, integer=True)
     check_range("seed", seed, 0, 2**31 - 1, integer=True)
-    wrappers = parse_wrappers(hp.get("env_wrapper"))
-    env_kwargs = dict(hp.get("env_kwargs") or {})
-    train_wl, eval_wl = dict(hp.get("train_workload") or {}), dict(hp.get("eval_workload") or {})
-    eval_freq, n_eval = int(hp.get("eval_freq", 10_000)), int(hp.get("n_eval_episodes", 2))
-    algo_kwargs = {k: v for k, v in hp.items() if k not in OWN_KEYS}
-    outdir = _prepare_out(out)
+    wrappers, env_kwargs = recipe.wrappers, dict(recipe.env_settings)
+    if calibration is not None:  # the world trained in (docs/calibration.md); saved with the model
+        env_kwargs["calibration"] = calibration
+    train_wl, eval_wl = recipe.train_workload, recipe.eval_workload
+    eval_freq, n_eval = recipe.eval_freq, recipe.n_eval_episodes
+    outdir = _prepare_out(out, force)
+    if tensorboard is not None:
+        prepare_out(tensorboard, "tensorboard")
 
     # fail on a bad env / wrapper / workload before starting any worker
     probe = make_env(env_id, env_kwargs, train_wl, wrappers)
@@ -187,7 +179,7 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     cls = algo_class(algo)
-    torch.set_num_threads(int(hp.get("torch_threads", 1)))
+    torch.set_num_threads(recipe.torch_threads)
     fns = [functools.partial(make_env, env_id, env_kwargs, train_wl, wrappers, train_first(seed, r), n_envs, True)
            for r in range(n_envs)]
     venv = SubprocVecEnv(fns) if n_envs > 1 else DummyVecEnv(fns)
@@ -198,17 +190,19 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     with tempfile.TemporaryDirectory(prefix="evalstop-train-") as tmp:
         try:
             try:
-                model = cls(_policy(hp.get("policy", "MlpPolicy")), venv, seed=seed, device="cpu",
+                model = cls(policy_class(recipe.policy, algo), venv, seed=seed, device="cpu",
                             tensorboard_log=tensorboard, verbose=verbose,
-                            policy_kwargs=_policy_kwargs(hp.get("policy_kwargs")), **algo_kwargs)
-            except TypeError as e:
-                raise ConfigError("hyperparams", f"{algo}.yml:{env_id}", str(e)) from None
+                            policy_kwargs=_policy_kwargs(recipe.policy_kwargs), **algo_kwargs(recipe))
+            except (TypeError, ValueError, AssertionError) as e:   # SB3's own checks of combinations
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise ConfigError(f"{recipe.path}: {env_id}", "hyperparameters", first) from None
             callback = _validation_callback(algo in MASKABLE, eval_env=eval_env, n_eval_episodes=n_eval,
                                             eval_freq=max(eval_freq // n_envs, 1), best_model_save_path=tmp,
                                             log_path=tmp, deterministic=True, verbose=verbose)
             with warnings.catch_warnings():   # validation runs in-process on purpose (DummyVecEnv)
                 warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
-                model.learn(timesteps, callback=callback, tb_log_name=f"{algo}-{env_id}-seed{seed}")
+                model.learn(timesteps, callback=[callback, progress_callback(timesteps, progress)],
+                            tb_log_name=f"{algo}-{env_id}-seed{seed}")
             worker_cpu = sum(venv.env_method("process_cpu_seconds")) if n_envs > 1 else 0.0
         finally:
             venv.close()
@@ -229,8 +223,9 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
         "train_workload": train_wl,
         "eval_workload": eval_wl,
         "algo": algo,
-        "policy": hp.get("policy", "MlpPolicy"),
-        "hyperparams": hp,
+        "policy": recipe.policy,
+        "hyperparams": recipe.raw,
+        "hyperparams_file": str(recipe.path),
         "timesteps": timesteps,
         "n_envs": n_envs,
         "seed": seed,
@@ -257,20 +252,20 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     return config
 
 
-def _prepare_out(out: str | os.PathLike) -> Path:
-    path = Path(out)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        (path / ".write-test").write_text("")
-        (path / ".write-test").unlink()
-    except OSError as e:
-        raise ConfigError("out", str(path), f"cannot write there ({e.strerror or e})") from None
-    return path
+def _prepare_out(out: str | os.PathLike, force: bool = False) -> Path:
+    """``out`` as a writable folder; one that already holds a model only with ``force``."""
+    taken = [f for f in (MODEL_FILE, FINAL_FILE, CONFIG_FILE) if (Path(out) / f).exists()]
+    if taken and not force:
+        raise ConfigError("out", str(out), f"already holds a model ({', '.join(taken)}); pass --force to "
+                          "overwrite it, or choose another folder")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise ConfigError("out", str(out), "is a file, not a folder")
+    return prepare_out(out)
 
 
 # -- command line (also `evalstop-gym train`) -----------------------------------------
-HELP = "train a learned stop-policy (ppo, dqn) or scheduler (maskable-ppo)"
-DESCRIPTION = ("Train PPO or DQN on EvalStop-StopControl-v0, or MaskablePPO on EvalStop-Cluster-v0, with "
+HELP = "train a learned stop-policy (ppo, a2c, dqn) or scheduler (maskable-ppo)"
+DESCRIPTION = ("Train PPO, A2C or DQN on EvalStop-StopControl-v0, or MaskablePPO on EvalStop-Cluster-v0, with "
                "hyperparameters from agents/hyperparams/<algo>.yml; validate on held-out seeds and write "
                "OUT/model.zip and OUT/config.json. Needs the rl extra (pip install 'evalstop-gym[rl]').")
 
@@ -280,7 +275,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--env", required=True, metavar="ID", help=f"env id: {' | '.join(ENVS)}")
     p.add_argument("--algo", required=True, metavar="NAME",
-                   help=f"{' | '.join(ALGOS)} (ppo, dqn: StopControl; maskable-ppo: Cluster)")
+                   help=f"{' | '.join(ALGOS)} (ppo, a2c, dqn: StopControl; maskable-ppo: Cluster)")
     p.add_argument("--timesteps", type=int, default=None, metavar="N",
                    help="environment steps (default: n_timesteps of the hyperparameter file)")
     p.add_argument("--seed", type=int, default=0, help="run seed: networks, sampling and the training "
@@ -292,11 +287,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hyperparams", default=None, metavar="FILE",
                    help="a YAML file to read instead of agents/hyperparams/<algo>.yml")
     p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2), help="SB3 verbosity (default 0)")
+    p.add_argument("--calibration", default=None, metavar="NAME",
+                   help="world to train in: paper or realistic (default: the hyperparameter file's, else paper)")
+    p.add_argument("--force", action="store_true", help="overwrite a model already in --out")
 
 
 def run(args: argparse.Namespace) -> int:
     train(args.env, args.algo, out=args.out, timesteps=args.timesteps, seed=args.seed, n_envs=args.n_envs,
-          tensorboard=args.tensorboard, hyperparams=args.hyperparams, verbose=args.verbose)
+          tensorboard=args.tensorboard, hyperparams=args.hyperparams, verbose=args.verbose,
+          calibration=args.calibration, force=args.force)
     return 0
 
 

@@ -129,9 +129,11 @@ class HandCodedStops(gym.Wrapper):
         mask = self._mask_now()
         a = int(action) if np.ndim(action) == 0 and np.issubdtype(np.asarray(action).dtype, np.integer) else None
         if a is not None and 0 <= a < mask.size and not mask[a] and self.env.unwrapped.action_masks()[a]:
-            raise ValueError(f"invalid action {a}: masked by HandCodedStops (work_conserving="
-                             f"{self.work_conserving}, preempt={self.preempt}); valid: "
-                             f"{np.flatnonzero(mask).tolist()}")
+            if self.env.unwrapped.invalid_action == "raise":
+                raise ValueError(f"invalid action {a}: masked by HandCodedStops (work_conserving="
+                                 f"{self.work_conserving}, preempt={self.preempt}); valid: "
+                                 f"{np.flatnonzero(mask).tolist()}")
+            action = -1   # out of range: the env plays it as its own penalized no-op (and counts the step)
         obs, reward, terminated, truncated, info = self.env.step(action)
         reward += self._carry
         self._carry = 0.0
@@ -175,7 +177,8 @@ WRAPPERS = {"JobFeatures": JobFeatures, "HandCodedStops": HandCodedStops}
 
 
 def parse_wrappers(spec: Any) -> list[tuple[str, dict[str, Any]]]:
-    """RL-Zoo style ``env_wrapper``: a name, a ``{name: kwargs}``, or a list of them."""
+    """RL Zoo's ``env_wrapper``: a dotted path (``agents.wrappers.JobFeatures``; the bare class name
+    is accepted too, as saved in ``config.json``), a ``{path: kwargs}``, or a list of them."""
     if spec is None:
         return []
     items = spec if isinstance(spec, list) else [spec]
@@ -188,9 +191,11 @@ def parse_wrappers(spec: Any) -> list[tuple[str, dict[str, Any]]]:
             kwargs = dict(kwargs or {})
         else:
             raise ConfigError("env_wrapper", item, "each entry must be a wrapper name or {name: {kwargs}}")
-        name = name.rsplit(".", 1)[-1]   # "agents.wrappers.JobFeatures" as RL Zoo writes it
-        if name not in WRAPPERS:
-            raise ConfigError("env_wrapper", name, f"must be one of {', '.join(WRAPPERS)}")
+        module, _, short = str(name).rpartition(".")   # RL Zoo imports "<module>.<class>"
+        if short not in WRAPPERS or module not in ("", __name__):
+            raise ConfigError("env_wrapper", name, "must be one of "
+                              f"{', '.join(f'{__name__}.{w}' for w in WRAPPERS)}")
+        name = short
         out.append((name, kwargs))
     return out
 

@@ -11,6 +11,8 @@ from evalstop_gym.config import ConfigError
 from evalstop_gym.policy import Policy, Scheduler, Stopper
 
 from .cusum import CUSUM
+from .divergence import Divergence
+from .droptest import DropTest
 from .evalstop import EvalStop
 from .fifo import FIFO
 from .lossaware import LossAware
@@ -19,6 +21,7 @@ from .patience import Patience
 from .sjf_est import SJFEst
 from .smoothed import SmoothedDecline
 from .srtf_est import SRTFEst
+from .srtf_progress import SRTFProgress
 from .stopat import StopAtProgress
 from .tiresias import Tiresias
 
@@ -26,6 +29,7 @@ SCHEDULERS: dict[str, type[Scheduler]] = {
     "fifo": FIFO,
     "sjf-est": SJFEst,
     "srtf-est": SRTFEst,
+    "srtf-progress": SRTFProgress,
     "lossaware": LossAware,
     "tiresias": Tiresias,
 }
@@ -38,6 +42,8 @@ STOPPERS: dict[str, type[Stopper] | None] = {
     "patience": Patience,
     "cusum": CUSUM,
     "smoothed": SmoothedDecline,
+    "droptest": DropTest,
+    "divergence": Divergence,
 }
 
 
@@ -68,5 +74,6 @@ def make_policy(scheduler: str = "fifo", stopper: str = "none", **params) -> Pol
     return base if cls is None else cls(base, **params)
 
 
-__all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "LossAware",
-           "Tiresias", "EvalStop", "StopAtProgress", "LossPlateau", "Patience", "CUSUM", "SmoothedDecline"]
+__all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "SRTFProgress", "LossAware",
+           "Tiresias", "EvalStop", "StopAtProgress", "LossPlateau", "Patience", "CUSUM", "SmoothedDecline",
+           "DropTest", "Divergence"]

@@ -3,7 +3,10 @@
 Rule: at an eval checkpoint with at least ``window + 1`` losses observed,
 stop the job when the relative improvement of its training loss over the
 last ``window`` evals, ``(loss[-1-window] - loss[-1]) / loss[-1-window]``,
-is below ``tolerance``. Applies to every job type.
+is below ``tolerance``. Applies to every job type. The improvement is
+relative to ``|loss[-1-window]|`` (losses of RL objectives can be negative);
+from a loss of exactly 0 there is no relative gain, so a loss that stays at
+or above 0 has plateaued and one that goes below 0 has not.
 
 Defaults ``window = 3`` evals and ``tolerance = 0.01`` (1%) are the usual
 shape of a loss-plateau rule (as in Keras ``ReduceLROnPlateau``/
@@ -31,5 +34,7 @@ class LossPlateau(Stopper):
         losses = job.train_losses
         if len(losses) <= self.window:
             return False
-        before = losses[-1 - self.window]
-        return (before - losses[-1]) / before < self.tolerance
+        before, last = losses[-1 - self.window], losses[-1]
+        if before == 0:
+            return last >= 0
+        return (before - last) / abs(before) < self.tolerance

@@ -21,20 +21,23 @@ def split_params(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     return wl, pol
 
 
+DEFAULT_SCHEDULER = "srtf-est"   # the paper's base scheduler: the default of simulate, the envs, the CLI
+
+
 def run_policy(workload: Workload, policy: Policy) -> dict[str, Any]:
     """Run ``policy`` over ``workload`` on a fresh simulator; return its metrics."""
     return compute_metrics(drive(Simulator(workload), policy))
 
 
-def simulate(scheduler: str | Policy = "fifo", stopper: str = "none", *,
+def simulate(scheduler: str | Policy = DEFAULT_SCHEDULER, stopper: str = "none", *,
              config: WorkloadConfig | None = None, **params: Any) -> dict[str, Any]:
     """Simulate one episode and return its metrics (see :mod:`evalstop_gym.metrics`).
 
     ``scheduler`` and ``stopper`` are registry names (``baselines.SCHEDULERS``,
     ``baselines.STOPPERS``), or ``scheduler`` is a ready :class:`Policy`.
-    Other keywords are :class:`WorkloadConfig` fields (``workload, jobs, gpus,
-    load, noise, hacking_fraction, evals_per_job, seed, ...``) or the stopper's
-    parameters (``k`` for EvalStop).
+    Other keywords are :class:`WorkloadConfig` fields (``calibration`` (``paper``
+    or ``realistic``), ``workload, jobs, gpus, load, noise, hacking_fraction,
+    evals_per_job, seed, ...``) or the stopper's parameters (``k`` for EvalStop).
 
     >>> m = simulate("fifo", "evalstop", k=2, jobs=50, seed=1)
     >>> sorted(m)[:3]

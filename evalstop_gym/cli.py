@@ -6,7 +6,8 @@ with the parsed args, returning an exit code); modules are found by name, so a
 new command is one new file. ``ORDER`` in a module sorts it in ``--help``.
 A command module is named after its command, so running one command imports
 only its module (and what it needs), not every command's.
-Bad input exits 2 with a one-line error, no traceback.
+Bad input exits 2 with a one-line error, no traceback; so does a missing optional
+dependency, with the extra that installs it (:mod:`evalstop_gym.extras`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pkgutil
 import sys
 
 from .config import ConfigError, UsageError
+from .extras import MissingExtra, missing_extra
 
 __all__ = ["main", "build_parser", "UsageError"]
 
@@ -51,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (ConfigError, UsageError) as e:
         print(f"evalstop-gym {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:   # an optional dependency: say which extra installs it
+        err = missing_extra(e)
+        if not isinstance(err, MissingExtra):
+            raise
+        print(f"evalstop-gym {args.command}: error: {err}", file=sys.stderr)
         return 2
 
 

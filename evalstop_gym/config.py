@@ -13,6 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 JOB_TYPES = ("lora", "dpo", "rlhf")
+Z90 = 1.2815515655446004   # 90th percentile of a standard normal (straggler p90 -> log-normal sigma)
+CURVE_FORMS = ("paper", "realistic")   # curves.sample_curves / curves.realistic_gold
+
+# Size limits (docs/reliability.md): far beyond any real cluster or trace, low enough that an
+# absurd request is refused at once instead of exhausting memory or overflowing int64 / float.
+# Times are bounded by timebase.MAX_HOURS.
+MAX_GPUS = 1_000_000           # GPUs of a cluster, or of one job
+MAX_JOBS = 2_000_000           # jobs in one workload
+MAX_EVAL_CELLS = 20_000_000    # jobs x eval checkpoints: the hidden curves' size (about 0.6 GB)
 
 
 class ConfigError(ValueError):
@@ -116,6 +125,23 @@ class CurveModel:
     loss_floor_frac: tuple[float, float] = (0.3, 0.6)  # asymptote as a fraction of the start
     loss_tau: tuple[float, float] = (0.05, 0.5)       # decay scale (fraction of the run)
     loss_noise: float = 0.01                          # multiplicative
+    # -- the realistic world's additions (all off in the paper's world) --
+    plateau_jitter: float = 0.0                       # sd of each checkpoint's true score around its trend
+    dip_prob: float = 0.0                             # chance a checkpoint's true score dips (transient)
+    dip_depth: tuple[float, float] = (0.0, 0.0)       # depth of such a dip, score units
+    overfit_fraction: float = 0.0                     # healthy runs that slowly decline once saturated
+    overfit_drop: tuple[float, float] = (0.0, 0.0)    # their decline from the trend's peak to the end
+    dpo_hacking_fraction: float = 0.0                 # DPO runs that over-optimise
+    dpo_peak: tuple[float, float] = (0.3, 0.6)        # progress at which an over-optimising DPO run peaks
+    dpo_floor: tuple[float, float] = (0.0, 0.0)       # DPO decline levels off at this fraction of its gain
+    hack_rate: tuple[float, float] = (1.0, 1.0)       # per-run kl_exponent multiplier: slow (<1) or sharp (>1)
+    recovery_fraction: float = 0.0                    # over-optimising runs that partly recover
+    recovery: tuple[float, float] = (0.0, 0.0)        # share of the lost score such a run wins back
+    hack_min_drop: float = 0.05                       # label: a run hacks iff its trend falls >= this
+    form: str = "paper"                               # "realistic" turns the knobs above on
+
+    _FRACTIONS = ("dip_prob", "overfit_fraction", "dpo_hacking_fraction", "recovery_fraction")
+    _UNIT_PAIRS = ("dpo_peak", "dpo_floor", "recovery")
 
     def validate(self) -> None:
         for f in dataclasses.fields(self):
@@ -126,8 +152,21 @@ class CurveModel:
                     raise ConfigError(name, v, "must be a (low, high) pair")
                 check_range(name, v[0], 0.0)
                 check_range(name, v[1], v[0])
+                if f.name in self._UNIT_PAIRS and v[1] > 1.0:
+                    raise ConfigError(name, v, "must lie within [0, 1]")
+            elif f.name == "form":
+                if v not in CURVE_FORMS:
+                    raise ConfigError(name, v, f"must be one of {', '.join(CURVE_FORMS)}")
             else:
-                check_range(name, v, 0.0)
+                check_range(name, v, 0.0, 1.0 if f.name in self._FRACTIONS else None)
+        if self.dpo_peak[0] <= 0.0:
+            raise ConfigError("curves.dpo_peak", self.dpo_peak, "must lie within (0, 1]")
+        if self.hack_rate[0] <= 0.0:
+            raise ConfigError("curves.hack_rate", self.hack_rate, "lower bound must be > 0")
+        if self.hack_min_drop <= self.overfit_drop[1] and self.overfit_fraction > 0:
+            raise ConfigError("curves.hack_min_drop", self.hack_min_drop,
+                              f"must exceed the largest healthy overfit drop {self.overfit_drop[1]:g}, "
+                              "or slowly overfitting runs would count as hacking")
         if self.hack_peak[0] <= 0.0 or self.hack_peak[1] > 1.0:
             raise ConfigError("curves.hack_peak", self.hack_peak, "must lie within (0, 1]")
         if self.healthy_tau[0] <= 0.0 or self.loss_tau[0] <= 0.0:
@@ -135,6 +174,71 @@ class CurveModel:
                               "lower bounds must be > 0")
         if self.kl_exponent <= 0:
             raise ConfigError("curves.kl_exponent", self.kl_exponent, "must be > 0")
+
+
+@dataclass(frozen=True)
+class WorldModel:
+    """What the paper's world leaves out: the eval's own sampling error, the
+    GPU time evals and preemptions cost, and uncertain training speed.
+
+    Every knob's default switches it off; ``docs/calibration.md`` gives the
+    realistic calibration's values with their sources. Per job (drawn by the
+    workload generator): an eval-set size ``n`` from ``eval_items`` (public),
+    a seed-variance factor from ``seed_noise_factor``, a fixed eval time from
+    ``eval_fixed_min``, a storage bandwidth (log-uniform over ``storage_gbps``)
+    and warm-up from ``warmup_s`` for the preemption cost, and a straggler
+    factor ``1 + X`` with ``X`` log-normal of median ``straggler_excess[0]``
+    and 90th percentile ``straggler_excess[1]``; an eval takes at most
+    ``eval_max_share`` of the training time of its segment (a user evaluates a
+    short job less thoroughly than a long one); per eval segment a speed
+    factor ``exp(segment_jitter * N(0, 1))``.
+    """
+
+    eval_items: tuple[int, ...] = ()                      # eval-set sizes; () = no sampling error
+    seed_noise_factor: tuple[float, float] = (1.0, 1.0)   # eval sd = factor * sqrt(p (1 - p) / n)
+    eval_fixed_min: tuple[float, float] = (0.0, 0.0)      # minutes per eval: loading, metric code
+    eval_item_gpu_s: float = 0.0                          # GPU-seconds per eval item (generation)
+    eval_max_share: float = 1.0                           # an eval takes at most this share of its segment's training
+    checkpoint_gb: tuple[float, float, float] = (0.0, 0.0, 0.0)  # saved + restored state per type (lora, dpo, rlhf)
+    storage_gbps: tuple[float, float] = (1.0, 10.0)       # checkpoint bandwidth, GB/s (log-uniform)
+    warmup_s: tuple[float, float] = (0.0, 0.0)            # restart warm-up, seconds
+    straggler_excess: tuple[float, float] = (0.0, 0.0)    # (median, p90) of the slowdown factor minus 1
+    segment_jitter: float = 0.0                           # sd of the log speed factor of each eval segment
+
+    def validate(self) -> None:
+        for i in self.eval_items:
+            check_range("world.eval_items", i, 1, 10_000_000, integer=True)
+        for name in ("seed_noise_factor", "eval_fixed_min", "storage_gbps", "warmup_s", "straggler_excess"):
+            v = getattr(self, name)
+            if not isinstance(v, tuple) or len(v) != 2:
+                raise ConfigError(f"world.{name}", v, "must be a (low, high) pair")
+            check_range(f"world.{name}", v[0], 0.0)
+            check_range(f"world.{name}", v[1], v[0])
+        if self.storage_gbps[0] <= 0:
+            raise ConfigError("world.storage_gbps", self.storage_gbps, "bandwidths must be > 0")
+        if self.straggler_excess[0] == 0 and self.straggler_excess[1] > 0:
+            raise ConfigError("world.straggler_excess", self.straggler_excess,
+                              "a zero median needs a zero p90 (both 0 = no stragglers)")
+        if not isinstance(self.checkpoint_gb, tuple) or len(self.checkpoint_gb) != len(JOB_TYPES):
+            raise ConfigError("world.checkpoint_gb", self.checkpoint_gb,
+                              f"must give one size per job type ({', '.join(JOB_TYPES)})")
+        for g in self.checkpoint_gb:
+            check_range("world.checkpoint_gb", g, 0.0, 1e6)
+        check_range("world.eval_item_gpu_s", self.eval_item_gpu_s, 0.0, 3600.0)
+        check_range("world.eval_max_share", self.eval_max_share, 0.0, 10.0)
+        check_range("world.segment_jitter", self.segment_jitter, 0.0, 1.0)
+
+    @property
+    def mean_slowdown(self) -> float:
+        """Expected factor by which stragglers and segment jitter stretch a run (log-normal means)."""
+        med, p90 = self.straggler_excess
+        sigma = math.log(p90 / med) / Z90 if med > 0 and p90 > med else 0.0
+        return (1.0 + med * math.exp(sigma ** 2 / 2)) * math.exp(self.segment_jitter ** 2 / 2)
+
+    def mean_eval_gpu_h(self, gpus: float) -> float:
+        """Expected GPU-hours of one eval of a job on ``gpus`` GPUs (fixed part on every GPU, items shared)."""
+        items = sum(self.eval_items) / len(self.eval_items) if self.eval_items else 0.0
+        return sum(self.eval_fixed_min) / 2 / 60 * gpus + items * self.eval_item_gpu_s / 3600
 
 
 PRESETS: dict[str, dict[str, float]] = {
@@ -158,20 +262,32 @@ class WorkloadConfig:
     gpus: int = 64
     load: float = 1.0
     hacking_fraction: float = 0.6      # of RLHF runs
-    noise: float = 0.02                # eval-score noise sigma
+    noise: float | None = None         # eval-score noise sigma added to every score (None: the calibration's)
     evals_per_job: int = 10
     estimate_error: float = 0.5        # sigma of the log-normal user estimate error
     tenants: int = 4
     seed: int = 0
     mix: Mapping[str, float] | None = None   # overrides the preset's type mix
     job_types: Mapping[str, JobTypeModel] = field(default_factory=lambda: dict(DEFAULT_JOB_TYPES))
-    curves: CurveModel = field(default_factory=CurveModel)
+    curves: CurveModel | None = None          # None: the calibration's
+    calibration: str = "paper"                # a name in CALIBRATIONS: the world's defaults
+    world: WorldModel | None = None           # None: the calibration's
 
     def __post_init__(self) -> None:
+        if self.calibration not in CALIBRATIONS:
+            raise ConfigError("calibration", self.calibration, f"must be one of {', '.join(CALIBRATIONS)}")
+        cal = CALIBRATIONS[self.calibration]
+        for name in CALIBRATED_FIELDS:  # unset fields take the calibration's value
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, getattr(cal, name))
+        if not isinstance(self.curves, CurveModel):
+            raise ConfigError("curves", self.curves, "must be a CurveModel or None")
+        if not isinstance(self.world, WorldModel):
+            raise ConfigError("world", self.world, "must be a WorldModel or None")
         if self.workload not in PRESETS:
             raise ConfigError("workload", self.workload, f"must be one of {', '.join(PRESETS)}")
-        check_range("jobs", self.jobs, 1, integer=True)
-        check_range("gpus", self.gpus, 1, integer=True)
+        check_range("jobs", self.jobs, 1, MAX_JOBS, integer=True)
+        check_range("gpus", self.gpus, 1, MAX_GPUS, integer=True)
         check_range("load", self.load, 0.0, 10.0, lo_open=True)
         check_range("hacking_fraction", self.hacking_fraction, 0.0, 1.0)
         check_range("noise", self.noise, 0.0, 1.0)
@@ -179,6 +295,9 @@ class WorkloadConfig:
         check_range("estimate_error", self.estimate_error, 0.0, 5.0)
         check_range("tenants", self.tenants, 1, 10_000, integer=True)
         check_range("seed", self.seed, 0, 2**63 - 1, integer=True)
+        if self.jobs * self.evals_per_job > MAX_EVAL_CELLS:
+            raise ConfigError("jobs", self.jobs, f"times evals_per_job={self.evals_per_job} must be <= "
+                                                 f"{MAX_EVAL_CELLS} (the hidden curves' size)")
         mix = self.type_mix
         for t, p in mix.items():
             if t not in JOB_TYPES:
@@ -196,15 +315,74 @@ class WorkloadConfig:
                     f"a {t} job may demand {self.job_types[t].max_gpus} GPUs, more than the "
                     f"cluster's gpus={self.gpus}; use gpus >= {self.job_types[t].max_gpus}")
         self.curves.validate()
+        self.world.validate()
 
     @property
     def type_mix(self) -> Mapping[str, float]:
         return self.mix if self.mix is not None else PRESETS[self.workload]
 
     def replace(self, **changes: Any) -> "WorkloadConfig":
-        """A copy with ``changes`` applied (and validated)."""
+        """A copy with ``changes`` applied (and validated).
+
+        A new ``calibration`` brings its own ``noise``, ``curves`` and ``world``
+        unless the same call sets them. A dotted name changes one field of a
+        nested model: ``replace(**{"curves.hack_peak": (0.6, 0.9)})``.
+        """
+        changes = dict(changes)
+        for key in [k for k in changes if "." in k]:
+            outer, inner = key.split(".", 1)
+            model = changes.get(outer, getattr(self, outer, None))
+            if outer not in CALIBRATED_FIELDS[1:] or inner not in {f.name for f in dataclasses.fields(model)}:
+                raise ConfigError(key, changes[key], "unknown field; dotted names are curves.<field> "
+                                  "or world.<field>")
+            changes[outer] = dataclasses.replace(model, **{inner: changes.pop(key)})
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise ConfigError(sorted(unknown)[0], changes[sorted(unknown)[0]],
                               f"unknown field; known: {', '.join(f.name for f in dataclasses.fields(self))}")
+        if "calibration" in changes and changes["calibration"] != self.calibration:
+            for name in CALIBRATED_FIELDS:
+                changes.setdefault(name, None)
         return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A named world: the defaults of the fields in :data:`CALIBRATED_FIELDS`."""
+
+    description: str
+    noise: float
+    curves: CurveModel
+    world: WorldModel
+
+
+CALIBRATED_FIELDS = ("noise", "curves", "world")
+
+
+# The named worlds. Each realistic value's source is in docs/calibration.md
+# ("Realistic world"); docs/fit_curves.py re-fits the curve shapes to a curve log.
+CALIBRATIONS: dict[str, Calibration] = {
+    "paper": Calibration(
+        "the paper's detection regime: healthy runs rise to the end, only RLHF runs hack, "
+        "Gaussian eval noise of one sigma for every job, free evals and preemptions, exact speed",
+        noise=0.02, curves=CurveModel(), world=WorldModel()),
+    "realistic": Calibration(
+        "evidence-calibrated: early-saturating healthy curves with plateau jitter, dips and slow "
+        "overfitting; RLHF and DPO over-optimisation of varied shapes; eval noise from each job's "
+        "eval-set size; GPU time for evals and preemptions; stragglers and speed jitter",
+        noise=0.0,
+        curves=CurveModel(
+            base=(0.1, 0.3), healthy_gain=(0.3, 0.6), healthy_tau=(0.08, 0.3),
+            hack_gain=(0.3, 0.6), hack_peak=(0.2, 0.45),
+            plateau_jitter=0.01, dip_prob=0.05, dip_depth=(0.02, 0.05),
+            overfit_fraction=0.2, overfit_drop=(0.005, 0.03),
+            dpo_hacking_fraction=0.4, dpo_peak=(0.1, 0.4), dpo_floor=(0.0, 0.5),
+            hack_rate=(0.6, 1.4), recovery_fraction=0.2, recovery=(0.2, 0.6), hack_min_drop=0.05,
+            form="realistic"),
+        world=WorldModel(
+            eval_items=(30, 164, 500, 541, 805, 1319, 14042), seed_noise_factor=(1.0, 2.0),
+            eval_fixed_min=(0.5, 2.0), eval_item_gpu_s=0.05, eval_max_share=0.25,
+            checkpoint_gb=(14.0, 126.0, 252.0),
+            storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27),
+            segment_jitter=0.06)),
+}

@@ -54,14 +54,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import JOB_TYPES, ConfigError
+from .config import JOB_TYPES, ConfigError, check_range
 from .curves import Curves
-from .traces import DataFileError
+from .files import DataFileError, csv_rows, has_bad_bytes, lines, open_text
 from .workload import Workload
 
 CURVE_COLUMNS = ("job", "step", "eval_score", "train_loss", "proxy_reward")
 REQUIRED_COLUMNS = ("job", "step", "eval_score")
 CURVE_FORMATS = ("auto", "csv", "jsonl", "tensorboard")
+MAX_ABS_VALUE = 1e12   # |step| and |logged value|: beyond it a value is absurd (and sums could overflow)
 
 # TensorBoard tags tried in order for each curve (TRL, OpenRLHF and plain names)
 TB_TAGS = {
@@ -118,11 +119,17 @@ def _number(text, path, line, column) -> float:
         raise CurveLogError(path, line, f"{column}={text!r} is not a number")
     try:
         v = float(text)
-    except (TypeError, ValueError):
-        raise CurveLogError(path, line, f"{column}={text!r} is not a number") from None
-    if math.isinf(v):
-        raise CurveLogError(path, line, f"{column}={text!r} is not finite")
+    except (TypeError, ValueError, OverflowError):
+        raise CurveLogError(path, line, f"{column}={_short(text)} is not a number") from None
+    if math.isinf(v) or abs(v) > MAX_ABS_VALUE:
+        raise CurveLogError(path, line, f"{column}={_short(text)} is not a finite number within "
+                                        f"+-{MAX_ABS_VALUE:g}")
     return v
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class _Collector:
@@ -142,6 +149,8 @@ class _Collector:
         if job is None or not str(job).strip():
             raise CurveLogError(path, line, "empty job name")
         job = str(job).strip()
+        if has_bad_bytes(job):
+            raise CurveLogError(path, line, "the job name is not valid Unicode text")
         step = _number(record["step"], path, line, "step")
         if math.isnan(step):
             raise CurveLogError(path, line, "empty step")
@@ -185,21 +194,25 @@ def read_csv_log(path) -> dict[str, LoggedRun]:
     """Runs of a CSV curve log (header row with the curve-log columns)."""
     path = os.fspath(path)
     col = _Collector(path)
-    with _open(path) as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
+    with open_text(path, CurveLogError, "curve log") as f:
+        rows = csv_rows(f, path, CurveLogError, "curve log")
+        _, header = next(rows, (None, None))
         if header is None or not any(h.strip() for h in header):
             raise CurveLogError(path, None, "the file is empty (a header row and curve rows are needed)")
         header = [h.strip() for h in header]
         missing = [c for c in REQUIRED_COLUMNS if c not in header]
         if missing:
-            raise CurveLogError(path, 1, f"missing column(s) {', '.join(missing)} (header has: {', '.join(header)})")
-        for row in reader:
+            shown = ", ".join(header)
+            raise CurveLogError(path, 1, f"missing column(s) {', '.join(missing)} "
+                                         f"(header has: {shown if len(shown) <= 200 else shown[:200] + '...'})")
+        for line, row in rows:
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
             if len(row) != len(header):
-                raise CurveLogError(path, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
-            col.add(dict(zip(header, row)), reader.line_num)
+                raise CurveLogError(path, line, f"{len(row)} fields, the header has {len(header)}")
+            if has_bad_bytes("".join(row)):
+                raise CurveLogError(path, line, "the row holds bytes that are not UTF-8 text")
+            col.add(dict(zip(header, row)), line)
     return col.runs()
 
 
@@ -207,25 +220,20 @@ def read_jsonl_log(path) -> dict[str, LoggedRun]:
     """Runs of a JSONL curve log (one JSON object per line)."""
     path = os.fspath(path)
     col = _Collector(path)
-    with _open(path) as f:
-        for i, text in enumerate(f, start=1):
+    with open_text(path, CurveLogError, "curve log") as f:
+        for i, text in enumerate(lines(f, path, CurveLogError, "curve log"), start=1):
             if not text.strip():
                 continue
+            if has_bad_bytes(text):
+                raise CurveLogError(path, i, "the line holds bytes that are not UTF-8 text")
             try:
                 record = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise CurveLogError(path, i, f"not valid JSON ({e.msg})") from None
+            except (json.JSONDecodeError, RecursionError) as e:
+                raise CurveLogError(path, i, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
             if not isinstance(record, dict):
                 raise CurveLogError(path, i, "each line must be a JSON object")
             col.add(record, i)
     return col.runs()
-
-
-def _open(path):
-    try:
-        return open(path, newline="", encoding="utf-8-sig")
-    except OSError as e:
-        raise CurveLogError(path, None, f"cannot open the curve log: {e.strerror or e}") from None
 
 
 def _event_dirs(root: str) -> list[str]:
@@ -261,8 +269,14 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
         want[k] = (v,) if isinstance(v, str) else tuple(v)
     runs = {}
     for d in _event_dirs(root):
+        for f in sorted(os.listdir(d)):
+            if "tfevents" in f:
+                check_event_file(os.path.join(d, f))
         acc = EventAccumulator(d, size_guidance={"scalars": 0, "tensors": 0})
-        acc.Reload()
+        try:
+            acc.Reload()
+        except Exception as e:   # a record with valid checksums but an unparsable event
+            raise CurveLogError(d, None, f"unreadable TensorBoard events ({type(e).__name__}: {e})") from None
         available = acc.Tags()
         scalars, tensors = set(available.get("scalars", ())), set(available.get("tensors", ()))
         by_step: dict[float, dict[str, float]] = {}
@@ -275,7 +289,13 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
             else:
                 events = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
             for step, value in events:
-                by_step.setdefault(float(step), {})[column] = float(value)
+                value = float(value)
+                if math.isinf(value) or abs(value) > MAX_ABS_VALUE:
+                    raise CurveLogError(d, None, f"tag {tag!r} at step {step} holds {value!r}, not a finite "
+                                                 f"number within +-{MAX_ABS_VALUE:g}")
+                if math.isnan(value):
+                    continue   # not logged
+                by_step.setdefault(float(step), {})[column] = value
         name = os.path.relpath(d, root)
         if sum("eval_score" in v for v in by_step.values()) < 2:
             raise CurveLogError(d, None, f"run {name!r}: fewer than 2 eval scores under tags "
@@ -287,6 +307,35 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
     if not runs:
         raise CurveLogError(root, None, "no TensorBoard event files (*tfevents*) found")
     return runs
+
+
+def check_event_file(path: str) -> int:
+    """Number of records of a TensorBoard event file whose TFRecord framing is intact.
+
+    Each record is a length, the masked CRC-32C of the length, the data and the
+    masked CRC-32C of the data; a file cut short (a writer killed mid-record) or
+    a flipped byte fails a check. TensorBoard's own loader stops silently at the
+    first such record, which drops every later point; this raises
+    :class:`CurveLogError` instead. Uses TensorBoard's record reader.
+    """
+    from tensorboard.compat.tensorflow_stub import errors
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
+
+    reader = PyRecordReader_New(path)
+    n = 0
+    try:
+        while True:
+            try:
+                reader.GetNext()
+            except errors.OutOfRangeError:
+                return n
+            except errors.DataLossError as e:
+                what = "is cut short (truncated)" if "truncated" in e.message else "is corrupt (failed its CRC check)"
+                raise CurveLogError(path, None, f"record {n + 1} {what}: the event file is damaged or still "
+                                                f"being written; {n} records before it are intact") from None
+            n += 1
+    finally:
+        reader.file_handle.close()
 
 
 def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
@@ -314,7 +363,8 @@ def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
         return read_jsonl_log(path)
     if format == "csv" or (format == "auto" and path.endswith(".csv")):
         return read_csv_log(path)
-    raise CurveLogError(path, None, "unknown curve-log type: name it .csv or .jsonl, or pass format=")
+    raise CurveLogError(path, None, "unknown curve-log type: name it .csv or .jsonl, or give its format "
+                                    "(--format / --curves-format csv|jsonl|tensorboard)")
 
 
 def write_curve_log(path, rows: list[dict]) -> None:
@@ -323,7 +373,7 @@ def write_curve_log(path, rows: list[dict]) -> None:
     if path.endswith(".jsonl"):
         with open(path, "w") as f:
             for r in rows:
-                f.write(json.dumps(r) + "\n")
+                f.write(json.dumps(r, allow_nan=False) + "\n")
         return
     columns = list(CURVE_COLUMNS) + sorted({k for r in rows for k in r} - set(CURVE_COLUMNS))
     with open(path, "w", newline="") as f:
@@ -358,6 +408,10 @@ def log_noise(values: np.ndarray) -> float:
 def label_run(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0, rel_drop: float = 0.1,
               smooth_frac: float = 0.1) -> RunLabel:
     """Hacking label of a logged run by the documented rule (module docstring)."""
+    check_range("noise_floor", noise_floor, 0.0)
+    check_range("k_sigma", k_sigma, 0.0)
+    check_range("rel_drop", rel_drop, 0.0)
+    check_range("smooth_frac", smooth_frac, 0.0, 1.0)
     steps, s = run.series("eval_score")
     sigma = max(log_noise(s), float(noise_floor))
     sm = smooth(s, round(smooth_frac * s.size))

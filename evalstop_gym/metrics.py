@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .simulator import Outcome
-from .timebase import TICKS_PER_HOUR, to_ticks
+from .timebase import TICKS_PER_HOUR
 
 METRIC_KEYS = (
     "avg_jct_h", "p50_jct_h", "p99_jct_h", "makespan_h", "utilization", "avg_queue_h",
@@ -37,7 +37,7 @@ def _ratio(num: float, den: float) -> float | None:
 def compute_metrics(out: Outcome) -> dict[str, float | int | None]:
     """All metrics of one finished episode, as a flat dict of plain Python numbers."""
     w = out.workload
-    gold, evals = w.curves.gold, w.evals_per_job
+    gold = w.curves.gold
     n = w.n
     # exact integer ticks (1 ms) until the last step, then hours
     jct = out.jct_h
@@ -45,8 +45,9 @@ def compute_metrics(out: Outcome) -> dict[str, float | int | None]:
     gpu_hours = float(np.sum(out.service_ticks * w.gpus)) / TICKS_PER_HOUR
 
     peak_ckpt = np.argmax(gold, axis=1)
-    # the simulator's checkpoint grid: checkpoint i ends at length * (i + 1) // evals ticks of service
-    service_at_peak = to_ticks(w.length_h) * (peak_ckpt + 1) // evals
+    # service when the true best checkpoint was out, as the simulator recorded it (with any resume
+    # costs paid before it); a job that never got there ran nothing past it
+    service_at_peak = np.where(out.peak_service_ticks >= 0, out.peak_service_ticks, out.service_ticks)
     waste = float(np.sum(np.maximum(out.service_ticks - service_at_peak, 0) * w.gpus)) / TICKS_PER_HOUR
 
     pos, stopped = w.hacking, out.stopped
@@ -87,3 +88,8 @@ def compute_metrics(out: Outcome) -> dict[str, float | int | None]:
         "delivered_quality_regret": float(regret.mean()),
         "preemptions": out.preemptions,
     }
+
+
+def job_results(out: Outcome) -> dict[str, list]:
+    """Per-job JCT (hours) and stop flag, in job-id order, for pairing jobs across arms."""
+    return {"jct_h": (out.finish_h - out.workload.submit_h).tolist(), "stopped": out.stopped.astype(int).tolist()}

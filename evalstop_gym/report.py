@@ -9,6 +9,13 @@ from tabulate import tabulate
 from .metrics import METRIC_KEYS
 
 
+def noise_text(cfg) -> str:
+    """How a :class:`~evalstop_gym.config.WorkloadConfig`'s eval scores are noised, in words."""
+    if cfg.world.eval_items:
+        return f"eval noise from each job's eval-set size plus sigma {cfg.noise:g}"
+    return f"eval noise sigma {cfg.noise:g}"
+
+
 def fmt(value: Any, digits: int = 3) -> str:
     if value is None:
         return "n/a"

@@ -18,7 +18,10 @@ events until a decision is due and says which kind:
 
 Hand-coded policies run through :func:`run`; the Gymnasium and PettingZoo
 environments drive the same methods, so both give identical results.
-A preempted job resumes later from where it left off.
+A preempted job resumes later from where it left off; in the realistic world
+(:class:`~evalstop_gym.config.WorldModel`) the resume costs the job's
+``restart_h`` of GPU time first, its checkpoints follow the workload's jittered
+grid (``Workload.checkpoint_ticks``), and each includes its eval's GPU time.
 
 Time is exact: inside the simulator every instant is an integer number of
 ticks (1 ms, :mod:`evalstop_gym.timebase`). A job's ``i``-th checkpoint falls
@@ -65,6 +68,7 @@ class Outcome:
     delivered_ckpt: np.ndarray  # index of the delivered checkpoint (-1: the starting one)
     first_start_ticks: np.ndarray  # int64: first time started (-1: never started)
     preemptions: int
+    peak_service_ticks: np.ndarray  # int64: time run when the true best checkpoint was out (-1: never)
 
     @property
     def finish_h(self) -> np.ndarray:
@@ -97,6 +101,13 @@ class Simulator:
         # an estimate beyond MAX_HOURS (only a wild guess gets there) counts as MAX_HOURS
         self._est = to_ticks(np.minimum(w.est_length_h, MAX_HOURS)).tolist()
         self._gpus = w.gpus.tolist()
+        self._items = w.items.tolist()
+        # the realistic world's checkpoint grid (speed jitter, eval time) and resume cost; None: none
+        self._grid = w.checkpoint_ticks().tolist() if w.ckpt_service_h is not None else None
+        self._restart = to_ticks(w.restart_h).tolist() if w.restart_h is not None else None
+        self._overhead = [0] * n    # ticks of resume cost paid so far (shifts the job's checkpoints)
+        self._peak = np.argmax(w.curves.gold, axis=1).tolist()
+        self._peak_service = [-1] * n
         self._obs = w.observed.tolist()
         self._loss = w.curves.loss.tolist()
         rlhf = JOB_TYPES.index("rlhf")
@@ -156,7 +167,7 @@ class Simulator:
     def _arrive(self, j: int) -> None:
         w = self._w
         v = JobView(j, int(w.tenant[j]), JOB_TYPES[w.job_type[j]], self._gpus[j], self._submit[j],
-                    self._est[j], self._evals, self.cluster)
+                    self._est[j], self._evals, self.cluster, self._items[j])
         self.views[j] = v
         self._enqueue(v)
         self._dirty = True
@@ -182,10 +193,14 @@ class Simulator:
         if score > self._best_score[j]:
             self._best_score[j], self._best_idx[j] = score, i
         i += 1
-        # service at a checkpoint is exactly length * i // evals: integers, no drift
+        # service at a checkpoint is exactly its grid point (length * i // evals without jitter)
+        # plus the resume costs paid: integers, no drift
         now = self.cluster.now_ticks
         v._service_ticks += now - v._run_since_ticks
         v._run_since_ticks = now
+        v.eval_attained_h.append(v._service_ticks / TICKS_PER_HOUR)
+        if i - 1 == self._peak[j]:
+            self._peak_service[j] = v._service_ticks
         if i == self._evals:
             self._end(j, COMPLETED)
             return False
@@ -193,9 +208,12 @@ class Simulator:
         return True
 
     def _push_checkpoint(self, j: int) -> None:
-        """Push job ``j``'s next checkpoint: when its service reaches ``length * (i + 1) // evals``."""
+        """Push job ``j``'s next checkpoint: when its service reaches ``length * (i + 1) // evals``
+        (or the realistic world's grid point) plus the resume costs it has paid."""
         v = self.views[j]
-        due = self._length[j] * (len(v.eval_scores) + 1) // self._evals - v._service_ticks
+        k = len(v.eval_scores) + 1
+        target = self._length[j] * k // self._evals if self._grid is None else self._grid[j][k - 1]
+        due = target + self._overhead[j] - v._service_ticks
         self._seq += 1
         heapq.heappush(self._heap, (self.cluster.now_ticks + due, self._seq, _CHECKPOINT, j, self._epoch[j]))
 
@@ -240,6 +258,8 @@ class Simulator:
         if v.start_h is None:
             v.start_h = c.now_h
             self._first_start[j] = c.now_ticks
+        elif self._restart is not None:  # a resume: save + restore + warm-up on the job's GPUs
+            self._overhead[j] += self._restart[j]
         self._push_checkpoint(j)
 
     def preempt(self, j: int) -> None:
@@ -318,4 +338,5 @@ class Simulator:
             delivered_ckpt=np.array(delivered),
             first_start_ticks=np.array(self._first_start, dtype=np.int64),
             preemptions=self._preemptions,
+            peak_service_ticks=np.array(self._peak_service, dtype=np.int64),
         )

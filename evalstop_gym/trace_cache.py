@@ -5,7 +5,8 @@ for Philly: about 0.3 s); the checked table is stored here as one ``.npz``
 file and read back in milliseconds. An entry is used only if everything that
 decides the table is unchanged: the trace's resolved path, size and
 modification time (ns), every argument of the call, and the source of the
-parser itself, so it is never stale; any mismatch re-parses and replaces it.
+parser itself (``traces.py`` and ``files.py``), so it is never stale; any
+mismatch re-parses and replaces it.
 Traces that fail to parse are not cached (the error comes again).
 
 Where: ``$EVALSTOP_GYM_CACHE_DIR`` if set, else the user cache directory
@@ -44,10 +45,14 @@ def _digest(*parts) -> str:
 
 
 def _parser_digest() -> str:
-    from . import traces
+    """Hash of the parser's source: the trace layouts and rules, and the file reading under them."""
+    from . import files, traces
 
-    with open(traces.__file__, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for module in (traces, files):
+        with open(module.__file__, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
 
 
 def cached_table(path, options: dict, parse: Callable[[], object]):

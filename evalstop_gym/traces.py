@@ -38,20 +38,22 @@ submit times by one factor so the offered load is ``config.load``;
 at least 1) before any check; ``gpu_scale="fit"`` shrinks them just enough
 for the largest to fit ``config.gpus`` (with ``rescale="cluster"`` it is 1).
 
-Bad rows (missing values, unparsable times or numbers, negative or absurd
-durations, negative GPU counts, demands above the cluster) raise
-:class:`TraceError` naming the file, line and problem, unless
-``on_bad_row="skip"``, which drops them and counts them per problem in the
-:class:`TraceReport`. A missing column or an empty file is always an error.
-Rows that are valid but not replayed are counted as *filtered*: CPU-only jobs
-(0 GPUs), jobs shorter than ``min_duration_s``, and jobs outside the window or
-the selection.
+Bad rows (missing values, unparsable or absurd times and numbers, negative or
+absurd durations, GPU counts outside [0, 1e6], a repeated ``job_id``, bytes
+that are not UTF-8, demands above the cluster) raise :class:`TraceError`
+naming the file, line and problem, unless ``on_bad_row="skip"``, which drops
+them and counts them per problem in the :class:`TraceReport`. A missing
+column, an empty file, a file that is not a regular file, an over-long line
+and submit times spanning more than ``MAX_HOURS`` are always errors; gzip'd
+files are read as they are (:mod:`evalstop_gym.files`). Rows that are valid
+but not replayed are counted as *filtered*: CPU-only jobs (0 GPUs), jobs
+shorter than ``min_duration_s`` (and always than 1 ms, the simulator's time
+resolution), and jobs outside the window or the selection.
 """
 
 from __future__ import annotations
 
 import copy
-import csv
 import dataclasses
 import math
 import os
@@ -62,27 +64,13 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from .config import JOB_TYPES, ConfigError, WorkloadConfig
-from .curves import sample_curves
-from .workload import Workload
+from .config import JOB_TYPES, MAX_EVAL_CELLS, MAX_GPUS, ConfigError, WorkloadConfig, check_range
+from .files import DataFileError, csv_rows, has_bad_bytes, open_text
+from .timebase import MAX_HOURS
+from .workload import Workload, hidden_truth
 
 BAD_ROW_MODES = ("error", "skip")
 RESCALE_MODES = ("arrivals", "cluster", "none")
-
-
-class DataFileError(ConfigError):
-    """Bad input data: names the file, the line (when one is to blame) and the problem.
-
-    A :class:`ConfigError` (so a ``ValueError``), which the CLI prints on one line, exit code 2.
-    """
-
-    field_name = "data"
-
-    def __init__(self, path, line: int | None, problem: str):
-        self.path, self.line, self.problem = str(path), line, problem
-        where = f"{path}, line {line}" if line else str(path)
-        ValueError.__init__(self, f"{where}: {problem}")
-        self.field, self.value, self.allowed = self.field_name, str(path), problem
 
 
 class TraceError(DataFileError):
@@ -106,17 +94,23 @@ class TraceLayout:
     tenant: str
     kind: str | None = None
     tiers: dict[str, int] = field(default_factory=dict)
+    job_id: str | None = None     # checked for repeats when the file has this column
 
 
 LAYOUTS: dict[str, TraceLayout] = {
     "philly": TraceLayout("philly", submit="timestamp", duration="duration", gpus="num_gpus", tenant="cluster"),
-    "helios": TraceLayout("helios", submit="submit_time", duration="duration", gpus="gpu_num", tenant="vc"),
+    "helios": TraceLayout("helios", submit="submit_time", duration="duration", gpus="gpu_num", tenant="vc",
+                          job_id="job_id"),
     "acme": TraceLayout("acme", submit="submit_time", duration="duration", gpus="gpu_num", tenant="user",
                         kind="type", tiers={"Debug": 0, "Eval": 0, "SFT": 1, "Other": 1,
-                                            "Pretrain": 2, "MLLM": 2}),
+                                            "Pretrain": 2, "MLLM": 2}, job_id="job_id"),
 }
 TRACE_FORMATS = tuple(LAYOUTS)
 ACME_UNKNOWN_TIER = 1
+MAX_ABS_TIME_S = 1e11        # |timestamp| in seconds (about 3,000 years from 1970)
+MAX_TRACE_ROWS = 10_000_000  # rows of one trace file
+MAX_GPU_SCALE = 1e6
+MIN_RUN_S = 0.001            # the simulator's time resolution: shorter runs are filtered, whatever min_duration_s
 
 
 @dataclass
@@ -203,8 +197,8 @@ def parse_time(text: str) -> float:
     except ValueError:
         pass
     else:
-        if not math.isfinite(seconds):
-            raise ValueError(f"not a finite time: {text!r}")
+        if not (math.isfinite(seconds) and abs(seconds) <= MAX_ABS_TIME_S):
+            raise ValueError(f"not a finite time within {MAX_ABS_TIME_S:g} s of 1970: {text!r}")
         return seconds
     t = datetime.fromisoformat(text.strip())
     if t.tzinfo is None:
@@ -218,6 +212,8 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
 
     ``max_duration_h``: a longer run time is an absurd value (a bad row).
     ``min_duration_s``: shorter valid runs (e.g. jobs cancelled at once) are filtered.
+    The file must be a regular file (gzip'd or not) of UTF-8 text
+    (:mod:`evalstop_gym.files`); rows holding other bytes are bad rows.
     ``cache``: reuse the table parsed by an earlier call with the same file and
     arguments (:mod:`evalstop_gym.trace_cache`; never stale).
     """
@@ -228,31 +224,34 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
         return cached_table(path, options, lambda: read_trace(path, **options, cache=False))
     _check_choice("trace_format", format, TRACE_FORMATS)
     _check_choice("on_bad_row", on_bad_row, BAD_ROW_MODES)
+    check_range("trace_min_duration", min_duration_s, 0.0, MAX_HOURS * 3600)
+    check_range("max_duration_h", max_duration_h, 0.0, MAX_HOURS, lo_open=True)
     layout = LAYOUTS[format]
     path = os.fspath(path)
     report = TraceReport(path=path, format=format)
-    try:
-        f = open(path, newline="", encoding="utf-8-sig")
-    except OSError as e:
-        raise TraceError(path, None, f"cannot open the trace: {e.strerror or e}") from None
-    with f:
-        reader = csv.reader(f)
-        header = next(reader, None)
+    with open_text(path, TraceError, "trace") as f:
+        rows = csv_rows(f, path, TraceError, "trace")
+        _, header = next(rows, (None, None))
         if header is None or not any(h.strip() for h in header):
             raise TraceError(path, None, "the file is empty (a header row and at least one job are needed)")
+        if has_bad_bytes("".join(header)):
+            raise TraceError(path, 1, "the header is not UTF-8 text (is this a CSV trace?)")
         header = [h.strip() for h in header]
         needed = [layout.submit, layout.duration, layout.gpus, layout.tenant] + ([layout.kind] if layout.kind else [])
         missing = [c for c in needed if c not in header]
         if missing:
+            shown = ", ".join(header)
             raise TraceError(path, 1, f"missing column(s) {', '.join(missing)} for the {format} layout "
-                                      f"(header has: {', '.join(header)})")
+                                      f"(header has: {shown if len(shown) <= 200 else shown[:200] + '...'})")
         ci = {c: header.index(c) for c in needed}
         i_submit, i_dur, i_gpus, i_ten = ci[layout.submit], ci[layout.duration], ci[layout.gpus], ci[layout.tenant]
         i_kind = ci.get(layout.kind)
-        width = max(ci.values()) + 1
+        i_id = header.index(layout.job_id) if layout.job_id in header else None
+        width = max([*ci.values(), i_id or 0]) + 1
         max_dur_s = max_duration_h * 3600.0
         submit, dur, gpus, tenant, tier, lines = [], [], [], [], [], []
         tenants: dict[str, int] = {}
+        id_line: dict[str, int] = {}
 
         def bad(kind: str, line: int, detail: str) -> None:
             if on_bad_row == "error":
@@ -260,13 +259,17 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
                                              "bad rows and count them)")
             report.skip(kind, line)
 
-        for row in reader:
-            line = reader.line_num
+        for line, row in rows:
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue  # blank line
             report.rows += 1
+            if report.rows > MAX_TRACE_ROWS:
+                raise TraceError(path, line, f"more than {MAX_TRACE_ROWS} rows: cut the trace into windows first")
             if len(row) < width:
                 bad("short row", line, f"only {len(row)} fields, the {format} layout needs {width}")
+                continue
+            if has_bad_bytes("".join(row)):
+                bad("not UTF-8", line, "the row holds bytes that are not UTF-8 text")
                 continue
             s_text, d_text, g_text = row[i_submit].strip(), row[i_dur].strip(), row[i_gpus].strip()
             empty = [c for c, v in ((layout.submit, s_text), (layout.duration, d_text), (layout.gpus, g_text))
@@ -277,35 +280,42 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
             try:
                 t = parse_time(s_text)
             except ValueError:
-                bad("unparsable timestamp", line, f"{layout.submit}={s_text!r} is not a time "
-                                                  "(YYYY-MM-DD HH:MM:SS[+HH:MM] or seconds)")
+                bad("unparsable timestamp", line, f"{layout.submit}={s_text[:40]!r} is not a time "
+                                                  "(YYYY-MM-DD HH:MM:SS[+HH:MM] or seconds, within "
+                                                  f"{MAX_ABS_TIME_S:g} s of 1970)")
                 continue
             try:
                 d = float(d_text)
             except ValueError:
-                bad("unparsable duration", line, f"{layout.duration}={d_text!r} is not a number of seconds")
+                bad("unparsable duration", line, f"{layout.duration}={d_text[:40]!r} is not a number of seconds")
                 continue
             if not math.isfinite(d) or d < 0:
                 bad("negative duration" if d < 0 else "absurd duration", line,
-                    f"{layout.duration}={d_text} seconds: a run time must be finite and >= 0")
+                    f"{layout.duration}={d_text[:40]} seconds: a run time must be finite and >= 0")
                 continue
             if d > max_dur_s:
-                bad("absurd duration", line, f"{layout.duration}={d_text} seconds is {d / 3600:.0f} h, "
+                bad("absurd duration", line, f"{layout.duration}={d_text[:40]} seconds is {d / 3600:.3g} h, "
                                              f"more than max_duration_h={max_duration_h:g}")
                 continue
             try:
                 g_float = float(g_text)
             except ValueError:
                 g_float = math.nan
-            if not math.isfinite(g_float) or g_float != int(g_float) or g_float < 0:
-                bad("bad GPU count", line, f"{layout.gpus}={g_text!r} must be a whole number >= 0")
+            if not (math.isfinite(g_float) and g_float == int(g_float) and 0 <= g_float <= MAX_GPUS):
+                bad("bad GPU count", line, f"{layout.gpus}={g_text[:40]!r} must be a whole number >= 0 (at most {MAX_GPUS})")
                 continue
+            if i_id is not None:
+                job_id = row[i_id].strip()
+                if job_id and job_id in id_line:
+                    bad("duplicate job_id", line, f"{layout.job_id}={job_id[:40]!r} repeats line {id_line[job_id]}")
+                    continue
+                id_line.setdefault(job_id, line)
             g = int(g_float)
             if g == 0:
                 report.filtered["CPU-only jobs (0 GPUs)"] += 1
                 continue
-            if d < min_duration_s:
-                report.filtered[f"jobs shorter than {min_duration_s:g} s"] += 1
+            if d < max(min_duration_s, MIN_RUN_S):
+                report.filtered[f"jobs shorter than {max(min_duration_s, MIN_RUN_S):g} s"] += 1
                 continue
             key = row[i_ten].strip()
             submit.append(t)
@@ -315,7 +325,7 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
             if i_kind is not None:
                 kind = row[i_kind].strip()
                 if kind not in layout.tiers:
-                    report.notes[f"unknown {layout.kind} {kind!r} (kept, tier {ACME_UNKNOWN_TIER})"] += 1
+                    report.notes[f"unknown {layout.kind} {kind[:40]!r} (kept, tier {ACME_UNKNOWN_TIER})"] += 1
                 tier.append(layout.tiers.get(kind, ACME_UNKNOWN_TIER))
             else:
                 tier.append(0)
@@ -331,6 +341,11 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
                        report=report)
     if table.n == 0:
         raise TraceError(path, None, f"no replayable job among {report.rows} rows ({report.summary()})")
+    span_h = (table.submit_s[-1] - table.submit_s[0]) / 3600.0
+    if span_h > MAX_HOURS:
+        raise TraceError(path, int(table.line[-1]), f"submit times span {span_h:.3g} h (from line "
+                                                    f"{int(table.line[0])} to this one), more than {MAX_HOURS:g} h: "
+                                                    "an absurd timestamp?")
     return table
 
 
@@ -345,6 +360,8 @@ def parse_window(text: str) -> tuple[float | None, float | None]:
         hi = float(b) if b.strip() else None
     except ValueError:
         raise ConfigError("trace_window", text, "START and END must be numbers of hours") from None
+    if any(v is not None and not math.isfinite(v) for v in (lo, hi)):
+        raise ConfigError("trace_window", text, "START and END must be finite numbers of hours")
     return lo, hi
 
 
@@ -410,9 +427,14 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
         if isinstance(gpu_scale, str):
             raise ConfigError("trace_gpu_scale", gpu_scale, "must be a number > 0 or 'fit'")
         scale = float(gpu_scale)
-        if not (math.isfinite(scale) and scale > 0):
-            raise ConfigError("trace_gpu_scale", gpu_scale, "must be a number > 0 or 'fit'")
-    gpus = np.maximum(1, np.floor(t.gpus * scale + 0.5)).astype(np.int64) if scale != 1.0 else t.gpus.copy()
+        if not (math.isfinite(scale) and 0 < scale <= MAX_GPU_SCALE):
+            raise ConfigError("trace_gpu_scale", gpu_scale, f"must be a number in (0, {MAX_GPU_SCALE:g}] or 'fit'")
+    scaled = np.maximum(1.0, np.floor(t.gpus * scale + 0.5))
+    if scaled.max() > MAX_GPUS:
+        i = int(np.argmax(scaled))
+        raise ConfigError("trace_gpu_scale", gpu_scale, f"makes the job of {path}, line {int(t.line[i])} demand "
+                                                        f"{scaled[i]:.3g} GPUs, more than {MAX_GPUS}")
+    gpus = scaled.astype(np.int64) if scale != 1.0 else t.gpus.copy()
     report.gpu_scale = scale
     if rescale != "cluster":
         big = gpus > cfg.gpus
@@ -440,6 +462,9 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
             report.filtered["jobs not selected (trace_jobs)"] += t.n - jobs
             t, gpus = t.subset(idx), gpus[idx]
     n = t.n
+    if n * cfg.evals_per_job > MAX_EVAL_CELLS:
+        raise ConfigError("trace_jobs", n, f"times evals_per_job={cfg.evals_per_job} must be <= {MAX_EVAL_CELLS}: "
+                                           "replay fewer jobs (--trace-jobs, --trace-window)")
 
     # 4. arrivals and cluster size
     length_h = t.duration_s / 3600.0
@@ -453,17 +478,23 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
     elif rescale == "cluster":
         period_h = span_h if span_h > 0 else float(length_h.max())  # one instant: the longest run
         need = gpu_hours / (period_h * cfg.load)
+        if need > MAX_GPUS:
+            raise ConfigError("load", cfg.load, f"too low for {path} with rescale='cluster': it needs {need:.3g} "
+                                                f"GPUs, more than {MAX_GPUS}")
         total_gpus = max(int(math.ceil(need)), int(gpus.max()))
+    if submit_h[-1] + length_h.max() > MAX_HOURS:
+        raise ConfigError("load" if rescale == "arrivals" else "trace_rescale",
+                          cfg.load if rescale == "arrivals" else rescale,
+                          f"the replay of {path} would span {submit_h[-1] + length_h.max():.3g} h, more than "
+                          f"{MAX_HOURS:g} h" + (": raise the load" if rescale == "arrivals" else ""))
     report.time_factor, report.total_gpus, report.jobs = factor, total_gpus, n
 
     # 5. types, labels, hidden curves and estimates (one seeded generator)
     job_type = assign_job_types(gpus * length_h, t.tier, cfg.type_mix)
-    is_rlhf = job_type == JOB_TYPES.index("rlhf")
-    hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
-    curves = sample_curves(rng, cfg.curves, cfg.evals_per_job, hacking, is_rlhf)
+    truth = hidden_truth(cfg, rng, job_type, gpus, length_h)
     est = length_h * np.exp(cfg.estimate_error * rng.standard_normal(n))
-    w = Workload(submit_h=submit_h, gpus=gpus, length_h=length_h, est_length_h=est, job_type=job_type,
-                 tenant=t.tenant.copy(), hacking=hacking, curves=curves, noise=cfg.noise, total_gpus=total_gpus)
+    w = Workload(submit_h=submit_h, gpus=gpus, est_length_h=est, job_type=job_type,
+                 tenant=t.tenant.copy(), total_gpus=total_gpus, **truth)
     w.validate()
     return w, report
 

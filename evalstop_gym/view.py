@@ -24,18 +24,22 @@ class JobView:
     :attr:`attained_ticks` and :attr:`remaining_est_ticks` give the same
     quantities as integers, for keys that must tie exactly.
 
-    ``eval_scores``, ``train_losses`` and ``proxy_rewards`` are the histories
+    ``eval_items`` is the size of the job's eval set (0 where the world does
+    not model it), so the sampling error of a score ``p`` is about
+    ``sqrt(p (1 - p) / eval_items)``.
+    ``eval_scores``, ``eval_attained_h`` (attained hours at each eval),
+    ``train_losses`` and ``proxy_rewards`` are the histories
     observed so far (one entry per eval checkpoint reached; ``proxy_rewards`` is
     empty for non-RLHF jobs). ``consecutive_declines`` counts the trailing run
     of strict declines of the observed eval score.
     """
 
-    __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total",
-                 "eval_scores", "train_losses", "proxy_rewards", "consecutive_declines", "status",
+    __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total", "eval_items",
+                 "eval_scores", "eval_attained_h", "train_losses", "proxy_rewards", "consecutive_declines", "status",
                  "start_h", "queued_seq", "submit_ticks", "est_length_ticks", "_service_ticks", "_run_since_ticks", "_cluster")
 
     def __init__(self, job_id: int, tenant: int, job_type: str, gpus: int, submit_ticks: int,
-                 est_length_ticks: int, evals_total: int, cluster: "ClusterView"):
+                 est_length_ticks: int, evals_total: int, cluster: "ClusterView", eval_items: int = 0):
         self.job_id = job_id
         self.tenant = tenant
         self.job_type = job_type
@@ -45,7 +49,9 @@ class JobView:
         self.est_length_ticks = est_length_ticks
         self.est_length_h = est_length_ticks / TICKS_PER_HOUR
         self.evals_total = evals_total
+        self.eval_items = eval_items
         self.eval_scores: list[float] = []
+        self.eval_attained_h: list[float] = []   # attained service when each score came out, hours
         self.train_losses: list[float] = []
         self.proxy_rewards: list[float] = []
         self.consecutive_declines = 0

@@ -6,13 +6,14 @@ with ``WorkloadConfig.seed``; the simulator itself draws nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from .config import JOB_TYPES, ConfigError, WorkloadConfig
-from .curves import Curves, sample_curves
-from .timebase import MAX_HOURS, TICKS_PER_HOUR
+from .config import JOB_TYPES, Z90, ConfigError, WorkloadConfig, WorldModel
+from .curves import Curves, realistic_curves, sample_curves
+from .timebase import MAX_HOURS, TICKS_PER_HOUR, to_ticks
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,12 @@ class Workload:
     curves: Curves
     noise: float               # eval noise sigma used for observed scores
     total_gpus: int
+    # the realistic world's arrays (None / zeros in the paper's world)
+    eval_items: np.ndarray | None = None      # int, items in the job's eval set (public; 0: unknown)
+    eval_factor: np.ndarray | None = None     # seed-variance factor on the sampling error (hidden)
+    ckpt_service_h: np.ndarray | None = None  # (n, E) hours run when each eval's score is out (hidden)
+    restart_h: np.ndarray | None = None       # hours a resume costs: save + restore + warm-up (hidden)
+    eval_h: np.ndarray | None = None          # hours each eval takes on the job's GPUs (hidden)
 
     @property
     def n(self) -> int:
@@ -46,8 +53,51 @@ class Workload:
 
     @property
     def observed(self) -> np.ndarray:
-        """Observed eval scores, shape ``(n, E)``: gold plus ``noise * z``."""
-        return self.curves.gold + self.noise * self.curves.eval_z
+        """Observed eval scores, shape ``(n, E)``: gold plus ``sd * z``.
+
+        ``sd = noise`` in the paper's world; with eval-set sizes ``n`` it is
+        ``sqrt(noise**2 + factor**2 p (1 - p) / n)`` with ``p`` the true score
+        (clipped to [0, 1]): the eval's sampling error times the seed-variance
+        factor, plus any extra noise.
+        """
+        if self.eval_factor is None:
+            return self.curves.gold + self.noise * self.curves.eval_z
+        return self.curves.gold + self.eval_sd * self.curves.eval_z
+
+    @property
+    def eval_sd(self) -> np.ndarray:
+        """Standard deviation of each observed score, shape ``(n, E)`` (see :attr:`observed`)."""
+        if self.eval_factor is None:
+            return np.full(self.curves.gold.shape, float(self.noise))
+        p = np.clip(self.curves.gold, 0.0, 1.0)
+        sampling = self.eval_factor[:, None] ** 2 * p * (1.0 - p) / self.eval_items[:, None]
+        return np.sqrt(self.noise ** 2 + sampling)
+
+    @property
+    def checkpoint_service_h(self) -> np.ndarray:
+        """Hours each job has run when each of its evals' scores is out, shape ``(n, E)``.
+
+        The last column is the true length. Without speed jitter or eval
+        costs the checkpoints split ``length_h`` evenly.
+        """
+        if self.ckpt_service_h is not None:
+            return self.ckpt_service_h
+        return self.length_h[:, None] * np.arange(1, self.evals_per_job + 1) / self.evals_per_job
+
+    def checkpoint_ticks(self) -> np.ndarray:
+        """The simulator's checkpoint grid, ``(n, E)`` int64 ticks of service (:mod:`~evalstop_gym.timebase`).
+
+        Evenly split lengths give ``length * i // E`` (exact integers); the
+        realistic world's per-segment times are rounded to the tick once.
+        """
+        if self.ckpt_service_h is not None:
+            return to_ticks(self.ckpt_service_h)
+        return to_ticks(self.length_h)[:, None] * np.arange(1, self.evals_per_job + 1) // self.evals_per_job
+
+    @property
+    def items(self) -> np.ndarray:
+        """Eval-set size of every job (0 where the world does not model it)."""
+        return self.eval_items if self.eval_items is not None else np.zeros(self.n, dtype=np.int64)
 
     def validate(self) -> None:
         if self.n == 0:
@@ -77,12 +127,21 @@ class Workload:
 
 
 def offered_rate(cfg: WorkloadConfig) -> float:
-    """Arrivals per hour giving offered load ``cfg.load`` on ``cfg.gpus`` GPUs."""
+    """Arrivals per hour giving offered load ``cfg.load`` on ``cfg.gpus`` GPUs.
+
+    In a world with stragglers, speed jitter and eval costs the offered work
+    is their expected GPU-hours, so ``load`` means the same in every world.
+    """
     gpu_hours = 0.0
+    world = cfg.world
+    costly = world != WorldModel()
     for t, p in cfg.type_mix.items():
         m = cfg.job_types[t]
         # mean of a log-normal (ignoring the clip, which is far in the tails)
-        gpu_hours += p * m.mean_gpus * m.median_h * float(np.exp(m.sigma ** 2 / 2))
+        work = m.mean_gpus * m.median_h * float(np.exp(m.sigma ** 2 / 2))
+        if costly:  # the work users submit includes stragglers, jitter and evals (resumes depend on policy)
+            work = work * world.mean_slowdown + cfg.evals_per_job * world.mean_eval_gpu_h(m.mean_gpus)
+        gpu_hours += p * work
     return cfg.load * cfg.gpus / gpu_hours
 
 
@@ -102,15 +161,64 @@ def generate(cfg: WorkloadConfig) -> Workload:
         length[idx] = np.clip(m.median_h * np.exp(m.sigma * rng.standard_normal(idx.size)), m.min_h, m.max_h)
     submit = np.cumsum(rng.exponential(1.0 / offered_rate(cfg), size=n))
     submit -= submit[0]  # the first job arrives at t = 0
+    if submit[-1] > MAX_HOURS:   # times that large lose the precision JCTs need
+        raise ConfigError("load", cfg.load, f"too low for {n} jobs on {cfg.gpus} GPUs: arrivals would span "
+                                            f"{submit[-1]:.3g} h, more than {MAX_HOURS:g} h")
     est = length * np.exp(cfg.estimate_error * rng.standard_normal(n))
     tenant = rng.integers(0, cfg.tenants, size=n)
-    is_rlhf = job_type == JOB_TYPES.index("rlhf")
-    hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
-    curves = sample_curves(rng, cfg.curves, cfg.evals_per_job, hacking, is_rlhf)
-    w = Workload(submit_h=submit, gpus=gpus, length_h=length, est_length_h=est, job_type=job_type,
-                 tenant=tenant, hacking=hacking, curves=curves, noise=cfg.noise, total_gpus=cfg.gpus)
+    w = Workload(submit_h=submit, gpus=gpus, est_length_h=est, job_type=job_type, tenant=tenant,
+                 total_gpus=cfg.gpus, **hidden_truth(cfg, rng, job_type, gpus, length))
     w.validate()
     return w
+
+
+def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.ndarray, gpus: np.ndarray,
+                 length_h: np.ndarray) -> dict:
+    """Labels, curves, noise, costs and speed of jobs whose type, demand and nominal length are given.
+
+    The paper's draws come from ``rng`` (in the order the paper's world has
+    always used, so its workloads stay bit-identical); the realistic world's
+    additions come from a second stream seeded with ``(seed, 1)``. Returns
+    :class:`Workload` keyword arguments (``length_h`` is the true length:
+    the nominal one stretched by stragglers and jitter, plus eval time).
+    """
+    n, evals = job_type.shape[0], cfg.evals_per_job
+    is_rlhf = job_type == JOB_TYPES.index("rlhf")
+    hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
+    curves = sample_curves(rng, cfg.curves, evals, hacking, is_rlhf)
+    out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
+    world, model = cfg.world, cfg.curves
+    if model.form == "paper" and world == WorldModel():
+        return out
+    extra = np.random.default_rng([cfg.seed, 1])
+    if model.form == "realistic":
+        gold, start, hacking, peak, proxy = realistic_curves(extra, model, evals, hacking, job_type)
+        proxy = np.where(np.isnan(curves.proxy), np.nan, proxy)  # RLHF jobs only, as in the paper's world
+        curves = dataclasses.replace(curves, gold=gold, start=start, peak_progress=peak, proxy=proxy)
+        out.update(hacking=hacking, curves=curves)
+    if world.eval_items:
+        items = extra.choice(np.array(world.eval_items, dtype=np.int64), size=n)
+        out.update(eval_items=items, eval_factor=extra.uniform(*world.seed_noise_factor, size=n))
+    else:
+        items = np.zeros(n, dtype=np.int64)
+    # speed: segment i takes length / E * straggler * jitter_i, then its eval
+    seg = np.repeat(length_h[:, None] / evals, evals, axis=1)
+    med, p90 = world.straggler_excess
+    if med > 0:
+        sigma = np.log(p90 / med) / Z90 if p90 > med else 0.0
+        seg = seg * (1.0 + med * np.exp(sigma * extra.standard_normal((n, 1))))
+    if world.segment_jitter > 0:
+        seg = seg * np.exp(world.segment_jitter * extra.standard_normal((n, evals)))
+    eval_h = (extra.uniform(*world.eval_fixed_min, size=n) / 60.0
+              + items * world.eval_item_gpu_s / 3600.0 / gpus)
+    eval_h = np.minimum(eval_h, world.eval_max_share * length_h / evals)  # short jobs evaluate less
+    ckpt = np.cumsum(seg + eval_h[:, None], axis=1)
+    size_gb = np.array(world.checkpoint_gb)[job_type]
+    lo, hi = np.log(world.storage_gbps)
+    restart_s = 2.0 * size_gb / np.exp(extra.uniform(lo, hi, size=n)) + extra.uniform(*world.warmup_s, size=n)
+    out.update(length_h=ckpt[:, -1].copy(), ckpt_service_h=ckpt, restart_h=restart_s / 3600.0, eval_h=eval_h)
+    return out
+
 
 
 def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | None = None,

@@ -131,7 +131,8 @@ def test_hand_coded_stops_give_exactly_the_direct_simulator(scheduler, work_cons
 
 
 def test_hand_coded_stops_masks_are_never_empty_and_the_agent_sees_no_eval():
-    env = HandCodedStops(gym.make(CLUSTER_ID, slots=16, jobs=30), work_conserving=True, preempt=False)
+    env = HandCodedStops(gym.make(CLUSTER_ID, slots=16, jobs=30, invalid_action="raise"), work_conserving=True,
+                         preempt=False)
     rng = np.random.default_rng(1)
     obs, info = env.reset(seed=2)
     refused = False
@@ -187,3 +188,20 @@ def test_train_on_two_subprocess_workers_with_tensorboard_logs(tmp_path):
     assert str(train_first(3, 0)) in config["seeds"]["train"] and "2 * i" in config["seeds"]["train"]
     assert list((tmp_path / "tb").rglob("events.out.tfevents.*"))
     assert LearnedPolicy.load(tmp_path / "m").run(seed=0, jobs=10)["jobs"] == 10
+
+
+def test_a_hand_coded_stops_mask_is_a_penalized_no_op_in_the_default_mode():
+    env = HandCodedStops(gym.make(CLUSTER_ID, slots=16, jobs=30), work_conserving=True, preempt=False)
+    rng = np.random.default_rng(1)
+    obs, info = env.reset(seed=2)
+    for _ in range(2000):
+        mask = env.action_masks()
+        if env.unwrapped.action_masks()[0] and not mask[0]:   # the env allows commit, work_conserving does not
+            t, steps = env.unwrapped.cluster.now_h, env.unwrapped._steps
+            obs2, r, terminated, truncated, info = env.step(0)
+            assert info["invalid_action"] and r == pytest.approx(-0.1) and not (terminated or truncated)
+            assert env.unwrapped.cluster.now_h == t and env.unwrapped._steps == steps + 1   # counted
+            assert np.array_equal(obs, obs2)
+            return
+        obs, *_ = env.step(int(rng.choice(np.flatnonzero(mask))))
+    pytest.fail("no state where work_conserving masks a commit the env allows")

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 from agents.evaluate import evaluate  # noqa: E402
+from agents.policy import LearnedPolicy  # noqa: E402
 from agents.train import train  # noqa: E402
 from evalstop_gym import WorkloadConfig  # noqa: E402
 from evalstop_gym.cli import main  # noqa: E402
@@ -38,7 +39,7 @@ def one_line_error(capsys, argv, *needles):
 
 
 @pytest.mark.parametrize("argv, needles", [
-    (["--env", STOP_ID, "--algo", "a2c"], ("algo='a2c'", "ppo")),
+    (["--env", STOP_ID, "--algo", "sac"], ("algo='sac'", "ppo")),
     (["--env", "CartPole-v1", "--algo", "ppo"], ("env='CartPole-v1'", "EvalStop-Cluster-v0")),
     (["--env", "EvalStop-Cluster-v0", "--algo", "dqn"], ("dqn.yml has no hyperparameters",)),
     (["--env", STOP_ID, "--algo", "ppo", "--timesteps", "0"], ("timesteps=0",)),
@@ -53,8 +54,57 @@ def test_train_bad_hyperparameter_file(capsys, tmp_path):
     one_line_error(capsys, ["train", "--env", STOP_ID, "--algo", "ppo", "--hyperparams", str(bad),
                             "--out", str(tmp_path)], "not valid YAML")
     bad.write_text("EvalStop-StopControl-v0:\n  n_timesteps: 10\n  n_envs: 1\n  no_such_keyword: 3\n")
-    one_line_error(capsys, ["train", "--env", STOP_ID, "--algo", "ppo", "--hyperparams", str(bad),
-                            "--out", str(tmp_path)], "no_such_keyword")
+    line = one_line_error(capsys, ["train", "--env", STOP_ID, "--algo", "ppo", "--hyperparams", str(bad),
+                                   "--out", str(tmp_path)], "no_such_keyword")
+    assert f"{bad}: EvalStop-StopControl-v0.no_such_keyword=3" in line and "ppo.yml" not in line
+
+
+GOOD_ENTRY = "EvalStop-StopControl-v0:\n  n_timesteps: 10\n  n_envs: 1\n"
+
+
+@pytest.mark.parametrize("algo, lines, needle", [
+    ("ppo", "  learning_rate: fast\n", "EvalStop-StopControl-v0.learning_rate='fast' is invalid: must be a number > 0"),
+    ("ppo", "  n_steps: 0\n", "EvalStop-StopControl-v0.n_steps=0 is invalid: must be an integer >= 1"),
+    ("ppo", "  policy: BogusPolicy\n", "EvalStop-StopControl-v0.policy='BogusPolicy' is invalid: must be one of "
+                                      "MlpPolicy"),
+    ("ppo", "  policy: agents.nowhere.Policy\n", "policy='agents.nowhere.Policy' is invalid: cannot be imported"),
+    ("ppo", "  gamma: 5\n", "EvalStop-StopControl-v0.gamma=5 is invalid: must be a number in [0, 1]"),
+    ("ppo", "  buffer_size: 1000\n", "buffer_size=1000 is invalid: unknown key for ppo"),
+    ("dqn", "  n_epochs: 3\n", "n_epochs=3 is invalid: unknown key for dqn"),
+    ("ppo", "  train_workload: {jobs: 1}\n", "put training workload fields in env_kwargs"),
+    ("ppo", "  normalize: true\n", "an RL Zoo key that evalstop-gym train does not support"),
+    ("ppo", "  env_wrapper: [elsewhere.JobFeatures]\n", "env_wrapper='elsewhere.JobFeatures' is invalid"),
+    ("ppo", "  policy_kwargs: 'dict(net_arch=[8])'\n", "strings are not evaluated"),
+    ("a2c", "  learning_rate: lin_x\n", "learning_rate='lin_x' is invalid"),
+    ("ppo", "evalstop-gym:\n  EvalStop-StopControl-v0:\n    gamma: 5\n",
+     "evalstop-gym.EvalStop-StopControl-v0.gamma=5 is invalid: unknown key: the evalstop-gym section takes"),
+    ("ppo", "evalstop-gym:\n  EvalStop-StopControl-v0:\n    eval_workload: {speed: 2}\n",
+     "eval_workload.speed=2 is invalid: unknown keyword"),
+])
+def test_hyperparameter_values_are_checked_before_training(capsys, tmp_path, algo, lines, needle):
+    bad = tmp_path / "mine.yml"
+    bad.write_text(GOOD_ENTRY + lines)
+    line = one_line_error(capsys, ["train", "--env", STOP_ID, "--algo", algo, "--hyperparams", str(bad),
+                                   "--out", str(tmp_path / "out")], needle)
+    assert str(bad) in line
+    assert not (tmp_path / "out").exists()   # nothing written before the check
+
+
+def test_train_refuses_to_overwrite_a_model_without_force(capsys, model_dir):
+    one_line_error(capsys, ["train", "--env", STOP_ID, "--algo", "ppo", "--out", str(model_dir)],
+                   "already holds a model", "--force")
+
+
+def test_train_reports_progress_in_one_line_summaries_when_not_on_a_terminal(tmp_path):
+    tiny = json.dumps(TINY)
+    code = ("import json, sys\nfrom agents.train import train\n"
+            f"train('{STOP_ID}', 'ppo', out=sys.argv[1], timesteps=256, n_envs=1, overrides=json.loads(sys.argv[2]),"
+            " echo=print)")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m"), tiny], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    reports = [ln for ln in r.stderr.splitlines() if ln.startswith("train: ")]
+    assert 5 <= len(reports) <= 10 and reports[-1].startswith("train: 256/256 steps (100%)"), r.stderr
 
 
 def test_evaluate_missing_model(capsys, tmp_path):
@@ -87,8 +137,8 @@ def test_evaluate_corrupt_config(capsys, model_dir, tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     one_line_error(capsys, ["evaluate", "--policy", str(tmp_path)], "unreadable")
     (tmp_path / "config.json").write_text(json.dumps({"env_id": STOP_ID, "env_kwargs": {}, "env_wrapper": [],
-                                                      "algo": "a2c"}))
-    one_line_error(capsys, ["evaluate", "--policy", str(tmp_path)], "'a2c'")
+                                                      "algo": "sac"}))
+    one_line_error(capsys, ["evaluate", "--policy", str(tmp_path)], "'sac'")
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -115,3 +165,13 @@ def test_cli_processes_exit_2_and_evaluate_is_deterministic_across_processes(mod
     assert r.returncode == 0, r.stderr
     here = evaluate([str(model_dir), "evalstop"], seeds=2, base=WorkloadConfig(jobs=30, noise=0.05))
     assert json.loads(r.stdout) == json.loads(json.dumps(here.rows))
+
+
+@pytest.mark.parametrize("algo, tiny", [("a2c", {"n_steps": 16}), ("dqn", {"learning_starts": 64, "buffer_size": 1000})])
+def test_evalstop_train_reads_the_same_zoo_files(tmp_path, algo, tiny):
+    config = train(STOP_ID, algo, out=tmp_path, timesteps=256, n_envs=1, echo=lambda _: None,
+                   overrides={**tiny, "eval_freq": 128, "n_eval_episodes": 1, "eval_workload": {"jobs": 5}},
+                   progress=False)
+    assert config["algo"] == algo and config["env_wrapper"] == [["JobFeatures", {}]]
+    assert config["train_workload"] == {"jobs": 1, "noise": 0.05} and config["env_kwargs"] == {"scheduler": "srtf-est"}
+    assert LearnedPolicy.load(tmp_path).run(seed=0, jobs=5)["jobs"] == 5

@@ -62,6 +62,15 @@ def test_lossplateau_stops_when_the_loss_gain_over_the_window_falls_below_tolera
     assert stop_evals(w, LossPlateau(FIFO(), window=1, tolerance=0.01)) == [5, None]
 
 
+def test_lossplateau_on_a_loss_that_reaches_zero_or_goes_negative():
+    # window 1: eval 3 gains (0.5 - 0) / 0.5 = 100%; eval 4 starts from 0 and stays there: a plateau
+    to_zero = [1.0, 0.5, 0.0, 0.0, 0.0, 0.0]
+    # a negative loss falling by 1 per eval gains 1 / |before| >= 1/5 per eval: never a plateau
+    negative = [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]
+    w = jobs_with(to_zero, negative, key="loss")
+    assert stop_evals(w, LossPlateau(FIFO(), window=1, tolerance=0.01)) == [4, None]
+
+
 def test_lossplateau_cannot_see_a_hacking_run_whose_loss_keeps_falling():
     hacking = dict(submit_h=0.0, gpus=1, length_h=10.0, hacking=True,
                    gold=[.3, .6, .8, .7, .5, .3, .1, .0, .0, .0], loss=[2.0 * 0.95 ** i for i in range(10)])

@@ -14,7 +14,9 @@ from evalstop_gym.view import ClusterView, JobView
 from evalstop_gym.workload import Workload
 
 HIDDEN = ("length_h", "true_length_h", "hacking", "gold", "curves", "peak_progress", "eval_z", "workload",
-          "_w", "sim", "simulator")
+          "_w", "sim", "simulator", "eval_sd", "eval_factor", "ckpt_service_h", "checkpoint_service_h",
+          "restart_h", "eval_h")
+CALIBRATIONS = ("paper", "realistic")
 
 
 class Snoop(Policy):
@@ -52,9 +54,10 @@ def reachable(root, limit=200_000):
     return out
 
 
-def test_policy_cannot_read_hidden_attributes():
+@pytest.mark.parametrize("calibration", CALIBRATIONS)
+def test_policy_cannot_read_hidden_attributes(calibration):
     snoop = Snoop()
-    drive(Simulator(generate(WorkloadConfig(jobs=20, seed=1))), snoop)
+    drive(Simulator(generate(WorkloadConfig(jobs=20, seed=1, calibration=calibration))), snoop)
     assert snoop.views, "the policy saw no eval checkpoint"
     assert snoop.found == []
     with pytest.raises(AttributeError):
@@ -63,8 +66,9 @@ def test_policy_cannot_read_hidden_attributes():
         snoop.views[0].length_h  # noqa: B018
 
 
-def test_no_hidden_object_is_reachable_from_views():
-    sim = Simulator(generate(WorkloadConfig(jobs=30, seed=2)))
+@pytest.mark.parametrize("calibration", CALIBRATIONS)
+def test_no_hidden_object_is_reachable_from_views(calibration):
+    sim = Simulator(generate(WorkloadConfig(jobs=30, seed=2, calibration=calibration)))
     drive(sim, FIFO())
     for root in (sim.cluster, sim.views[0], sim.views[-1]):
         for o in reachable(root):
@@ -77,3 +81,17 @@ def test_views_cannot_grow_new_attributes():
     drive(v, FIFO())
     with pytest.raises(AttributeError):
         v.views[0].secret = 1
+
+
+def test_eval_set_size_is_public_and_plain():
+    """The eval-set size is a public int per job: 0 in the paper's world, drawn from the sizes in the realistic one."""
+    for calibration, allowed in (("paper", {0}), ("realistic", set(WorkloadConfig(calibration="realistic")
+                                                                   .world.eval_items))):
+        w = generate(WorkloadConfig(jobs=40, seed=3, calibration=calibration))
+        sim = Simulator(w)
+        drive(sim, FIFO())
+        sizes = [v.eval_items for v in sim.views]
+        assert all(type(n) is int for n in sizes)
+        assert set(sizes) <= allowed
+        assert sizes == w.items.tolist()
+    assert len(set(sizes)) > 1  # realistic: jobs differ in eval-set size

@@ -21,7 +21,25 @@ def test_json_is_exactly_one_object_with_the_metrics():
     assert r.returncode == 0, r.stderr
     m = json.loads(r.stdout)
     assert all(k in m for k in REQUIRED)
-    assert m == evalstop_gym.simulate("fifo", "evalstop", jobs=30, seed=4)
+    assert m == evalstop_gym.simulate("srtf-est", "evalstop", jobs=30, seed=4)   # srtf-est: the default
+
+
+def test_one_default_scheduler_everywhere():
+    import gymnasium as gym
+
+    from evalstop_gym.api import DEFAULT_SCHEDULER
+    from evalstop_gym.cli import build_parser
+
+    assert DEFAULT_SCHEDULER == "srtf-est"   # the paper's base
+    parser = build_parser()
+    assert parser.parse_args(["simulate"]).scheduler == DEFAULT_SCHEDULER
+    assert parser.parse_args(["evaluate", "--policy", "evalstop"]).scheduler == DEFAULT_SCHEDULER
+    assert parser.parse_args(["curves", "compare", "--curves", "x"]).scheduler == DEFAULT_SCHEDULER
+    assert gym.make("EvalStop-StopControl-v0").unwrapped.scheduler_name == DEFAULT_SCHEDULER
+    from evalstop_gym.experiments.spec import build_suite
+
+    (e1,) = build_suite(["E1"])
+    assert {p.scheduler for p in e1.points} == {DEFAULT_SCHEDULER}
 
 
 def test_same_seed_identical_json_different_seed_differs():

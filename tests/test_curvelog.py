@@ -264,3 +264,13 @@ def test_cli_compare_logged_and_calibrated(tmp_path):
         assert text in r.stdout
     r = cli("curves", "compare", "--curves", path, "--stoppers", "evalstop,nope")
     assert r.returncode == 2 and "stoppers" in r.stderr
+
+
+def test_curve_replay_in_the_realistic_world_noises_the_logged_scores_by_each_jobs_eval_set():
+    w = apply_curve_log(generate(WorkloadConfig(jobs=60, seed=5, calibration="realistic")), library(), seed=1)
+    rlhf = np.flatnonzero(w.job_type == JOB_TYPES.index("rlhf"))
+    j = int(rlhf[0])
+    p = np.clip(w.curves.gold[j], 0, 1)
+    sd = w.eval_factor[j] * np.sqrt(p * (1 - p) / w.eval_items[j])   # the realistic world adds no extra noise
+    np.testing.assert_allclose(w.observed[j], w.curves.gold[j] + sd * w.curves.eval_z[j])
+    assert w.ckpt_service_h is not None   # costs and speed jitter stay

@@ -184,3 +184,12 @@ def test_reset_seed_plays_the_same_workload_as_simulate():
     assert third != simulate("fifo", "evalstop", jobs=25, seed=11)
     rollout(env, agent, seed=11)
     assert rollout(env, agent)["metrics"] == third
+
+
+@pytest.mark.parametrize("env_id", [CLUSTER_ID, STOP_CONTROL_ID])
+@pytest.mark.parametrize("scheduler", list(SCHEDULERS))
+@pytest.mark.parametrize("stopper", ["none", "evalstop", "divergence"])
+def test_the_realistic_world_matches_the_direct_simulator(env_id, scheduler, stopper):
+    """Costs, speed jitter and per-job eval noise are workload data: the envs replay them exactly."""
+    direct = simulate(scheduler, stopper, jobs=40, seed=3, calibration="realistic")
+    assert run_through_env(scheduler, stopper, env_id=env_id, jobs=40, seed=3, calibration="realistic") == direct

@@ -17,8 +17,8 @@ from evalstop_gym.envs.features import feature_names
 
 ENV_IDS = sorted(ENVS)
 # The checkers step with unmasked random actions; on the Cluster env most of them are masked out,
-# which raises by default, so the checkers run with invalid actions as penalized no-ops.
-CHECK_KWARGS = {"invalid_action": "penalize", "jobs": 30}
+# and the default plays them as penalized no-ops. test_envs_defaults.py runs them on default kwargs.
+CHECK_KWARGS = {"jobs": 30}
 ALLOWED_WARNINGS: tuple[str, ...] = ()  # checker warnings we accept: none so far
 
 
@@ -189,8 +189,8 @@ def test_bad_reset_options_name_the_option():
         gym.make(STOP_CONTROL_ID, scheduler="nope")
 
 
-def test_masked_or_out_of_range_actions_raise_by_default():
-    env = gym.make(CLUSTER_ID, jobs=10)
+def test_masked_or_out_of_range_actions_raise_in_strict_mode():
+    env = gym.make(CLUSTER_ID, jobs=10, invalid_action="raise")
     env.reset(seed=0)
     with pytest.raises(ValueError, match="commit|start a job"):
         env.step(0)  # an idle cluster with a queue cannot commit
@@ -199,14 +199,14 @@ def test_masked_or_out_of_range_actions_raise_by_default():
             env.step(bad)
     with pytest.raises(ValueError, match="only valid at an eval checkpoint"):
         env.step(1)
-    stop = gym.make(STOP_CONTROL_ID, jobs=5)
+    stop = gym.make(STOP_CONTROL_ID, jobs=5, invalid_action="raise")
     stop.reset(seed=0)
     with pytest.raises(ValueError, match="0 \\(continue\\) and 1 \\(stop\\)"):
         stop.step(2)
 
 
 def test_penalize_makes_a_bad_action_a_penalized_no_op():
-    env = gym.make(CLUSTER_ID, jobs=10, invalid_action="penalize", reward_weights={"invalid": -3.0})
+    env = gym.make(CLUSTER_ID, jobs=10, reward_weights={"invalid": -3.0})   # penalize is the default
     obs, info = env.reset(seed=0)
     obs2, r, term, trunc, info2 = env.step(0)
     assert r == -3.0 and info2["invalid_action"] and info2["reward_terms"]["invalid"] == 1.0
@@ -245,7 +245,7 @@ def test_render_modes_headless(env_id):
     agent = PolicyAgent(_stopping_policy(), env)
     rollout(env, agent, seed=0)
     img = env.render()
-    assert img.shape == (256, 512, 3) and img.dtype == np.uint8
+    assert img.shape == (360, 640, 3) and img.dtype == np.uint8   # the chart with axes, legend, clock
     red = (img[..., 0] > 200) & (img[..., 1] < 60) & (img[..., 2] < 60)
     assert red.any()  # stopped jobs are marked
     assert len(np.unique(img.reshape(-1, 3), axis=0)) > 5  # jobs have colours

@@ -175,3 +175,31 @@ def test_claims_that_issue_3_names_are_all_checked():
             ("E1", "jct_gain_p_t"), ("E1", "waste_cut_pct"), ("E1", "waste_cut_p_t"), ("E2", "jct_gain_pct"),
             ("E3", "precision"), ("E3", "recall"), ("E4", "precision")} <= checked
     assert WorkloadConfig().workload == "rlhf-heavy"   # E1's headline setting is the default workload
+
+
+def test_a_method_keeps_its_colour_in_every_figure_and_variants_differ_by_style():
+    from evalstop_gym.experiments.plots import arm_styles
+
+    e1 = [{"arm": "none", "stopper": "none"}, {"arm": "stopat p=0.65", "stopper": "stopat"},
+          {"arm": "evalstop k=2", "stopper": "evalstop"}]
+    e3 = [{"arm": "evalstop k=2", "stopper": "evalstop"}, {"arm": "cusum", "stopper": "cusum"}]
+    e6 = [{"arm": "evalstop k=2 sigma=0.02", "stopper": "evalstop"},
+          {"arm": "evalstop k=2 sigma=0.05", "stopper": "evalstop"}]
+    s1, s3, s6 = arm_styles(e1), arm_styles(e3), arm_styles(e6)
+    assert s1["evalstop k=2"][0] == s3["evalstop k=2"][0] == s6["evalstop k=2 sigma=0.05"][0]
+    assert len({s1[a][0] for a in s1}) == 3
+    assert s6["evalstop k=2 sigma=0.02"][1] != s6["evalstop k=2 sigma=0.05"][1]
+
+
+def test_console_tables_fit_120_columns_and_point_to_the_full_table():
+    from evalstop_gym.experiments.spec import Arm, Experiment, Point
+    from evalstop_gym.experiments.tables import console_text
+
+    cols = ("precision", "recall", "fpr", "f1", "avg_jct_h", "p50_jct_h", "p99_jct_h", "avg_queue_h",
+            "utilization", "compute_waste_gpu_h", "delivered_quality", "jct_gain", "jct_gain_p")
+    exp = Experiment("EX", "A wide table", "?", None, (Point.of(Arm("a very long arm label " * 4, "none"), "fifo"),),
+                     cols, ())
+    row = {"arm": "a very long arm label " * 4, "x": None, **{c: 0.123456 for c in cols}, "jct_gain_pct": 12.5}
+    text = console_text(exp, [row], [], full="OUT/EX.md")
+    assert max(map(len, text.splitlines())) <= 120
+    assert "more columns" in text and "OUT/EX.md" in text and "![" not in text

@@ -18,9 +18,11 @@ def cli(*args, **kw):
 def test_prints_each_table_and_writes_md_csv_png(tmp_path):
     r = cli("--experiments", "E5,E2", "--out", str(tmp_path), "--workers", "1", *SMALL)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.index("## E5: k sensitivity") < r.stdout.index("## E2: Composability")
+    assert r.stdout.index("E5: k sensitivity") < r.stdout.index("E2: Composability")
+    assert max(map(len, r.stdout.splitlines())) <= 120 and "![" not in r.stdout   # a terminal, not Markdown
     for name in ("E5", "E2"):
-        assert (tmp_path / f"{name}.md").read_text() in r.stdout
+        assert f"in {tmp_path / name}.md)" in r.stdout   # where the full table is
+        assert "![" in (tmp_path / f"{name}.md").read_text()
         assert (tmp_path / f"{name}.csv").read_text().count("\n") >= 3
         assert (tmp_path / f"{name}.png").stat().st_size > 1000
     assert not (tmp_path / "E1.md").exists()
@@ -58,6 +60,9 @@ def test_max_runs_stops_early_and_says_how_to_resume(tmp_path):
     assert r.returncode == 0
     assert "stopped after 3 new runs; 9 remain" in r.stdout
     assert (tmp_path / "runs.jsonl").read_text().count("\n") == 3
+    assert "reusing" not in r.stderr
+    again = cli("--experiments", "E5", "--out", str(tmp_path), "--max-runs", "2", "--workers", "1", *SMALL)
+    assert f"reusing 3 of 12 runs already finished in {tmp_path / 'runs.jsonl'}; 9 to run" in again.stderr
 
 
 @pytest.mark.parametrize("args, words", [

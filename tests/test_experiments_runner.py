@@ -10,7 +10,7 @@ import pytest
 import evalstop_gym
 from evalstop_gym.config import ConfigError, WorkloadConfig
 from evalstop_gym.experiments import ResultStore, RunSpec, reproduce, run_sweep
-from evalstop_gym.experiments.runner import execute
+from evalstop_gym.experiments.runner import JOBS_KEY, execute
 from evalstop_gym.experiments.spec import Point
 
 SMALL = WorkloadConfig(jobs=30)
@@ -32,7 +32,12 @@ def uninterrupted(tmp_path_factory):
 
 def test_a_run_is_the_same_episode_as_simulate():
     spec = RunSpec.of(Point("k=2", "fifo", "evalstop", (("k", 2),), (("noise", 0.05),)), SMALL, seed=4)
-    assert execute(spec) == evalstop_gym.simulate("fifo", "evalstop", k=2, jobs=30, noise=0.05, seed=4)
+    got = execute(spec)
+    detail = got.pop(JOBS_KEY)
+    assert got == evalstop_gym.simulate("fifo", "evalstop", k=2, jobs=30, noise=0.05, seed=4)
+    assert len(detail["jct_h"]) == len(detail["stopped"]) == 30
+    assert sum(detail["stopped"]) == got["jobs_stopped"]
+    assert sum(detail["jct_h"]) / 30 == pytest.approx(got["avg_jct_h"])
     described = spec.describe()
     assert described["workload"]["seed"] == 4 and described["params"] == {"k": 2}
 
@@ -83,7 +88,7 @@ def test_an_unreadable_middle_line_is_skipped_with_a_warning(tmp_path, capsys):
     run_sweep([RunSpec.of(Point("none", "fifo"), SMALL, 0)], ResultStore(path))
     path.write_text("not json\n" + path.read_text())
     assert len(ResultStore(path)) == 1
-    assert "runs.jsonl:1: unreadable record skipped" in capsys.readouterr().err
+    assert "runs.jsonl:1: bad record skipped, its run will be run again: not valid strict JSON" in capsys.readouterr().err
 
 
 def test_interrupted_sweep_resumes_to_identical_tables(tmp_path, uninterrupted):

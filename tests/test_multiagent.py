@@ -111,6 +111,13 @@ def test_platform_stoppers_with_passive_tenants_equal_the_simulator(stopper):
     assert play(env, never_stop, seed=3)["metrics"] == simulate("srtf-est", stopper, jobs=30, seed=3)
 
 
+@pytest.mark.parametrize("stopper", ["evalstop", "divergence"])
+def test_the_realistic_world_through_the_tenants_env_equals_the_simulator(stopper):
+    env = tenants_v0.parallel_env(jobs=30, scheduler="srtf-est", platform_stopper=stopper, calibration="realistic")
+    assert play(env, never_stop, seed=3)["metrics"] == simulate("srtf-est", stopper, jobs=30, seed=3,
+                                                                calibration="realistic")
+
+
 DECLINING = [0.1, 0.3, 0.5, 0.4, 0.3, 0.2]
 RISING = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]
 

@@ -325,3 +325,14 @@ def test_real_philly_whole_file_under_60_s_each():
         m = run_policy(w, policy)
         assert m["jobs"] == 82247
         assert time.perf_counter() - t <= 60
+
+
+def test_trace_replay_in_the_realistic_world_keeps_the_trace_and_adds_the_worlds_draws(tmp_path):
+    table = read_trace(write(tmp_path, PHILLY_ROWS), "philly")
+    paper, _ = replay_trace(table, CFG, rescale="none")
+    real, _ = replay_trace(table, CFG.replace(calibration="realistic"), rescale="none")
+    np.testing.assert_array_equal(real.submit_h, paper.submit_h)
+    np.testing.assert_array_equal(real.gpus, paper.gpus)
+    np.testing.assert_array_equal(real.est_length_h, paper.est_length_h)
+    assert (real.items > 0).all() and (paper.items == 0).all()
+    assert (real.length_h > paper.length_h).all()   # evals take time and stragglers slow runs down

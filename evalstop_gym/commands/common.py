@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..config import PRESETS, WorkloadConfig
+from ..api import DEFAULT_SCHEDULER
+from ..config import CALIBRATIONS, PRESETS, WorkloadConfig
 
 _DEFAULT = WorkloadConfig()
 
@@ -18,8 +19,11 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpus", type=int, default=_DEFAULT.gpus, help="cluster GPUs (default %(default)s)")
     g.add_argument("--load", type=float, default=_DEFAULT.load,
                    help="offered load, GPU demand over capacity (default %(default)s)")
-    g.add_argument("--noise", type=float, default=_DEFAULT.noise,
-                   help="eval-score noise sigma (default %(default)s)")
+    g.add_argument("--calibration", default=_DEFAULT.calibration, metavar="NAME",
+                   help=f"world: {', '.join(CALIBRATIONS)} (default %(default)s; docs/calibration.md)")
+    g.add_argument("--noise", type=float, default=None,
+                   help="eval-score noise sigma added to every score (default: the calibration's, "
+                        + ", ".join(f"{c.noise:g} in {n}" for n, c in CALIBRATIONS.items()) + ")")
     g.add_argument("--hacking-fraction", type=float, default=_DEFAULT.hacking_fraction,
                    help="fraction of RLHF runs that hack (default %(default)s)")
     g.add_argument("--evals-per-job", type=int, default=_DEFAULT.evals_per_job,
@@ -28,15 +32,20 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
 
 
 def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return dict(workload=args.workload, jobs=args.jobs, gpus=args.gpus, load=args.load, noise=args.noise,
-                hacking_fraction=args.hacking_fraction, evals_per_job=args.evals_per_job, seed=args.seed)
+    """WorkloadConfig fields from the flags; ``noise`` only if given (else the calibration's)."""
+    out = dict(workload=args.workload, jobs=args.jobs, gpus=args.gpus, load=args.load,
+               hacking_fraction=args.hacking_fraction, evals_per_job=args.evals_per_job, seed=args.seed,
+               calibration=args.calibration)
+    if args.noise is not None:
+        out["noise"] = args.noise
+    return out
 
 
 def add_policy_flags(p: argparse.ArgumentParser) -> None:
     from baselines import SCHEDULERS, STOPPERS
 
     g = p.add_argument_group("policy")
-    g.add_argument("--scheduler", default="fifo", metavar="NAME",
+    g.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",
                    help=f"base scheduler: {'|'.join(SCHEDULERS)} (default %(default)s)")
     g.add_argument("--stopper", default="none", metavar="NAME",
                    help=f"stopper: {'|'.join(STOPPERS)} (default %(default)s)")

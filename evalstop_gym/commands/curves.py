@@ -9,12 +9,15 @@ import sys
 
 import numpy as np
 
+from ..api import DEFAULT_SCHEDULER
 from .common import add_workload_flags, workload_kwargs
 
 ORDER = 40
 
 
 def add_parser(sub) -> None:
+    from ..curvelog import CURVE_FORMATS
+
     p = sub.add_parser("curves", help="training-curve logs: generate, label, compare",
                        description="Real training curves: generate a library with the tiny overoptimization "
                                    "generator, label curve logs, and run an E1-style comparison on them.")
@@ -38,6 +41,8 @@ def add_parser(sub) -> None:
     lab.add_argument("path", metavar="PATH", help="curve log: .csv, .jsonl, or a directory (TensorBoard too)")
     lab.add_argument("--noise-floor", type=float, default=0.0,
                      help="eval noise the decline must clear besides the log's own (default %(default)s)")
+    lab.add_argument("--format", dest="curves_format", choices=CURVE_FORMATS, default="auto",
+                     help="curve-log format (default: by extension, or TensorBoard for a folder of event files)")
     lab.set_defaults(func=run_label)
 
     c = csub.add_parser("compare", help="E1-style: no stopper vs EvalStop on logged and on calibrated curves",
@@ -45,13 +50,15 @@ def add_parser(sub) -> None:
                                     "whose RLHF curves come from a curve log, and on the calibrated model at "
                                     "the same hacking base rate; print detection and JCT over seeds.")
     c.add_argument("--curves", required=True, metavar="PATH", help="curve log (.csv, .jsonl or directory)")
-    c.add_argument("--scheduler", default=None, metavar="NAME",
-                   help="base scheduler (default: srtf-est if registered, else fifo)")
+    c.add_argument("--curves-format", choices=CURVE_FORMATS, default="auto", help="(default %(default)s)")
+    c.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",
+                   help="base scheduler (default %(default)s)")
     c.add_argument("--k", type=int, default=2, help="EvalStop's consecutive declines (default %(default)s)")
     c.add_argument("--stoppers", default="evalstop", metavar="A,B",
                    help="stoppers to compare with no stopper, each with its defaults except evalstop's --k "
                         "(default %(default)s; e.g. evalstop,patience,cusum,smoothed)")
-    c.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1, paired across arms (default %(default)s)")
+    c.add_argument("--seeds", type=int, default=5,
+                   help="seeds SEED..SEED+N-1 (--seed), paired across arms (default %(default)s)")
     add_workload_flags(c)
     c.set_defaults(func=run_compare)
 
@@ -64,11 +71,10 @@ def run_generate(args: argparse.Namespace) -> int:
     check_range("steps", args.steps, 1, integer=True)
     check_range("workers", args.workers, 1, integer=True)
     check_range("seed", args.seed, 0, 2**31 - 1, integer=True)
-    try:
-        from ..overopt import generate_library
-    except ImportError as e:  # pragma: no cover - torch missing
-        from ..config import UsageError
-        raise UsageError(f"the generator needs torch ({e}); pip install torch") from None
+    from ..files import prepare_out
+
+    prepare_out(args.out)   # before any run: a path that cannot be a folder fails now, in one line
+    from ..overopt import generate_library   # torch: without it the CLI names the extra to install
 
     def progress(done, total):
         print(f"\r{done}/{total} runs", end="", file=sys.stderr, flush=True)
@@ -100,10 +106,12 @@ def _setting_table(settings: list[dict], labels: dict) -> str:
 
 
 def run_label(args: argparse.Namespace) -> int:
+    from ..config import check_range
     from ..curvelog import label_run, read_curve_log
     from ..report import format_table
 
-    runs = read_curve_log(args.path)
+    check_range("noise_floor", args.noise_floor, 0.0)
+    runs = read_curve_log(args.path, args.curves_format)
     rows = []
     for name in sorted(runs):
         lab = label_run(runs[name], noise_floor=args.noise_floor)
@@ -117,15 +125,10 @@ def run_label(args: argparse.Namespace) -> int:
     return 0
 
 
-def default_scheduler() -> str:
-    from baselines import SCHEDULERS
-
-    return "srtf-est" if "srtf-est" in SCHEDULERS else "fifo"
-
-
 def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
-            stoppers: tuple[str, ...] = ("evalstop",)) -> list[dict]:
-    """Rows (one per curve source and stopper) of mean and sd metrics over paired seeds.
+            stoppers: tuple[str, ...] = ("evalstop",), first_seed: int = 0) -> list[dict]:
+    """Rows (one per curve source and stopper) of mean and sd metrics over paired seeds
+    ``first_seed .. first_seed + seeds - 1``.
 
     ``logged``: the RLHF jobs take curves and labels from ``runs``. ``calibrated``:
     the calibrated model with ``hacking_fraction`` set to the logged runs' base
@@ -144,7 +147,7 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
     for source, cfg in arms.items():
         for stopper in ("none", *stoppers):
             per_seed = []
-            for seed in range(seeds):
+            for seed in range(first_seed, first_seed + seeds):
                 w = generate(cfg.replace(seed=seed))
                 if source == "logged":
                     w = apply_curve_log(w, runs, seed=seed)
@@ -166,22 +169,22 @@ def run_compare(args: argparse.Namespace) -> int:
     from ..report import format_table
 
     check_range("seeds", args.seeds, 1, integer=True)
-    runs = read_curve_log(args.curves)
+    runs = read_curve_log(args.curves, args.curves_format)
     cfg = WorkloadConfig(**workload_kwargs(args))
-    scheduler = args.scheduler or default_scheduler()
+    scheduler = args.scheduler
     from baselines import STOPPERS
 
     stoppers = tuple(x.strip() for x in args.stoppers.split(",") if x.strip())
     for x in stoppers:
         if x not in STOPPERS or x == "none":
             raise ConfigError("stoppers", x, f"must be among {', '.join(t for t in STOPPERS if t != 'none')}")
-    rows = compare(runs, cfg, scheduler, k=args.k, seeds=args.seeds, stoppers=stoppers)
+    rows = compare(runs, cfg, scheduler, k=args.k, seeds=args.seeds, stoppers=stoppers, first_seed=args.seed)
     for r in rows:
         for key in ("precision", "recall", "fpr", "avg_jct_h"):
             if r[key] is not None:
                 r[key] = f"{r[key]:.3f} ± {r[key + '_sd']:.3f}"
     print(f"{scheduler} base, {cfg.workload}, {cfg.jobs} jobs, {cfg.gpus} GPUs, noise {cfg.noise}, "
-          f"{cfg.evals_per_job} evals/job, seeds 0..{args.seeds - 1}; {len(runs)} logged runs, "
+          f"{cfg.evals_per_job} evals/job, seeds {args.seed}..{args.seed + args.seeds - 1}; {len(runs)} logged runs, "
           f"{rows[0]['hacking_rate']:.0%} hacking by the labelling rule")
     print(format_table(rows, ("curves", "stopper", "precision", "recall", "fpr", "avg_jct_h",
                               "compute_waste_gpu_h", "delivered_quality")))

@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
                    help="with --backend ray: run on this existing Ray cluster (default $RAY_ADDRESS, "
                         "else start a local Ray)")
     p.add_argument("--base-scheduler", default=None, metavar="NAME",
-                   help="base scheduler of E1 and the sweeps (default srtf-est, or fifo until it exists)")
+                   help="base scheduler of E1 and the sweeps (default srtf-est, the paper's base)")
     p.add_argument("--detectors", default=None, metavar="LIST",
                    help="comma-separated detectors to compare with EvalStop (default: every registered "
                         "stopper other than none, evalstop, stopat, lossplateau)")
@@ -49,8 +49,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import WorkloadConfig
-    from ..config import ConfigError
+    from ..config import ConfigError, UsageError, WorkloadConfig
     from ..experiments import parse_names, reproduce
     from ..experiments.suite import SCALES
 
@@ -64,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
                   base=WorkloadConfig(**wl), backend=args.backend, workers=args.workers,
                   base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
                   progress=not args.no_progress, model=args.model, ray_address=args.ray_address)
+    except OSError as e:   # writing tables or plots (a full disk): finished runs are on disk already
+        raise UsageError(f"cannot write to {e.filename or args.out} ({e.strerror or e}); finished runs are kept "
+                         f"in {args.out}/runs.jsonl: fix that and run the same command again") from None
     except KeyboardInterrupt:
         print(f"\ninterrupted: finished runs are kept in {args.out}/runs.jsonl; run the same command again "
               "to resume", file=sys.stderr)

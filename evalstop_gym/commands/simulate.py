@@ -30,9 +30,9 @@ def add_parser(sub) -> None:
     t = p.add_argument_group("trace replay (docs/traces.md)")
     t.add_argument("--trace", metavar="PATH", default=None,
                    help="replay a job trace (CSV); --jobs is then not used, see --trace-jobs")
-    t.add_argument("--trace-format", choices=TRACE_FORMATS, default="philly",
-                   help="trace layout (default %(default)s)")
-    t.add_argument("--on-bad-row", choices=BAD_ROW_MODES, default="error",
+    t.add_argument("--trace-format", choices=TRACE_FORMATS, default=None,
+                   help="trace layout (default philly)")
+    t.add_argument("--on-bad-row", choices=BAD_ROW_MODES, default=None,
                    help="a bad trace row is an error (default) or is skipped and counted")
     t.add_argument("--trace-jobs", type=int, default=None, metavar="N",
                    help="replay the first N jobs of the window (default: all)")
@@ -40,21 +40,47 @@ def add_parser(sub) -> None:
                    help="with --trace-jobs: a seeded random sample of N jobs instead of the first N")
     t.add_argument("--trace-window", default=None, metavar="START:END",
                    help="hours since the trace's first submit, e.g. 0:168 (either side may be empty)")
-    t.add_argument("--trace-rescale", choices=RESCALE_MODES, default="arrivals",
+    t.add_argument("--trace-rescale", choices=RESCALE_MODES, default=None,
                    help="fit the trace to the cluster: scale arrival times to --load on --gpus (arrivals, "
                         "default), size the cluster for --load at recorded times (cluster), or neither")
-    t.add_argument("--trace-gpu-scale", default="1", metavar="X|fit",
+    t.add_argument("--trace-gpu-scale", default=None, metavar="X|fit",
                    help="multiply GPU demands by X (rounded, >= 1), or 'fit' the largest to --gpus "
                         "(default 1)")
-    t.add_argument("--trace-min-duration", type=float, default=1.0, metavar="SECONDS",
-                   help="filter out (and count) jobs that ran less than this (default %(default)s)")
+    t.add_argument("--trace-min-duration", type=float, default=None, metavar="SECONDS",
+                   help="filter out (and count) jobs that ran less than this (default 1)")
     c = p.add_argument_group("curve replay (docs/traces.md)")
     c.add_argument("--curves", metavar="PATH", default=None,
                    help="RLHF jobs take curves and hacking labels from this curve log "
                         "(.csv, .jsonl, or a directory of them or of TensorBoard event files)")
-    c.add_argument("--curves-format", choices=CURVE_FORMATS, default="auto", help="(default %(default)s)")
+    c.add_argument("--curves-format", choices=CURVE_FORMATS, default=None, help="(default auto)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.set_defaults(func=run)
+
+
+# flags that only mean something beside another: (dest, flag, the flag it needs, default)
+_DEPENDENT_FLAGS = (("trace_format", "--trace-format", "trace", "philly"),
+                    ("on_bad_row", "--on-bad-row", "trace", "error"),
+                    ("trace_jobs", "--trace-jobs", "trace", None),
+                    ("trace_sample", "--trace-sample", "trace", False),
+                    ("trace_window", "--trace-window", "trace", None),
+                    ("trace_rescale", "--trace-rescale", "trace", "arrivals"),
+                    ("trace_gpu_scale", "--trace-gpu-scale", "trace", "1"),
+                    ("trace_min_duration", "--trace-min-duration", "trace", 1.0),
+                    ("curves_format", "--curves-format", "curves", "auto"))
+
+
+def check_dependent_flags(args: argparse.Namespace) -> None:
+    """Refuse a flag given without the flag it modifies (it would do nothing); fill in its default."""
+    from ..config import UsageError
+
+    for dest, flag, needs, default in _DEPENDENT_FLAGS:
+        given = getattr(args, dest)
+        if given is not None and given is not False and not getattr(args, needs):   # 0 is a value given
+            raise UsageError(f"{flag} does nothing without --{needs}")
+        if given is None:
+            setattr(args, dest, default)
+    if args.trace_sample and args.trace_jobs is None:
+        raise UsageError("--trace-sample does nothing without --trace-jobs")
 
 
 def gpu_scale_arg(text: str) -> float | str:
@@ -99,6 +125,8 @@ def build_workload(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    check_dependent_flags(args)
+
     if args.trace or args.curves:
         from baselines import make_policy
 
@@ -113,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         what = args.workload
         metrics = simulate(args.scheduler, args.stopper, **workload_kwargs(args), **policy_kwargs(args))
     if args.json:
-        print(json.dumps(metrics, sort_keys=True))
+        print(json.dumps(metrics, sort_keys=True, allow_nan=False))
     else:
         from ..report import format_metrics
 

@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ..api import DEFAULT_SCHEDULER
 from ..policy import Policy
 from .base import COMMIT, CONTINUE, STOP
 from .cluster_env import ClusterEnv
@@ -91,7 +92,7 @@ def rollout(env: gym.Env, agent, seed: int | None = None, options: dict | None =
             return {"metrics": info.get("metrics"), "return": total, "steps": steps}
 
 
-def run_through_env(scheduler: str = "fifo", stopper: str = "none", *, env_id: str = CLUSTER_ID,
+def run_through_env(scheduler: str = DEFAULT_SCHEDULER, stopper: str = "none", *, env_id: str = CLUSTER_ID,
                     stopper_params: dict[str, Any] | None = None, seed: int | None = None,
                     **env_kwargs: Any) -> dict[str, Any]:
     """Metrics of ``stopper(scheduler)`` played through ``gym.make(env_id)``.

@@ -13,18 +13,20 @@ the step that ends the episode.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ..config import ConfigError, WorkloadConfig, check_range
+from ..config import PRESETS, ConfigError, CurveModel, WorkloadConfig, check_range
 from ..metrics import compute_metrics
 from ..simulator import DONE, EVAL, SCHEDULE, Simulator
 from ..view import COMPLETED, ClusterView, JobView
 from ..workload import Workload, generate
-from .render import AllocationRecorder, ansi_text, gantt_rgb
+from .render import AllocationRecorder, Window, ansi_text, frame_rgb
 
 CONTINUE = COMMIT = 0   # at an eval checkpoint: let the job run on; at a scheduling point: done deciding
 STOP = 1                # stop the job at the eval checkpoint
@@ -33,17 +35,57 @@ DECISION_NAMES = {EVAL: "eval", SCHEDULE: "schedule", DONE: "done"}
 _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(WorkloadConfig)}
 
 # reward = sum over terms of weight * term; terms are per-job averages (see docs/mdp.md)
-DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "waste_gpu_h": 0.0, "quality": 100.0, "invalid": -1.0}
-INVALID_ACTION_MODES = ("raise", "penalize")
+# an invalid action is a no-op costing 0.1: six minutes of mean JCT, small next to an episode's return
+# (about 65 under EvalStop) but enough that an agent without masks learns to avoid wasted steps
+DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "waste_gpu_h": 0.0, "quality": 100.0, "invalid": -0.1}
+INVALID_ACTION_MODES = ("penalize", "raise")
+# default truncation: steps per job of the episode. A hand-coded scheduler takes about 12 steps per job
+# on EvalStop-Cluster-v0, a uniformly random agent without masks about 120 (94% of them invalid no-ops)
+STEPS_PER_JOB = 500
 
 
-def _check_weights(weights: dict[str, float] | None) -> dict[str, float]:
+def plain(value: Any) -> Any:
+    """NumPy scalars as Python numbers (``jobs=np.int64(10)``); other values unchanged."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_mapping(name: str, value: Any, allowed: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(name, value, allowed)
+    return {k: plain(v) for k, v in value.items()}
+
+
+def _check_weights(weights: Any) -> dict[str, float]:
     out = dict(DEFAULT_REWARD_WEIGHTS)
-    for k, v in (weights or {}).items():
+    weights = _check_mapping("reward_weights", weights, f"must be a dict of term weights over {', '.join(out)}")
+    for k, v in weights.items():
         if k not in out:
             raise ConfigError(f"reward_weights.{k}", v, f"unknown term; known: {', '.join(out)}")
         check_range(f"reward_weights.{k}", v)
         out[k] = float(v)
+    return out
+
+
+def workload_fields(fields: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """Checked :class:`WorkloadConfig` overrides: known names, NumPy scalars made plain, and the
+    structured fields (``mix``, ``curves``, ``job_types``) of the right type, so a wrong value is a
+    :class:`ConfigError` naming it rather than an ``AttributeError`` inside the config."""
+    out = {}
+    for name, value in fields.items():
+        if name not in _WORKLOAD_FIELDS:
+            raise ConfigError(f"{where}{name}", value, "unknown keyword; workload fields are "
+                              f"{', '.join(sorted(_WORKLOAD_FIELDS))}")
+        value = plain(value)
+        if name in ("mix", "job_types") and value is not None:
+            value = _check_mapping(f"{where}{name}", value, "must be a dict of job type -> "
+                                   + ("fraction" if name == "mix" else "JobTypeModel"))
+        elif name == "workload" and not isinstance(value, str):
+            raise ConfigError(f"{where}workload", value, f"must be a preset name: {', '.join(PRESETS)}")
+        elif name == "curves" and not isinstance(value, CurveModel):
+            raise ConfigError(f"{where}curves", value, "must be an evalstop_gym.CurveModel")
+        out[name] = value
     return out
 
 
@@ -56,7 +98,8 @@ def episode_workload(config: WorkloadConfig, np_random, seed: int | None, option
     replays it (:func:`~evalstop_gym.traces.replay_trace` with ``trace_options``):
     arrivals, demands and lengths from the trace, curves and labels drawn with
     the episode's seed."""
-    options = dict(options or {})
+    options = _check_mapping("options", options, "reset options must be a dict: workload field overrides, or "
+                             "{'workload': Workload}")
     if "workload" in options:
         w = options.pop("workload")
         if options:
@@ -68,12 +111,7 @@ def episode_workload(config: WorkloadConfig, np_random, seed: int | None, option
         raise ConfigError("options.seed", options["seed"], "pass the seed as reset(seed=...)")
     cfg = config
     if options:
-        unknown = set(options) - _WORKLOAD_FIELDS
-        if unknown:
-            name = sorted(unknown)[0]
-            raise ConfigError(f"options.{name}", options[name], "unknown option; options are "
-                              f"'workload' or workload fields {', '.join(sorted(_WORKLOAD_FIELDS))}")
-        cfg = cfg.replace(**options)
+        cfg = cfg.replace(**workload_fields(options, "options."))
     if seed is None:
         seed = int(np_random.integers(0, 2**63 - 1))
     if trace is not None:
@@ -103,12 +141,16 @@ class SimEnv(gym.Env):
       (preset), ``jobs``, ``gpus``, ``load``, ``noise``, ``hacking_fraction``,
       ``evals_per_job``, ``estimate_error``, ``tenants``, ``mix``, ``seed``;
       or ``config=WorkloadConfig(...)`` (then the fields override it);
-    * ``max_steps``: truncate after this many steps (``None``: never);
-    * ``invalid_action``: ``"raise"`` (default: a masked-out or out-of-range
-      action raises ``ValueError``) or ``"penalize"`` (it is a no-op and the
-      step's ``invalid`` reward term is 1);
+    * ``max_steps``: truncate after this many steps; ``"auto"`` (default):
+      :data:`STEPS_PER_JOB` per job of the episode; ``None``: never (an agent
+      that repeats an invalid action then never ends its episode);
+    * ``invalid_action``: ``"penalize"`` (default: a masked-out or out-of-range
+      action is a no-op and the step's ``invalid`` reward term is 1) or
+      ``"raise"`` (it raises ``ValueError`` naming the valid actions);
     * ``reward_weights``: overrides of :data:`DEFAULT_REWARD_WEIGHTS`;
-    * ``render_mode``: ``"ansi"`` or ``"rgb_array"``;
+    * ``render_mode``: ``"ansi"`` (text), ``"rgb_array"`` (a Gantt chart of GPU
+      allocation with axes, legend and clock) or ``"human"`` (the same in a
+      pygame window, drawn at every step; the ``render`` extra);
     * ``trace``: path of a cluster trace to replay instead of generating jobs
       (read once, replayed with each episode's seed), ``trace_format``
       (``philly``, ``helios``, ``acme``) and ``trace_options``: keywords of
@@ -123,30 +165,35 @@ class SimEnv(gym.Env):
     plays a ready ``Workload`` with ``options={"workload": w}``.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    # 30 frames per second: a default episode recorded with render.RecordVideo plays in about a minute
+    metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 30}
 
-    def __init__(self, *, config: WorkloadConfig | None = None, max_steps: int | None = None,
-                 invalid_action: str = "raise", reward_weights: dict[str, float] | None = None,
+    def __init__(self, *, config: WorkloadConfig | None = None, max_steps: int | str | None = "auto",
+                 invalid_action: str = "penalize", reward_weights: dict[str, float] | None = None,
                  render_mode: str | None = None, trace: str | None = None, trace_format: str = "philly",
                  trace_options: dict[str, Any] | None = None, **workload: Any):
-        unknown = set(workload) - _WORKLOAD_FIELDS
-        if unknown:
-            name = sorted(unknown)[0]
-            raise ConfigError(name, workload[name], "unknown keyword; workload fields are "
-                              f"{', '.join(sorted(_WORKLOAD_FIELDS))}")
+        workload = workload_fields(workload)
         if config is not None and not isinstance(config, WorkloadConfig):
             raise ConfigError("config", config, "must be a WorkloadConfig or None")
-        self._trace, self._trace_options = None, dict(trace_options or {})
+        self._trace = None
+        self._trace_options = _check_mapping("trace_options", trace_options, "must be a dict of "
+                                             "evalstop_gym.traces.replay_trace keywords")
         if trace is not None:
-            from ..traces import read_trace, trace_config
+            from ..traces import read_trace, replay_trace, trace_config
 
+            known = [n for n, p in inspect.signature(replay_trace).parameters.items() if p.kind == p.KEYWORD_ONLY]
+            for k, v in self._trace_options.items():
+                if k not in known:
+                    raise ConfigError(f"trace_options.{k}", v, f"unknown option; known: {', '.join(known)}")
             self._trace = read_trace(trace, trace_format, on_bad_row=self._trace_options.get("on_bad_row", "error"))
             config = config or trace_config()
         elif trace_options:
             raise ConfigError("trace_options", trace_options, "go only with trace=PATH")
         self.config = (config or WorkloadConfig()).replace(**workload)
-        if max_steps is not None:
+        max_steps = plain(max_steps)
+        if not (max_steps is None or isinstance(max_steps, str) and max_steps == "auto"):
             check_range("max_steps", max_steps, 1, integer=True)
+        invalid_action = plain(invalid_action)
         if invalid_action not in INVALID_ACTION_MODES:
             raise ConfigError("invalid_action", invalid_action, f"must be one of {', '.join(INVALID_ACTION_MODES)}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -157,6 +204,7 @@ class SimEnv(gym.Env):
         self.reward_weights = _check_weights(reward_weights)
         self.render_mode = render_mode
         self._sim: Simulator | None = None
+        self._viewer: Window | None = None
         self._kind = DONE
         self._episodes = 0
 
@@ -183,6 +231,7 @@ class SimEnv(gym.Env):
         return episode_workload(self.config, self.np_random, seed, options, self._trace, self._trace_options)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        seed = plain(seed)
         if seed is None and self._episodes == 0:
             seed = self.config.seed  # the first unseeded episode plays the configured seed
         super().reset(seed=seed)
@@ -192,13 +241,17 @@ class SimEnv(gym.Env):
         n = w.n
         self._n_jobs = n
         self._steps = 0
+        self._limit = STEPS_PER_JOB * n if self.max_steps == "auto" else self.max_steps
+        self._truncated = False
         # public bookkeeping for the reward: best observed score per job and
         # the GPU-hours the job had attained when it was observed
         self._best = [-math.inf] * n
         self._best_gpu_h = [0.0] * n
         self._terms = [0.0, 0.0, 0.0]  # jct_h, waste_gpu_h, quality accumulated in this step
-        self._recorder = AllocationRecorder(w.total_gpus) if self.render_mode == "rgb_array" else None
+        self._recorder = AllocationRecorder(w.total_gpus) if self.render_mode in ("rgb_array", "human") else None
         self._begin_episode()
+        if self.render_mode == "human":
+            self.render()
         return self._observe(), self._info(False)
 
     def _begin_episode(self) -> None:
@@ -259,10 +312,17 @@ class SimEnv(gym.Env):
         reward = float(w["jct_h"] * jct + w["waste_gpu_h"] * waste + w["quality"] * quality
                        + (w["invalid"] if invalid else 0.0))
         terminated = self._kind == DONE
-        truncated = not terminated and self.max_steps is not None and self._steps >= self.max_steps
+        truncated = not terminated and self._limit is not None and self._steps >= self._limit
         info = self._info(terminated)
+        if truncated:
+            self._truncated = True
+            c = self._sim.cluster
+            info["truncation"] = (f"max_steps={self._limit} reached with {self._n_jobs - c.finished} of "
+                                  f"{self._n_jobs} jobs unfinished; no metrics (the episode did not end)")
         info["reward_terms"] = terms
         info["invalid_action"] = invalid
+        if self.render_mode == "human":
+            self.render()
         return self._observe(), reward, terminated, truncated, info
 
     def _info(self, final: bool) -> dict[str, Any]:
@@ -276,7 +336,7 @@ class SimEnv(gym.Env):
     def _check_running(self) -> None:
         if self._sim is None:
             raise RuntimeError("call reset() before step()")
-        if self._kind == DONE:
+        if self._kind == DONE or self._truncated:
             raise RuntimeError("the episode has ended; call reset()")
 
     def _bad_action(self, action: Any, why: str) -> bool:
@@ -284,8 +344,8 @@ class SimEnv(gym.Env):
         if self.invalid_action == "raise":
             raise ValueError(f"invalid action {action!r} at a {self.decision} decision (t={self.cluster.now_h:.4f} h): "
                              f"{why}. Valid actions: {np.flatnonzero(self.action_masks()).tolist()} "
-                             "(see action_masks()); make the env with invalid_action='penalize' to "
-                             "turn invalid actions into penalized no-ops")
+                             "(see action_masks()); the default invalid_action='penalize' plays invalid "
+                             "actions as penalized no-ops")
         return True
 
     _as_int = staticmethod(as_int)
@@ -302,10 +362,22 @@ class SimEnv(gym.Env):
     def render(self):
         if self.render_mode is None:
             gym.logger.warn("render() called without a render_mode; make the env with "
-                            "render_mode='ansi' or 'rgb_array'")
+                            "render_mode='ansi', 'rgb_array' or 'human'")
             return None
         if self._sim is None:
             raise RuntimeError("call reset() before render()")
         if self.render_mode == "ansi":
             return ansi_text(self._sim.cluster, self.decision, self.decision_job, self._n_jobs)
-        return gantt_rgb(self._recorder, self._sim.cluster.now_h)
+        frame = frame_rgb(self._recorder, self._sim.cluster, self.decision, self.decision_job, self._n_jobs)
+        if self.render_mode == "rgb_array":
+            return frame
+        if self._viewer is None:
+            self._viewer = Window(self.metadata["render_fps"])
+        self._viewer.show(frame)
+        return None
+
+    def close(self):
+        if self._viewer is not None:
+            self._viewer.close()
+            self._viewer = None
+        super().close()

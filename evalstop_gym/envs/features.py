@@ -26,6 +26,7 @@ TIME_SCALE_H = 6.0      # hours; squash(x) = x / (x + 6): 6 h -> 0.5 (the median
 COUNT_SCALE = 16.0      # jobs; 16 waiting jobs -> 0.5
 MAX_DECLINES = 10       # consecutive declines are reported as min(d, 10) / 10
 SCORE_RANGE = (-1.0, 2.0)  # observed eval scores (0..1 scale plus noise) are clipped to this
+ITEMS_SCALE = 500.0     # eval items; squash(500) = 0.5 (MATH-500, IFEval size)
 
 # name -> (low, high, meaning)
 JOB_FEATURES: dict[str, tuple[float, float, str]] = {
@@ -49,6 +50,10 @@ JOB_FEATURES: dict[str, tuple[float, float, str]] = {
     "declines": (0.0, 1.0, f"min(consecutive declines, {MAX_DECLINES}) / {MAX_DECLINES}"),
     "loss_trend": (-1.0, 1.0, "relative change of training loss at the last checkpoint, clipped"),
     "proxy_trend": (-1.0, 1.0, "change of proxy reward at the last checkpoint (RLHF only), clipped"),
+    "eval_items": (0.0, 1.0, f"squash(eval-set size, scale {ITEMS_SCALE:g}); 0 where the world does not "
+                             "model it"),
+    "eval_se": (0.0, 0.5, "sampling error of the last score, sqrt(p (1 - p) / eval-set size) with p the "
+                          "score clipped to [0, 1]; 0 before the first eval or where the size is unknown"),
 }
 
 CLUSTER_FEATURES: dict[str, tuple[float, float, str]] = {
@@ -109,10 +114,17 @@ def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
         d = [0.0, 0.0, 0.0]
         loss_trend = proxy_trend = 0.0
     cd = v.consecutive_declines
+    items = v.eval_items
+    if items > 0 and n:
+        p = _clip(scores[-1], 0.0, 1.0)
+        se = (p * (1.0 - p) / items) ** 0.5
+    else:
+        se = 0.0
     return [1.0, *_ONE_HOT[v.job_type], 1.0 if v.status == RUNNING else 0.0, 1.0 if decision else 0.0,
             v.gpus / total_gpus, est / (est + ts), att / (att + ts), rem / (rem + ts), wait / (wait + ts),
             n / v.evals_total, 1.0 if n else 0.0, last, best, best - last, d[0], d[1], d[2],
-            (cd if cd < MAX_DECLINES else MAX_DECLINES) / MAX_DECLINES, loss_trend, proxy_trend]
+            (cd if cd < MAX_DECLINES else MAX_DECLINES) / MAX_DECLINES, loss_trend, proxy_trend,
+            items / (items + ITEMS_SCALE), se]
 
 
 def job_rows(views: Sequence[JobView], slots: int, total_gpus: int,

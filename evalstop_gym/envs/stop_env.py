@@ -3,7 +3,7 @@ decides only continue (0) / stop (1) at each eval checkpoint.
 
 This is where learned stop-policies compete with EvalStop: the base scheduler
 is any name in ``baselines.SCHEDULERS`` (keyword ``scheduler``; default
-``"srtf-est"`` when it is registered, else ``"fifo"``), applied with the same
+``"srtf-est"``, the paper's base), applied with the same
 :func:`~evalstop_gym.policy.apply_plan` that :func:`~evalstop_gym.policy.drive`
 uses, so stopping rule ``R`` through this env gives exactly the metrics of
 ``simulate(scheduler, R)``.
@@ -16,22 +16,20 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from ..api import DEFAULT_SCHEDULER
 from ..config import ConfigError
 from ..policy import apply_plan
 from ..simulator import DONE, EVAL
 from .base import STOP, SimEnv
 from .features import N_JOB, cluster_bounds, cluster_row, job_bounds, job_row
 
-DEFAULT_SCHEDULERS = ("srtf-est", "fifo")  # the first one registered is the default
-
-
 def resolve_scheduler(name: str | None) -> str:
     """The registry name of the base scheduler (``None``: the default)."""
     from baselines import SCHEDULERS
 
     if name is None:
-        return next(n for n in DEFAULT_SCHEDULERS if n in SCHEDULERS)
-    if name not in SCHEDULERS:
+        return DEFAULT_SCHEDULER
+    if not isinstance(name, str) or name not in SCHEDULERS:
         raise ConfigError("scheduler", name, f"must be one of {', '.join(SCHEDULERS)}")
     return name
 

@@ -20,19 +20,22 @@ a pure function of its spec, so a retry gives the same record.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import signal
 import sys
+import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from .. import __version__
-from ..config import ConfigError, WorkloadConfig
+from ..config import ConfigError, UsageError, WorkloadConfig
 from .spec import Point
 
 BACKENDS = ("local", "ray")
@@ -84,49 +87,114 @@ def code_fingerprint() -> str:
 
 
 def execute(spec: RunSpec) -> dict[str, Any]:
-    """Run one episode; return its metrics (:func:`evalstop_gym.compute_metrics`)."""
+    """Run one episode; return its metrics (:func:`evalstop_gym.compute_metrics`) and, under
+    ``jobs``, each job's JCT and stop flag (:func:`evalstop_gym.metrics.job_results`)."""
     from baselines import make_policy
 
-    from ..api import run_policy
+    from ..metrics import compute_metrics, job_results
+    from ..policy import drive
+    from ..simulator import Simulator
     from ..workload import generate
 
-    return run_policy(generate(spec.config), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
+    out = drive(Simulator(generate(spec.config)), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
+    return {**compute_metrics(out), JOBS_KEY: job_results(out)}
+
+
+JOBS_KEY = "jobs_detail"   # per-job results inside a run's metrics (tables pair jobs across arms)
 
 
 def record(spec: RunSpec, metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The JSONL record of a finished run."""
-    return {"run_id": spec.run_id, "code": code_fingerprint(), "spec": spec.describe(), "metrics": metrics}
+    """The JSONL record of a finished run, with the checksum :class:`ResultStore` checks on load."""
+    return {"run_id": spec.run_id, "code": code_fingerprint(), "spec": spec.describe(), "metrics": metrics,
+            "checksum": metrics_checksum(spec.run_id, metrics)}
+
+
+def metrics_checksum(run_id: str, metrics: Mapping[str, Any]) -> str:
+    """Hash of a run id and its metrics as canonical strict JSON: an edited metric no longer matches."""
+    text = json.dumps([run_id, metrics], sort_keys=True, allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def record_problem(rec: Any) -> str | None:
+    """Why a loaded record cannot be reused (``None`` if it can): schema, then checksum."""
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    run_id, metrics = rec.get("run_id"), rec.get("metrics")
+    if not (isinstance(run_id, str) and len(run_id) == 16 and all(c in "0123456789abcdef" for c in run_id)):
+        return "run_id is not a 16-digit hex string"
+    if not isinstance(metrics, dict) or not metrics:
+        return "metrics is not a non-empty object"
+    for k, v in metrics.items():
+        if k == JOBS_KEY:
+            if not (isinstance(v, dict) and set(v) == {"jct_h", "stopped"}
+                    and all(isinstance(col, list) and len(col) == len(v["jct_h"]) for col in v.values())
+                    and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                            for col in v.values() for x in col)):
+                return f"metric {k!r} is not per-job lists of numbers (jct_h, stopped)"
+            continue
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            return f"metric {k!r} is {v!r}, not a number or null"
+    if rec.get("checksum") != metrics_checksum(run_id, metrics):
+        return "checksum does not match the metrics (edited or from an older version)"
+    return None
 
 
 class ResultStore:
     """Results on disk, one JSON record a line, keyed by run id; appended as runs finish.
 
     Opening a file that ends in a partial line (a writer killed mid-line)
-    truncates that line away; any other unreadable line is skipped with a
-    warning on stderr. Each record is written with one ``write`` and flushed.
+    truncates that line away. Every other record is checked
+    (:func:`record_problem`: schema, then the checksum of its metrics); a bad
+    one is reported on stderr, moved to ``<file>.rejected`` and left out, so
+    its run is run again. Each record is written with one ``write`` and
+    flushed, as strict JSON (no NaN or Infinity). Writers of one file must not
+    overlap: :func:`exclusive` gives the lock ``reproduce`` holds.
     """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.metrics: dict[str, dict[str, Any]] = {}
+        if self.path.is_dir():
+            raise UsageError(f"{self.path} is a directory, not a results file: move it away or use another --out")
         if self.path.exists():
             self._load()
 
     def _load(self) -> None:
+        if not self.path.is_file():
+            raise UsageError(f"{self.path} is not a regular file: move it away or use another --out")
         data = self.path.read_bytes()
         end = data.rfind(b"\n") + 1
         if end < len(data):     # a partial last line: drop it so appends start on a fresh line
             with open(self.path, "r+b") as f:
                 f.truncate(end)
             data = data[:end]
-        for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        good, rejected = [], []
+        for n, line in enumerate(data.splitlines(keepends=True), 1):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(line, parse_constant=_refuse_constant)
+            except ValueError:   # JSONDecodeError, UnicodeDecodeError, NaN / Infinity
+                problem = "not valid strict JSON"
+            else:
+                problem = record_problem(rec)
+            if problem is None:
                 self.metrics[rec["run_id"]] = rec["metrics"]
-            except (ValueError, KeyError, TypeError):
-                print(f"warning: {self.path}:{n}: unreadable record skipped", file=sys.stderr)
+                good.append(line)
+            else:
+                rejected.append(line)
+                print(f"warning: {self.path}:{n}: bad record skipped, its run will be run again: {problem}",
+                      file=sys.stderr)
+        if rejected:
+            self._set_aside(good, rejected)
+
+    def _set_aside(self, good: list[bytes], rejected: list[bytes]) -> None:
+        """Move rejected lines to ``<file>.rejected`` (kept for inspection) and rewrite the file atomically."""
+        with open(self.path.with_name(self.path.name + ".rejected"), "ab") as f:
+            f.write(b"".join(ln if ln.endswith(b"\n") else ln + b"\n" for ln in rejected))
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_bytes(b"".join(good))
+        os.replace(tmp, self.path)
 
     def __contains__(self, run_id: str) -> bool:
         return run_id in self.metrics
@@ -135,12 +203,45 @@ class ResultStore:
         return len(self.metrics)
 
     def add(self, record: Mapping[str, Any]) -> None:
-        line = json.dumps(record, sort_keys=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
+        """Append one record; a write error (a full disk) is a one-line :class:`UsageError`."""
+        line = json.dumps(record, sort_keys=True, allow_nan=False)
+        try:
+            _append_line(self.path, line)
+        except OSError as e:
+            raise UsageError(f"cannot append to {self.path} ({e.strerror or e}); the {len(self)} runs "
+                             "recorded so far are kept: fix that and run the same command again to resume") from None
         # keep exactly what a later resume would read back
         self.metrics[record["run_id"]] = json.loads(line)["metrics"]
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not strict JSON")
+
+
+def _append_line(path: Path, line: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+
+
+@contextlib.contextmanager
+def exclusive(folder: str | os.PathLike, echo: Callable[[str], None] | None = None):
+    """Hold ``<folder>/.lock`` (``filelock``: an OS lock the kernel drops if the holder dies, even on
+    ``kill -9``). A second holder waits, saying so through ``echo``, then finds the runs done."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(os.path.join(os.fspath(folder), ".lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if echo is not None:
+            echo(f"another reproduce is writing to {os.fspath(folder)}; waiting for it to finish "
+                 "(its finished runs will be reused)")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class _Inline:
@@ -163,15 +264,41 @@ class _Inline:
         pass
 
 
-def _ignore_sigint() -> None:
+def _init_worker(parent_pid: int) -> None:
     # Ctrl-C is the parent's to handle: it stops submitting, lets running runs finish
     # and keeps every finished one on disk; workers must not die with tracebacks
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent(parent_pid)
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """End this worker when the parent dies, even by ``kill -9`` (no orphans left running).
+
+    Linux: the kernel sends SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``);
+    elsewhere a daemon thread polls the parent pid twice a second.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) == 0:
+            if os.getppid() != parent_pid:   # the parent died before prctl took effect
+                os._exit(1)
+            return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class _LocalPool:
     def __init__(self, workers: int):
-        self.pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+        self.pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
+                                        initargs=(os.getpid(),))
         self.window = 4 * workers   # few in flight, so a limit or Ctrl-C stops soon
 
     def submit(self, spec: RunSpec) -> Future:

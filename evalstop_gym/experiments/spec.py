@@ -20,14 +20,15 @@ import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from ..api import DEFAULT_SCHEDULER
 from ..config import ConfigError
 
 ANCHOR_STOPPERS = ("none", "evalstop", "stopat", "lossplateau")
 EXPECTED_SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "lossaware", "tiresias")
-MAIN_BASE = "srtf-est"      # the paper's base scheduler
+MAIN_BASE = DEFAULT_SCHEDULER   # the paper's base scheduler
 FALLBACK_BASE = "fifo"
 EVALSTOP_K = 2              # the paper's default k
-LEARNED = "learned"         # stopper name of a saved model's arm (run by agents.evaluate, not the pool)
+LEARNED = "learned"         # stopper name of a saved model's arm (run by its provider, .learned, not the pool)
 STOPAT_P = 0.65             # the paper's fixed-progress anchor
 
 NOISE_SWEEP = (0.01, 0.02, 0.05, 0.08, 0.10, 0.12)
@@ -38,8 +39,10 @@ EVALS_NOISES = (0.02, 0.05)
 LOAD_SWEEP = (0.6, 0.8, 1.0, 1.2, 1.5)
 PEAK_RANGES = ((0.15, 0.45), (0.3, 0.6), (0.45, 0.75), (0.6, 0.9), (0.7, 1.0))  # hacking-peak progress
 
-# improvement columns: name -> the metric it reduces (lower is better for both)
-GAINS = {"jct_gain": "avg_jct_h", "waste_cut": "compute_waste_gpu_h"}
+# improvement columns: name -> the metric it reduces (lower is better for all). ``jct_gain_kept``
+# pairs jobs: the JCT gain of the jobs the arm did not stop, each against its own JCT without a stopper.
+GAINS = {"jct_gain": "avg_jct_h", "waste_cut": "compute_waste_gpu_h", "gpu_hours_cut": "gpu_hours",
+         "jct_gain_kept": "avg_jct_h"}
 
 
 @dataclass(frozen=True)
@@ -225,8 +228,8 @@ def _e1(c: _Context) -> Experiment:
         "E1", "Main table", f"Which stopper, over the {c.base} base scheduler, finds hacking runs and saves "
         "the most JCT and compute?", None,
         tuple(Point.of(a, c.base) for a in arms if a is not None) + c.learned(),
-        (*DETECTION, "avg_jct_h", *IMPROVEMENT, "compute_waste_gpu_h", "detection_delay_evals",
-         "delivered_quality"),
+        (*DETECTION, "f1", "avg_jct_h", *IMPROVEMENT, "jct_gain_kept", "gpu_hours_cut", "compute_waste_gpu_h",
+         "detection_delay_evals", "delivered_quality"),
         (*DETECTION, "jct_gain_pct", "waste_cut_pct"),
         claims=(
             Claim("EvalStop k=2 precision", "98%", evalstop, (Check("precision", ">=", 0.95),)),
@@ -329,12 +332,10 @@ def _e7(c: _Context) -> Experiment:
 
 
 def _e8(c: _Context) -> Experiment:
-    from ..config import CurveModel
-
     arms = [a for a in (NO_STOPPER, c.evalstop()) if a is not None]
-    c.note("each point draws hacking peaks uniformly from a range 0.3 wide; x is its middle; "
-           "the default model's range is 0.3-0.6")
-    points = tuple(Point.of(a, c.base, x=round((lo + hi) / 2, 3), curves=CurveModel(hack_peak=(lo, hi)))
+    c.note("each point draws RLHF hacking peaks uniformly from a range 0.3 wide; x is its middle; "
+           "the paper calibration's range is 0.3-0.6, the realistic one's 0.2-0.45")
+    points = tuple(Point.of(a, c.base, x=round((lo + hi) / 2, 3), **{"curves.hack_peak": (lo, hi)})
                    for lo, hi in PEAK_RANGES for a in arms)
     return Experiment(
         "E8", "Hacking-peak position", "Where in a run hacking sets in: how does it move recall, "
@@ -382,7 +383,7 @@ def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None
     while SRTF-Est is not registered; naming an unregistered one is an error.
     ``detectors`` defaults to every registered non-anchor stopper. ``model``:
     the path of a model saved by ``evalstop-gym train``, which adds a
-    ``learned`` row to E1 and to every noise level of E3 (``agents.policy``).
+    ``learned`` row to E1 and to every noise level of E3 (:mod:`.learned`).
     """
     reg = registry or Registry.current()
     names = list(EXPERIMENTS) if names is None else names
@@ -408,9 +409,9 @@ def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None
                                   f"{', '.join(reg.detectors) or '(none registered yet)'}")
     learned = None
     if model is not None:
-        from agents.policy import learned_arm   # reads the model's config; no torch yet
+        from .learned import provider
 
-        learned = learned_arm(model)
+        learned = provider().arm(model)   # reads the model's config; no torch yet
     out = []
     for n in names:
         ctx = _Context(reg, base, dets, list(notes), learned)

@@ -9,6 +9,7 @@ Output folder layout::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -18,9 +19,10 @@ from typing import Any, Callable, Sequence
 from tqdm import tqdm
 
 from ..config import ConfigError, WorkloadConfig, check_range
-from .runner import BACKENDS, ResultStore, RunSpec, pending_specs, run_sweep
+from ..files import prepare_out
+from .runner import BACKENDS, ResultStore, RunSpec, exclusive, pending_specs, run_sweep
 from .spec import LEARNED, Experiment, build_suite
-from .tables import aggregate, claim_verdicts, claims_table, csv_table, markdown_table
+from .tables import aggregate, claim_verdicts, claims_table, console_text, csv_table, markdown_table
 
 RUNS_FILE = "runs.jsonl"
 
@@ -46,23 +48,12 @@ class SuiteResult:
         return self.remaining == 0
 
 
-def prepare_out(out: str | os.PathLike) -> Path:
-    """Create the output folder; raise :class:`ConfigError` (one line) if it cannot be written."""
-    path = Path(out)
-    probe = path / ".write-test"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe.write_text("")
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError("out", str(path), f"cannot write there ({e.strerror or e})") from None
-    return path
-
-
 def setup_text(exp: Experiment, base: WorkloadConfig, seeds: Sequence[int]) -> str:
     schedulers = list(dict.fromkeys(p.scheduler for p in exp.points))
-    return (f"Workload {base.workload}: {base.jobs} jobs on {base.gpus} GPUs, load {base.load:g}, "
-            f"eval noise sigma {base.noise:g}, {base.hacking_fraction:.0%} of RLHF runs hack, "
+    from ..report import noise_text
+
+    return (f"Calibration {base.calibration}. Workload {base.workload}: {base.jobs} jobs on {base.gpus} GPUs, "
+            f"load {base.load:g}, {noise_text(base)}, {base.hacking_fraction:.0%} of RLHF runs drawn to hack, "
             f"{base.evals_per_job} evals per job"
             + (f" ({exp.x_name} swept)" if exp.x_name and exp.x_name != "scheduler" else "")
             + f". Base scheduler: {', '.join(schedulers)}. Seeds {seeds[0]}-{seeds[-1]} (n = {len(seeds)}). "
@@ -92,9 +83,9 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
     ``max_runs``, stops after that many new runs and writes no tables until a
     later call has run the rest. ``model`` (a model saved by ``evalstop-gym
     train``) adds a learned row to E1 and E3; its runs go after the others, in
-    this process (``agents.evaluate``), on held-out seeds only. ``ray_address``:
-    with ``backend="ray"``, run on that existing Ray cluster (default
-    ``$RAY_ADDRESS``, else a local Ray).
+    this process (by the provider of :mod:`.learned`), on held-out seeds only.
+    ``ray_address``: with ``backend="ray"``, run on that existing Ray cluster
+    (default ``$RAY_ADDRESS``, else a local Ray).
     """
     check_range("seeds", seeds, 1, integer=True)
     check_range("first_seed", first_seed, 0, integer=True)
@@ -106,25 +97,43 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
         check_range("max_runs", max_runs, 1, integer=True)
     base = base or WorkloadConfig()
     if model is not None:
-        from agents.seeds import check_test_seeds
+        from .learned import provider
 
-        check_test_seeds(first_seed, seeds)
+        arms = provider()
+        arms.check_seeds(first_seed, seeds)
+        arms.check_model(model)   # a model that cannot be loaded fails now, before any run
     experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
+    if base.calibration != "paper":  # claims about the paper calibration's regime do not apply
+        experiments = [dataclasses.replace(e, claims=tuple(c for c in e.claims if c.source != "calibration"))
+                       for e in experiments]
     seed_list = list(range(first_seed, first_seed + seeds))
     specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
-    learned = [s for s in specs if s.stopper == LEARNED]
     outdir = prepare_out(out)
+    with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
+        return _run_and_write(experiments, specs, outdir, base, seed_list, backend=backend, workers=workers,
+                              max_runs=max_runs, progress=progress, plots=plots, echo=echo,
+                              ray_address=ray_address)
+
+
+def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_list: list[int], *,
+                   backend: str, workers: int, max_runs: int | None, progress: bool, plots: bool,
+                   echo: Callable[[str], None], ray_address: str | None) -> SuiteResult:
+    """The part of :func:`reproduce` that holds the output folder's lock: run what is missing, write."""
+    learned = [s for s in specs if s.stopper == LEARNED]
     store = ResultStore(outdir / RUNS_FILE)
     todo = len(pending_specs(specs, store))
+    if todo < len(specs):
+        print(f"reproduce: reusing {len(specs) - todo} of {len(specs)} runs already finished in "
+              f"{outdir / RUNS_FILE}; {todo} to run", file=sys.stderr)
     with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
               disable=not progress) as bar:
         new = run_sweep([s for s in specs if s.stopper != LEARNED], store, backend=backend, workers=workers,
                         limit=max_runs, on_done=bar.update, ray_address=ray_address)
         if learned and (max_runs is None or new < max_runs):
-            from agents.evaluate import run_learned_specs
+            from .learned import provider
 
-            new += run_learned_specs(pending_specs(learned, store), store,
-                                     limit=None if max_runs is None else max_runs - new, on_done=bar.update)
+            new += provider().run(pending_specs(learned, store), store,
+                               limit=None if max_runs is None else max_runs - new, on_done=bar.update)
     result = SuiteResult(experiments, new, todo - new)
     if not result.complete:
         echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
@@ -143,7 +152,7 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
             from .plots import plot_experiment
 
             plot_experiment(exp, rows, outdir / f"{exp.name}.png")
-        echo(md)
+        echo(console_text(exp, rows, verdicts, full=str(outdir / f"{exp.name}.md")))
         all_verdicts += verdicts
         sections.append(md)
     if all_verdicts:

@@ -5,7 +5,10 @@ seeds: ``<metric>`` (mean) and ``<metric>_std`` for every metric of
 :data:`~evalstop_gym.metrics.METRIC_KEYS`, and for a stopper arm with a
 no-stopper baseline in the same experiment the paired gains
 ``<gain>_pct, <gain>_ci_lo, <gain>_ci_hi, <gain>_p_t, <gain>_p_wilcoxon`` for
-``jct_gain`` (average JCT) and ``waste_cut`` (compute waste). Everything here
+``jct_gain`` (average JCT), ``waste_cut`` (compute waste), ``gpu_hours_cut``
+(GPU-hours run) and ``jct_gain_kept`` (average JCT of the jobs the arm did not
+stop, against the same jobs' JCT without a stopper: who pays or gains besides
+the stopped jobs). Everything here
 is a pure function of the results, so the same results give byte-identical
 tables whatever order the runs finished in.
 """
@@ -22,7 +25,7 @@ from tabulate import tabulate
 from ..config import WorkloadConfig
 from ..metrics import METRIC_KEYS
 from ..report import fmt
-from .runner import RunSpec
+from .runner import JOBS_KEY, RunSpec
 from .spec import GAINS, Claim, Experiment
 from .stats import paired_gain, summarize
 
@@ -37,6 +40,8 @@ HEADERS = {
     "delivered_quality_regret": "quality regret",
     "jct_gain": "JCT gain vs none [95% CI]", "jct_gain_p": "JCT p (t / W)",
     "waste_cut": "waste cut vs none [95% CI]", "waste_cut_p": "waste p (t / W)",
+    "jct_gain_kept": "JCT gain, jobs not stopped", "gpu_hours_cut": "GPU-h cut",
+    "jct_gain_kept_p": "kept p (t / W)", "gpu_hours_cut_p": "GPU-h p (t / W)",
 }
 DIGITS = {"avg_jct_h": 2, "p50_jct_h": 2, "p99_jct_h": 1, "avg_queue_h": 2, "makespan_h": 1,
           "compute_waste_gpu_h": 0, "gpu_hours": 0, "detection_delay_evals": 2}
@@ -62,11 +67,28 @@ def aggregate(exp: Experiment, results: Mapping[str, Mapping[str, Any]], base: W
         if baseline is not None:
             theirs = runs(baseline)
             for gain, metric in GAINS.items():
-                g = paired_gain([r[metric] for r in theirs], [r[metric] for r in mine])
+                if gain == "jct_gain_kept":
+                    pairs = [kept_jct(t, m) for t, m in zip(theirs, mine)]
+                    if any(p is None for p in pairs):
+                        continue
+                    g = paired_gain([p[0] for p in pairs], [p[1] for p in pairs])
+                else:
+                    g = paired_gain([r[metric] for r in theirs], [r[metric] for r in mine])
                 for f in GAIN_FIELDS:
                     row[f"{gain}_{f}"] = getattr(g, "gain_pct" if f == "pct" else f)
         rows.append(row)
     return rows
+
+
+def kept_jct(baseline: Mapping[str, Any], arm: Mapping[str, Any]) -> tuple[float, float] | None:
+    """Mean JCT of the jobs ``arm`` did not stop, without a stopper and with it (``None``: no per-job data)."""
+    b, a = baseline.get(JOBS_KEY), arm.get(JOBS_KEY)
+    if b is None or a is None:
+        return None
+    kept = [i for i, s in enumerate(a["stopped"]) if not s]
+    if not kept:
+        return None
+    return (sum(b["jct_h"][i] for i in kept) / len(kept), sum(a["jct_h"][i] for i in kept) / len(kept))
 
 
 # -- formatting ------------------------------------------------------------------
@@ -185,3 +207,47 @@ def claims_table(verdicts: Sequence[Mapping[str, str]], with_experiment: bool = 
     cols = (["experiment"] if with_experiment else []) + ["claim", "paper", "ours", "target", "holds"]
     return tabulate([[v[c] for c in cols] for v in verdicts], headers=cols, tablefmt="github",
                     disable_numparse=True)
+
+
+# -- console -----------------------------------------------------------------------
+CONSOLE_WIDTH = 120
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _fit(headers: list[str], body: list[list[str]], keep: int, width: int) -> tuple[str, int]:
+    """A plain-text table of at most ``width`` columns: drop trailing columns (never the first
+    ``keep``) until it fits; return the table and how many columns were dropped."""
+    dropped = 0
+    while True:
+        n = len(headers) - dropped
+        text = tabulate([r[:n] for r in body], headers=headers[:n], tablefmt="simple", disable_numparse=True)
+        if n <= keep or max(map(len, text.splitlines())) <= width:
+            return text, dropped
+        dropped += 1
+
+
+def console_text(exp: Experiment, rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, str]],
+                 full: str, width: int = CONSOLE_WIDTH) -> str:
+    """What ``reproduce`` prints for an experiment: means only, gains without their intervals,
+    columns dropped from the right until the table fits ``width`` characters, the claims in
+    short, and where the full table is (``full``); no Markdown image lines."""
+    lead = ([exp.x_name] if exp.x_name else []) + ["arm"]
+    cols = [c for c in exp.columns if not c.endswith("_p")]   # p-values stay in the full table
+    headers = lead + [short_name(c + "_pct") if c in GAINS else HEADERS.get(c, c) for c in cols]
+    body = [([fmt_x(r["x"])] if exp.x_name else []) + [_clip(r["arm"], 40)]
+            + [fmt(r.get(f"{c}_pct"), 1) if c in GAINS else fmt(r.get(c), DIGITS.get(c, 3)) for c in cols]
+            for r in rows]
+    table, dropped = _fit(headers, body, len(lead) + 1, width)
+    parts = [_clip(f"{exp.name}: {exp.title}", width), table]
+    if dropped:
+        parts.append(f"({dropped} more column{'s' * (dropped > 1)}, standard deviations, intervals and "
+                     f"p-values in {full})")
+    else:
+        parts.append(f"(standard deviations, intervals and p-values in {full})")
+    if verdicts:
+        claims = [[_clip(v["claim"], 62), _clip(v["ours"], 40), v["holds"]] for v in verdicts]
+        parts.append(_fit(["claim", "ours", "holds"], claims, 3, width)[0])
+    return "\n".join(parts) + "\n"

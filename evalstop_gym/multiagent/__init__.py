@@ -3,6 +3,13 @@
 ``from evalstop_gym.multiagent import tenants_v0`` then ``tenants_v0.parallel_env()``.
 """
 
-from . import tenants_v0
+from ..extras import missing_extra
+
+try:
+    import pettingzoo  # noqa: F401
+except ModuleNotFoundError as e:
+    raise missing_extra(e, "evalstop_gym.multiagent") from None
+
+from . import tenants_v0  # noqa: E402
 
 __all__ = ["tenants_v0"]

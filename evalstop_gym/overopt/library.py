@@ -67,5 +67,5 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     index = {"curve_log": os.path.basename(path), "wall_s": time.perf_counter() - t0, "workers": workers,
              "runs": [{"name": s.name, **dataclasses.asdict(s)} for s in settings]}
     with open(os.path.join(out_dir, "runs.json"), "w") as f:
-        json.dump(index, f, indent=1)
+        json.dump(index, f, indent=1, allow_nan=False)
     return index

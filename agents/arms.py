@@ -1,0 +1,38 @@
+"""The stable-baselines3 layer as the experiment suite's provider of learned arms.
+
+Registered by name in :mod:`evalstop_gym.experiments.learned` (``"sb3"``); the
+suite imports this module only when ``reproduce --model`` asks for a model, and
+this module imports torch only when an arm runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+
+class SB3Arms:
+    """:class:`evalstop_gym.experiments.learned.LearnedArms` over models saved by ``evalstop-gym train``."""
+
+    def arm(self, model: str) -> tuple[Any, str | None]:
+        from .policy import learned_arm
+
+        return learned_arm(model)
+
+    def check_seeds(self, first_seed: int, seeds: int) -> None:
+        from .seeds import check_test_seeds
+
+        check_test_seeds(first_seed, seeds)
+
+    def check_model(self, model: str) -> None:
+        from .policy import LearnedPolicy
+
+        LearnedPolicy.load(model)
+
+    def run(self, specs: Sequence[Any], store: Any, limit: int | None = None,
+            on_done: Callable[[], None] | None = None) -> int:
+        from .evaluate import run_learned_specs
+
+        return run_learned_specs(specs, store, limit=limit, on_done=on_done)
+
+
+PROVIDER = SB3Arms()

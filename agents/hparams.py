@@ -1,0 +1,264 @@
+"""Hyperparameter files: RL Zoo's format, read by ``evalstop-gym train`` and by rl_zoo3's own scripts.
+
+``agents/hyperparams/<algo>.yml`` holds one entry per env id exactly as RL Zoo
+(rl_zoo3's ``ExperimentManager``) reads it: ``n_timesteps``, ``n_envs``,
+``policy``, ``policy_kwargs``, ``env_wrapper`` (dotted paths, with keyword
+arguments as ``{path: {...}}``), ``env_kwargs`` (the ``gym.make`` keywords of
+the training env: env settings and workload fields) and the algorithm's own
+keywords, which RL Zoo passes to the algorithm unchanged. What only this
+project's trainer uses lives in a separate top-level section that RL Zoo never
+reads (it looks up the env id only)::
+
+    evalstop-gym:
+      EvalStop-StopControl-v0:
+        eval_workload: {noise: 0.05}   # workload fields of validation episodes
+        eval_freq: 25000               # environment steps between validation rounds
+        n_eval_episodes: 2
+        torch_threads: 1
+
+Every key and value is checked before any training starts: an unknown key, a
+key of another algorithm, a value out of range or of the wrong type, or a
+policy that does not exist is a :class:`~evalstop_gym.config.ConfigError`
+naming the file, the entry, the key and the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from evalstop_gym.config import ConfigError, WorkloadConfig, check_range
+
+HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"
+ALGOS = {"ppo": ("stable_baselines3", "PPO"), "a2c": ("stable_baselines3", "A2C"),
+         "dqn": ("stable_baselines3", "DQN"), "maskable-ppo": ("sb3_contrib", "MaskablePPO")}
+PROJECT_SECTION = "evalstop-gym"
+ZOO_KEYS = ("n_timesteps", "n_envs", "policy", "policy_kwargs", "env_wrapper", "env_kwargs")
+# RL Zoo keys this trainer does not implement: refused rather than silently ignored
+UNSUPPORTED_ZOO_KEYS = ("normalize", "frame_stack", "callback", "monitor_kwargs", "vec_env_wrapper",
+                        "noise_type", "noise_std")
+# algorithm keywords that are not hyperparameters (set by the trainer) or cannot be written in YAML
+NOT_FROM_FILE = ("policy", "env", "tensorboard_log", "policy_kwargs", "verbose", "seed", "device",
+                 "_init_setup_model", "rollout_buffer_class", "replay_buffer_class")
+FORMER_KEYS = {"train_workload": "put training workload fields in env_kwargs",
+               "eval_workload": f"move it to the '{PROJECT_SECTION}' section",
+               "eval_freq": f"move it to the '{PROJECT_SECTION}' section",
+               "n_eval_episodes": f"move it to the '{PROJECT_SECTION}' section",
+               "torch_threads": f"move it to the '{PROJECT_SECTION}' section"}
+
+
+def _number(lo=None, hi=None, *, integer=False, lo_open=False) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if integer and isinstance(value, float) and value.is_integer():
+            value = int(value)   # YAML writes 1.5e5 as a float
+        check_range(name, value, lo, hi, integer=integer, lo_open=lo_open)
+    return check
+
+
+def _schedule(name: str, value: Any) -> None:
+    """A positive number or RL Zoo's linear schedule ``lin_<initial value>``."""
+    if isinstance(value, str) and value.startswith("lin_"):
+        try:
+            initial = float(value[4:])
+        except ValueError:
+            initial = None
+        if initial is not None and initial > 0:
+            return
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and value < float("inf"):
+        return
+    raise ConfigError(name, value, "must be a number > 0 or a linear schedule 'lin_<number>'")
+
+
+def _flag(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(name, value, "must be true or false")
+
+
+def _train_freq(name: str, value: Any) -> None:
+    if isinstance(value, list) and len(value) == 2 and value[1] in ("step", "episode"):
+        value = value[0]
+    _number(1, integer=True)(name, value)
+
+
+CHECKS: dict[str, Callable[[str, Any], None]] = {
+    "n_timesteps": _number(1, integer=True), "n_envs": _number(1, 64, integer=True),
+    "learning_rate": _schedule, "clip_range": _schedule, "n_steps": _number(1, integer=True),
+    "batch_size": _number(1, integer=True), "n_epochs": _number(1, integer=True),
+    "gamma": _number(0, 1), "gae_lambda": _number(0, 1), "ent_coef": _number(0), "vf_coef": _number(0),
+    "max_grad_norm": _number(0, lo_open=True), "target_kl": _number(0, lo_open=True),
+    "normalize_advantage": _flag, "use_sde": _flag, "use_rms_prop": _flag, "optimize_memory_usage": _flag,
+    "rms_prop_eps": _number(0, lo_open=True), "buffer_size": _number(1, integer=True),
+    "learning_starts": _number(0, integer=True), "tau": _number(0, 1), "train_freq": _train_freq,
+    "gradient_steps": _number(-1, integer=True), "target_update_interval": _number(1, integer=True),
+    "exploration_fraction": _number(0, 1), "exploration_initial_eps": _number(0, 1),
+    "exploration_final_eps": _number(0, 1), "stats_window_size": _number(1, integer=True),
+    "sde_sample_freq": _number(-1, integer=True),
+    # the project section
+    "eval_freq": _number(1, integer=True), "n_eval_episodes": _number(1, 1000, integer=True),
+    "torch_threads": _number(1, 256, integer=True),
+}
+PROJECT_KEYS = ("eval_workload", "eval_freq", "n_eval_episodes", "torch_threads")
+
+
+@dataclasses.dataclass
+class Recipe:
+    """One checked entry: what ``evalstop-gym train`` needs to run it (``raw``: as written)."""
+
+    path: Path
+    env_id: str
+    algo: str
+    n_timesteps: int
+    n_envs: int
+    policy: str
+    policy_kwargs: dict[str, Any]
+    wrappers: list[tuple[str, dict[str, Any]]]
+    env_settings: dict[str, Any]      # gym.make keywords that are not workload fields
+    train_workload: dict[str, Any]    # the workload fields of env_kwargs
+    eval_workload: dict[str, Any]
+    eval_freq: int
+    n_eval_episodes: int
+    torch_threads: int
+    algo_kwargs: dict[str, Any]       # as written; see :func:`algo_kwargs`
+    raw: dict[str, Any]
+
+
+def algo_class(algo: str):
+    """The SB3 / sb3-contrib class of an algorithm name (``ConfigError`` if unknown)."""
+    if algo not in ALGOS:
+        raise ConfigError("algo", algo, f"must be one of {', '.join(ALGOS)}")
+    module, name = ALGOS[algo]
+    return getattr(importlib.import_module(module), name)
+
+
+def policy_class(name: str, algo: str, where: str = "policy"):
+    """An SB3 policy alias (``MlpPolicy``) as is, or the class at a dotted path."""
+    cls = algo_class(algo)
+    if "." not in name:
+        if name in cls.policy_aliases:
+            return name
+        raise ConfigError(where, name, f"must be one of {', '.join(cls.policy_aliases)} or the dotted path "
+                          "of a policy class (e.g. agents.networks.SlotScorerPolicy)")
+    module, _, attr = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(where, name, f"cannot be imported ({e})") from None
+
+
+def algo_kwargs(recipe: Recipe) -> dict[str, Any]:
+    """The algorithm's keywords, with ``lin_<x>`` schedules as the functions SB3 takes."""
+    out = {}
+    for k, v in recipe.algo_kwargs.items():
+        if isinstance(v, str) and v.startswith("lin_"):
+            initial = float(v[4:])
+            v = _linear(initial)
+        elif k == "train_freq" and isinstance(v, list):
+            v = tuple(v)
+        out[k] = v
+    return out
+
+
+def _linear(initial: float) -> Callable[[float], float]:
+    def schedule(progress_remaining: float) -> float:
+        return progress_remaining * initial
+    return schedule
+
+
+def _read(path: Path) -> dict:
+    import yaml
+
+    try:
+        table = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError("hyperparams", str(path), f"cannot be read ({e.strerror or e})") from None
+    except yaml.YAMLError as e:
+        raise ConfigError("hyperparams", str(path), f"is not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(table, dict):
+        raise ConfigError("hyperparams", str(path), "must be a mapping of env ids to hyperparameters")
+    return table
+
+
+def load_recipe(algo: str, env_id: str, path: str | os.PathLike | None = None,
+                overrides: dict[str, Any] | None = None) -> Recipe:
+    """The checked entry for ``env_id`` in ``<algo>.yml`` (or in ``path``), with ``overrides``
+    (keys of either the entry or the project section) applied."""
+    from evalstop_gym.envs import ENVS
+    from evalstop_gym.envs.base import workload_fields
+
+    cls = algo_class(algo)
+    if env_id not in ENVS:
+        raise ConfigError("env", env_id, f"must be one of {', '.join(ENVS)}")
+    path = Path(path) if path is not None else HYPERPARAMS_DIR / f"{algo}.yml"
+    table = _read(path)
+    if env_id not in table or not isinstance(table[env_id], dict):
+        known = ", ".join(k for k in table if k != PROJECT_SECTION) or "none"
+        raise ConfigError("env", env_id, f"{path} has no hyperparameters for it (entries: {known})")
+    entry = dict(table[env_id])
+    section = table.get(PROJECT_SECTION) or {}
+    own = section.get(env_id) or {} if isinstance(section, dict) else None
+    if not isinstance(own, dict):
+        raise ConfigError(f"{path}: {PROJECT_SECTION}", section, f"must map env ids to {', '.join(PROJECT_KEYS)}")
+    own = dict(own)
+    for k, v in (overrides or {}).items():
+        (own if k in PROJECT_KEYS else entry)[k] = v
+
+    def where(key: str, sec: str = "") -> str:
+        return f"{path}: {sec}{env_id}.{key}"
+
+    algo_keys = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", *NOT_FROM_FILE)]
+    for key, value in entry.items():
+        if key in FORMER_KEYS:
+            raise ConfigError(where(key), value, f"is not an RL Zoo key: {FORMER_KEYS[key]}")
+        if key in UNSUPPORTED_ZOO_KEYS:
+            raise ConfigError(where(key), value, "is an RL Zoo key that evalstop-gym train does not support")
+        if key not in ZOO_KEYS and key not in algo_keys:
+            raise ConfigError(where(key), value, f"unknown key for {algo}: keys are {', '.join(ZOO_KEYS)} "
+                              f"and the {cls.__name__} keywords {', '.join(algo_keys)}")
+        if key in CHECKS:
+            CHECKS[key](where(key), value)
+    for key in ("n_timesteps", "n_envs"):
+        if key not in entry:
+            raise ConfigError(where(key), None, "is required")
+    for key, value in own.items():
+        if key not in PROJECT_KEYS:
+            raise ConfigError(where(key, f"{PROJECT_SECTION}."), value,
+                              f"unknown key: the {PROJECT_SECTION} section takes {', '.join(PROJECT_KEYS)}")
+        if key in CHECKS:
+            CHECKS[key](where(key, f"{PROJECT_SECTION}."), value)
+
+    policy = entry.get("policy", "MlpPolicy")
+    if not isinstance(policy, str):
+        raise ConfigError(where("policy"), policy, "must be a policy name or dotted path")
+    policy_class(policy, algo, where("policy"))
+    policy_kwargs = entry.get("policy_kwargs") or {}
+    if not isinstance(policy_kwargs, dict):
+        raise ConfigError(where("policy_kwargs"), policy_kwargs, "must be a mapping (strings are not evaluated)")
+    env_kwargs = entry.get("env_kwargs") or {}
+    if not isinstance(env_kwargs, dict):
+        raise ConfigError(where("env_kwargs"), env_kwargs, "must be a mapping of gym.make keywords")
+    fields = {f.name for f in dataclasses.fields(WorkloadConfig)}
+    train_wl = {k: v for k, v in env_kwargs.items() if k in fields}
+    settings = {k: v for k, v in env_kwargs.items() if k not in fields}
+    eval_wl = own.get("eval_workload") or {}
+    if not isinstance(eval_wl, dict):
+        raise ConfigError(where("eval_workload", f"{PROJECT_SECTION}."), eval_wl, "must be a mapping of workload fields")
+    workload_fields(eval_wl, f"{path}: {PROJECT_SECTION}.{env_id}.eval_workload.")
+    from .wrappers import parse_wrappers
+
+    try:
+        wrappers = parse_wrappers(entry.get("env_wrapper"))
+    except ConfigError as e:
+        raise ConfigError(where(e.field), e.value, e.allowed) from None
+    n_timesteps = int(entry["n_timesteps"])
+    n_envs = int(entry["n_envs"])
+    kwargs = {k: v for k, v in entry.items() if k not in ZOO_KEYS}
+    if "n_steps" in kwargs and algo in ("ppo", "maskable-ppo") and kwargs["n_steps"] * n_envs < 2:
+        raise ConfigError(where("n_steps"), kwargs["n_steps"], f"n_steps * n_envs must be > 1 for {algo}")
+    return Recipe(path, env_id, algo, n_timesteps, n_envs, policy, dict(policy_kwargs), wrappers, settings,
+                  train_wl, dict(eval_wl), int(own.get("eval_freq", 10_000)), int(own.get("n_eval_episodes", 2)),
+                  int(own.get("torch_threads", 1)), kwargs, {**entry, **{f"{PROJECT_SECTION}.{k}": v
+                                                                        for k, v in own.items()}})

@@ -1,0 +1,195 @@
+"""Property-based fuzzing (hypothesis) of the trace and curve-log readers.
+
+For arbitrary bytes and for arbitrary rows the readers either give a clean
+one-line :class:`ConfigError` or a valid replay: a workload that validates and
+an episode whose metrics are finite numbers or ``None`` (strict JSON). Never any
+other exception, never NaN or Infinity.
+"""
+
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from baselines import make_policy
+from evalstop_gym import generate, run_policy
+from evalstop_gym.config import ConfigError, WorkloadConfig
+from evalstop_gym.curvelog import apply_curve_log, label_run, read_curve_log
+from evalstop_gym.traces import LAYOUTS, read_trace, replay_trace, trace_config
+
+FUZZ = settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", 100)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CFG = trace_config(gpus=16, seed=1)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """One folder for every example of the module (hypothesis reruns a test body, not its fixtures)."""
+    return tmp_path_factory.mktemp("fuzz")
+
+
+def write_tmp(folder: Path, data: bytes, suffix: str) -> str:
+    with tempfile.NamedTemporaryFile(delete=False, suffix=suffix, dir=folder) as f:
+        f.write(data)
+    return f.name
+
+
+def assert_clean(error: ConfigError) -> None:
+    text = str(error)
+    assert text and "\n" not in text and "\r" not in text, repr(text)
+
+
+def assert_finite_metrics(metrics: dict) -> None:
+    json.dumps(metrics, allow_nan=False)          # raises on NaN / Infinity
+    for k, v in metrics.items():
+        assert v is None or (isinstance(v, (int, float)) and math.isfinite(v)), (k, v)
+    assert metrics["avg_jct_h"] >= 0 and metrics["makespan_h"] >= 0
+
+
+def replay_or_clean_error(path: str, fmt: str, on_bad_row: str, rescale: str) -> None:
+    try:
+        table = read_trace(path, fmt, on_bad_row=on_bad_row)
+        w, report = replay_trace(table, CFG, on_bad_row=on_bad_row, rescale=rescale, gpu_scale="fit")
+    except ConfigError as e:
+        assert_clean(e)
+        return
+    w.validate()
+    for a in (w.submit_h, w.length_h, w.est_length_h):
+        assert np.all(np.isfinite(a))
+    assert "\n" not in report.summary()
+    assert_finite_metrics(run_policy(w, make_policy("fifo", "evalstop")))
+
+
+# -- traces ------------------------------------------------------------------------------------------
+
+@FUZZ
+@given(data=st.binary(max_size=600), fmt=st.sampled_from(sorted(LAYOUTS)), skip=st.booleans())
+def test_trace_reader_on_arbitrary_bytes(folder, data, fmt, skip):
+    header = ",".join(_columns(fmt)).encode() + b"\n"
+    for blob in (data, header + data):        # raw bytes, and bytes behind a valid header
+        replay_or_clean_error(write_tmp(folder, blob, ".csv"), fmt, "skip" if skip else "error", "arrivals")
+
+
+def _columns(fmt):
+    lay = LAYOUTS[fmt]
+    cols = [lay.submit, lay.duration, lay.gpus, lay.tenant] + ([lay.kind] if lay.kind else [])
+    return cols + ([lay.job_id] if lay.job_id else [])
+
+
+GARBAGE_TEXT = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.integers(min_value=-10**25, max_value=10**25).map(str),
+    st.sampled_from(["", " ", "nan", "inf", "-0", "1e308", "-1e308", "1e-320", "0x10", "1_000", "\u0663"]),
+    st.text(max_size=6),
+)
+
+
+def mostly(plausible, garbage=GARBAGE_TEXT):
+    """``plausible`` values with about one in five ``garbage``, so replays happen as well as errors."""
+    return st.integers(0, 4).flatmap(lambda i: garbage if i == 0 else plausible)
+
+
+SECONDS = st.one_of(st.integers(0, 10**6).map(str), st.floats(0, 1e6).map(repr))
+GPUS = st.integers(0, 40).map(str)
+TIME_TEXT = st.one_of(
+    st.integers(0, 10**7).map(str),
+    st.datetimes().map(lambda t: t.strftime("%Y-%m-%d %H:%M:%S")),
+    st.sampled_from(["2020-02-30 00:00:00", "2020-06-09 18:00:00+25:00", "9999-12-31 23:59:59", "1e10"]),
+)
+
+
+@st.composite
+def trace_rows(draw, fmt):
+    lay = LAYOUTS[fmt]
+    cols = _columns(fmt)
+    rows = []
+    for _ in range(draw(st.integers(1, 8))):
+        row = {lay.submit: draw(mostly(TIME_TEXT)), lay.duration: draw(mostly(SECONDS)),
+               lay.gpus: draw(mostly(GPUS)), lay.tenant: draw(st.text(max_size=3))}
+        if lay.kind:
+            row[lay.kind] = draw(st.sampled_from(["Pretrain", "Eval", "SFT", "x", ""]))
+        if lay.job_id:
+            row[lay.job_id] = draw(st.sampled_from(["1", "2", "3", "4", "5", "6", "7", "8", "9", ""]))
+        rows.append(row)
+    return cols, rows
+
+
+@FUZZ
+@given(data=st.data(), fmt=st.sampled_from(sorted(LAYOUTS)), skip=st.booleans(),
+       rescale=st.sampled_from(["arrivals", "cluster", "none"]))
+def test_trace_reader_on_arbitrary_rows(folder, data, fmt, skip, rescale):
+    import csv
+    import io
+
+    cols, rows = data.draw(trace_rows(fmt))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols)
+    w.writeheader()
+    w.writerows(rows)
+    replay_or_clean_error(write_tmp(folder, buf.getvalue().encode("utf-8", "surrogatepass"), ".csv"), fmt,
+                          "skip" if skip else "error", rescale)
+
+
+# -- curve logs ---------------------------------------------------------------------------------------
+
+def label_or_clean_error(path: str) -> None:
+    try:
+        runs = read_curve_log(path)
+    except ConfigError as e:
+        assert_clean(e)
+        return
+    for run in runs.values():
+        lab = label_run(run, noise_floor=0.02)
+        for v in (lab.peak_step, lab.peak_progress, lab.drop, lab.threshold, lab.noise):
+            assert math.isfinite(v)
+    w = apply_curve_log(generate(WorkloadConfig(jobs=10, seed=2)), runs, seed=2)
+    assert_finite_metrics(run_policy(w, make_policy("fifo", "lossplateau")))
+
+
+@FUZZ
+@given(data=st.binary(max_size=600), suffix=st.sampled_from([".csv", ".jsonl"]))
+def test_curve_log_reader_on_arbitrary_bytes(folder, data, suffix):
+    header = b"job,step,eval_score,train_loss\n" if suffix == ".csv" else b""
+    for blob in (data, header + data):
+        label_or_clean_error(write_tmp(folder, blob, suffix))
+
+
+GARBAGE_VALUE = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
+                          st.integers(min_value=-10**20, max_value=10**20), st.sampled_from(["", "x", "1e400"]))
+
+
+@st.composite
+def curve_rows(draw):
+    """Up to 16 rows; in half the examples every value is plausible (a whole valid log), else about one
+    in five is garbage."""
+    clean = draw(st.booleans())
+
+    def value(plausible, garbage=GARBAGE_VALUE):
+        return draw(plausible if clean else mostly(plausible, garbage))
+
+    return [{"job": value(st.sampled_from(["a", "b"]), st.one_of(st.text(max_size=3), st.none(), st.integers())),
+             "step": value(st.integers(0, 60)), "eval_score": value(st.floats(-10, 10)),
+             "train_loss": value(st.one_of(st.just(0.0), st.floats(-5, 5))),
+             "proxy_reward": value(st.one_of(st.none(), st.floats(-5, 5)))}
+            for _ in range(draw(st.integers(1, 16)))]
+
+
+@FUZZ
+@given(rows=curve_rows(), suffix=st.sampled_from([".csv", ".jsonl"]))
+def test_curve_log_reader_on_arbitrary_rows(folder, rows, suffix):
+    if suffix == ".jsonl":
+        text = "".join(json.dumps(r) + "\n" for r in rows)      # NaN / Infinity too: not strict JSON input
+    else:
+        import csv
+        import io
+
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows([{k: ("" if v is None else v) for k, v in r.items()} for r in rows])
+        text = buf.getvalue()
+    label_or_clean_error(write_tmp(folder, text.encode("utf-8", "surrogatepass"), suffix))
