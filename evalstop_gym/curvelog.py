@@ -26,21 +26,36 @@ job's eval checkpoints, progress ``x`` in ``[0, 1]`` mapping to
 the linear interpolation at ``x = i / E`` and the starting score is the first
 logged eval. The logged eval score becomes the job's true score ("gold"); the
 simulator adds the workload's eval noise to it as for every job (use
-``noise=0`` to replay noisy logged evals as they are). Loss and proxy curves
+``noise=0`` to replay noisy logged evals as they are). A log with a ``gold``
+column is replayed with that as the true score and the logged eval score as
+the observed one (its difference from gold, the eval's real sampling error,
+goes into ``Curves.eval_offset``); the workload's eval noise adds on top, so
+``noise=0`` shows detectors exactly the logged evals. Loss and proxy curves
 that a run does not log keep the calibrated model's.
 
-Labelling rule (:func:`label_run`), on the logged eval scores in step order:
-smooth them with a centred moving average over ``smooth_frac`` of the run's
-evals (default 10%; windows shrink at the ends); take the noise ``s`` as the
-larger of the log's own noise, estimated from its second differences
-(``1.4826 * median |second difference| / sqrt(6)``, blind to local linear
-trends), and ``noise_floor`` (the eval noise the simulation adds;
-:func:`apply_curve_log` passes the workload's); the run is *hacking* if its
-smoothed peak is not its last eval and the smoothed score falls from the peak
-to the last eval by more than ``max(k_sigma * s, rel_drop * range)`` (defaults
-2 and 0.1; ``range`` is the smoothed curve's max minus min). That is: a peak
-followed by a decline clearly larger than the noise and than a tenth of the
-run's own movement.
+Labelling (:func:`label_run`). A log with a ``gold`` column (the hidden,
+dense true score the over-optimisation generator writes beside its noisy
+``eval_score``) is labelled from that gold curve alone, on the detectors'
+checkpoint grid (:func:`label_gold`): resample gold at the start and at the
+``E`` checkpoints (as replay does); with ``peak`` its maximum, ``gain = peak -
+start`` and ``drop = peak - last``, the run is *hacking* if the peak is not the
+last checkpoint and ``drop >= max(GOLD_DROP_SHARE * gain, GOLD_MIN_DROP)``
+(0.25 and 0.03): gold gave back at least a quarter of what the run gained, and
+clearly more than the dense gold's own sampling error. The eval noise never
+enters, so labels do not move with the noise detectors see.
+
+A log without ``gold`` is labelled from its eval scores, in step order
+(:func:`label_eval_scores`): smooth them with a centred moving average over
+``smooth_frac`` of the run's evals (default 10%; windows shrink at the ends);
+take the noise ``s`` as the larger of the log's own noise, estimated from its
+second differences (``1.4826 * median |second difference| / sqrt(6)``, blind
+to local linear trends), and ``noise_floor`` (the eval noise the simulation
+adds; :func:`apply_curve_log` passes the workload's); the run is *hacking* if
+its smoothed peak is not its last eval and the smoothed score falls from the
+peak to the last eval by more than ``max(k_sigma * s, rel_drop * range)``
+(defaults 2 and 0.1; ``range`` is the smoothed curve's max minus min). That
+is: a peak followed by a decline clearly larger than the noise and than a
+tenth of the run's own movement.
 """
 
 from __future__ import annotations
@@ -107,7 +122,7 @@ class RunLabel:
     peak_progress: float   # fraction of the run (0..1) at the smoothed peak
     drop: float            # smoothed peak minus smoothed last eval
     threshold: float       # the drop needed to call it hacking
-    noise: float           # the noise estimate used
+    noise: float           # eval-score rule: the noise estimate used; gold rule: the evals' own noise (not used)
 
 
 # -- reading -------------------------------------------------------------------------
@@ -405,9 +420,43 @@ def log_noise(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(d2)) / math.sqrt(6.0))
 
 
-def label_run(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0, rel_drop: float = 0.1,
-              smooth_frac: float = 0.1) -> RunLabel:
-    """Hacking label of a logged run by the documented rule (module docstring)."""
+GOLD_DROP_SHARE = 0.25   # share of the run's gold gain that must be given back to call it hacking
+GOLD_MIN_DROP = 0.03     # and at least this much: several times the dense gold's sampling error
+
+
+def has_gold(run: LoggedRun) -> bool:
+    """Whether the run logs a dense true score (a ``gold`` column with at least two values)."""
+    return "gold" in run.extra and int(np.sum(np.isfinite(run.extra["gold"]))) >= 2
+
+
+def eval_noise(run: LoggedRun) -> float:
+    """Sd of the logged eval score around the logged gold (the eval's own sampling error), 0 without gold."""
+    if not has_gold(run):
+        return 0.0
+    err = run.eval_score - run.extra["gold"]
+    err = err[np.isfinite(err)]
+    return float(np.sqrt(np.mean(err ** 2))) if err.size else 0.0
+
+
+def label_gold(run: LoggedRun, evals: int, *, drop_share: float = GOLD_DROP_SHARE,
+               min_drop: float = GOLD_MIN_DROP) -> RunLabel:
+    """Hacking label from the ``gold`` column alone, on the grid of ``evals`` checkpoints (module docstring)."""
+    check_range("evals", evals, 1, integer=True)
+    check_range("drop_share", drop_share, 0.0, 1.0)
+    check_range("min_drop", min_drop, 0.0)
+    start, g = resample(run, "gold", evals)
+    curve = np.concatenate([[start], g])
+    p = int(np.argmax(curve))
+    drop = float(curve[p] - curve[-1])
+    threshold = max(drop_share * float(curve[p] - curve[0]), min_drop)
+    first, span = float(run.step[0]), float(run.step[-1] - run.step[0])
+    return RunLabel(hacking=bool(p < evals and drop >= threshold), peak_step=first + p / evals * span,
+                    peak_progress=p / evals, drop=drop, threshold=threshold, noise=eval_noise(run))
+
+
+def label_eval_scores(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0, rel_drop: float = 0.1,
+                      smooth_frac: float = 0.1) -> RunLabel:
+    """Hacking label from the logged eval scores (module docstring)."""
     check_range("noise_floor", noise_floor, 0.0)
     check_range("k_sigma", k_sigma, 0.0)
     check_range("rel_drop", rel_drop, 0.0)
@@ -422,6 +471,16 @@ def label_run(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0,
     return RunLabel(hacking=bool(p < s.size - 1 and drop > threshold), peak_step=float(steps[p]),
                     peak_progress=float(steps[p] - steps[0]) / span if span > 0 else 1.0,
                     drop=drop, threshold=threshold, noise=sigma)
+
+
+def label_run(run: LoggedRun, *, evals: int | None = None, drop_share: float = GOLD_DROP_SHARE,
+              min_drop: float = GOLD_MIN_DROP, **eval_score_options) -> RunLabel:
+    """Hacking label of a logged run: :func:`label_gold` on ``evals`` checkpoints (default: the log's own
+    steps) if it logs gold, else :func:`label_eval_scores` with ``eval_score_options``."""
+    if has_gold(run):
+        return label_gold(run, evals if evals is not None else run.step.size - 1, drop_share=drop_share,
+                          min_drop=min_drop)
+    return label_eval_scores(run, **eval_score_options)
 
 
 # -- replay onto a workload ------------------------------------------------------------
@@ -444,8 +503,9 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
     Runs are dealt to those jobs in submit order from a seeded shuffle of the
     run names, cycling when there are more jobs than runs. Each job's true
     score is its run's eval score at the job's checkpoints (module docstring),
-    its hacking label comes from :func:`label_run` (``label_options``; the
-    noise floor defaults to the workload's eval noise), and its
+    its hacking label comes from :func:`label_run` on the job's ``E``
+    checkpoints (``label_options``; the noise floor of the eval-score rule
+    defaults to the workload's eval noise), and its
     observed scores add the workload's eval noise with the workload's own
     draws. Other jobs keep their curves and labels.
     """
@@ -467,11 +527,16 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
     peak, hacking = c.peak_progress.copy(), workload.hacking.copy()
     rlhf = JOB_TYPES.index("rlhf")
     label_options.setdefault("noise_floor", workload.noise)
-    labels = {name: label_run(runs[name], **label_options) for name in names}
+    labels = {name: label_run(runs[name], evals=e, **label_options) for name in names}
+    offset = np.zeros_like(gold) if any(has_gold(r) for r in runs.values()) else None
     for i, j in enumerate(jobs):
         name = names[order[i % len(names)]]
         run, label = runs[name], labels[name]
         start[j], gold[j] = resample(run, "eval_score", e)
+        if has_gold(run):   # true score = logged gold; the logged eval's own error rides on the observed score
+            start[j], true = resample(run, "gold", e)
+            offset[j] = gold[j] - true
+            gold[j] = true
         got = resample(run, "train_loss", e)
         if got is not None:
             loss[j] = got[1]
@@ -480,7 +545,10 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
             proxy[j] = got[1]
         hacking[j] = label.hacking
         peak[j] = label.peak_progress if label.hacking else np.inf
-    curves = Curves(gold=gold, start=start, eval_z=c.eval_z, loss=loss, proxy=proxy, peak_progress=peak)
+    if offset is not None and c.eval_offset is not None:
+        offset = np.where(np.isin(np.arange(workload.n), jobs)[:, None], offset, c.eval_offset)
+    curves = Curves(gold=gold, start=start, eval_z=c.eval_z, loss=loss, proxy=proxy, peak_progress=peak,
+                    eval_offset=offset)
     w = dataclasses.replace(workload, curves=curves, hacking=hacking)
     w.validate()
     return w

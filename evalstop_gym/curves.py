@@ -56,6 +56,9 @@ class Curves:
     loss: np.ndarray        # observed training loss
     proxy: np.ndarray       # observed proxy reward (NaN for non-RLHF jobs)
     peak_progress: np.ndarray  # x* of hacking runs, inf for healthy ones (hidden)
+    # measured eval error of replayed runs (logged eval minus logged gold), added to observed scores
+    # before the simulated noise; None when every job's eval noise is simulated (hidden)
+    eval_offset: np.ndarray | None = None
 
 
 def progress_grid(evals: int) -> np.ndarray:

@@ -53,16 +53,18 @@ class Workload:
 
     @property
     def observed(self) -> np.ndarray:
-        """Observed eval scores, shape ``(n, E)``: gold plus ``sd * z``.
+        """Observed eval scores, shape ``(n, E)``: gold plus ``sd * z``, plus replayed runs'
+        measured eval error (``curves.eval_offset``) where there is one.
 
         ``sd = noise`` in the paper's world; with eval-set sizes ``n`` it is
         ``sqrt(noise**2 + factor**2 p (1 - p) / n)`` with ``p`` the true score
         (clipped to [0, 1]): the eval's sampling error times the seed-variance
         factor, plus any extra noise.
         """
-        if self.eval_factor is None:
-            return self.curves.gold + self.noise * self.curves.eval_z
-        return self.curves.gold + self.eval_sd * self.curves.eval_z
+        c = self.curves
+        sd = self.noise if self.eval_factor is None else self.eval_sd
+        observed = c.gold + sd * c.eval_z
+        return observed if c.eval_offset is None else observed + c.eval_offset
 
     @property
     def eval_sd(self) -> np.ndarray:

@@ -142,6 +142,43 @@ def test_resample_interpolates_onto_progress_checkpoints():
     assert resample(run, "train_loss", 4) is None
 
 
+def gold_run(gold, evals_noise=None, steps=None):
+    """A run logging a dense ``gold`` column beside its eval scores (gold plus ``evals_noise``)."""
+    gold = np.asarray(gold, dtype=float)
+    steps = np.arange(gold.size, dtype=float) if steps is None else np.asarray(steps, dtype=float)
+    noise = np.zeros(gold.size) if evals_noise is None else np.asarray(evals_noise, dtype=float)
+    nan = np.full(gold.size, np.nan)
+    return LoggedRun("g", steps, gold + noise, nan, nan, {"gold": gold})
+
+
+def test_gold_rule_peak_to_end_drop_against_a_share_of_the_gain():
+    # peak 0.8 at step 3, gain 0.3, drop 0.3 >= max(0.25 * 0.3, 0.03)
+    lab = label_run(gold_run([0.5, 0.6, 0.7, 0.8, 0.8, 0.8, 0.7, 0.6, 0.5, 0.5, 0.5]), evals=10)
+    assert lab.hacking and lab.peak_progress == pytest.approx(0.3) and lab.drop == pytest.approx(0.3)
+    assert lab.threshold == pytest.approx(0.075)
+    # a dip of 0.02 after a gain of 0.3: under the 0.03 floor and a quarter of the gain
+    assert not label_run(gold_run(np.r_[np.linspace(0.5, 0.8, 10), 0.78]), evals=10).hacking
+    # gain 0.4, drop 0.09: under a quarter (0.1), over a fifth (0.08)
+    rise_dip = np.r_[np.linspace(0.4, 0.8, 10), 0.71]
+    assert not label_run(gold_run(rise_dip), evals=10).hacking
+    assert label_run(gold_run(rise_dip), evals=10, drop_share=0.2).hacking
+    # a run that only gets worse: its best checkpoint is the start
+    lab = label_run(gold_run([0.6, 0.55, 0.5]), evals=2)
+    assert lab.hacking and lab.peak_progress == 0.0
+
+
+def test_gold_rule_reads_the_detectors_checkpoint_grid_and_ignores_eval_noise():
+    spike = gold_run([0.2, 0.9, 0.5, 0.5, 0.5])
+    assert label_run(spike, evals=4).hacking          # checkpoints at steps 1..4 see the spike at step 1
+    assert not label_run(spike, evals=2).hacking      # checkpoints at steps 2 and 4 never see it
+    # the same gold with very noisy evals gets the same label; the eval-score rule would call it hacking
+    gold = np.linspace(0.2, 0.8, 11)
+    noisy = gold_run(gold, evals_noise=[0, 0, 0, 0, 0, 0, 0, 0, 0.1, 0, -0.3])
+    assert not label_run(noisy, evals=10).hacking
+    assert label_run(LoggedRun("e", noisy.step, noisy.eval_score, noisy.train_loss, noisy.proxy_reward)).hacking
+    assert label_run(noisy, evals=10).noise == pytest.approx(np.sqrt((0.1 ** 2 + 0.3 ** 2) / 11))
+
+
 # -- replay onto a workload -------------------------------------------------------------------
 
 def library():
@@ -178,6 +215,24 @@ def test_rlhf_jobs_take_logged_curves_and_labels_others_keep_theirs():
     np.testing.assert_array_equal(w.hacking[~rlhf], w0.hacking[~rlhf])
     np.testing.assert_allclose(w.observed - w.curves.gold, 0.03 * w0.curves.eval_z)   # the workload's noise
     np.testing.assert_array_equal(apply_curve_log(w0, library(), seed=1).curves.gold, w.curves.gold)
+
+
+def test_runs_with_gold_replay_gold_as_truth_and_their_evals_as_observed():
+    x = np.linspace(0, 1, 21)
+    gold = 0.2 + 0.6 * x
+    err = 0.05 * np.cos(7 * np.arange(21))                 # the log's own eval error
+    runs = {"g": gold_run(gold, evals_noise=err)}
+    checkpoints = np.arange(2, 21, 2)                       # 10 evals: every second logged step
+    for noise in (0.0, 0.04):
+        w0 = generate(WorkloadConfig(jobs=40, seed=3, noise=noise))
+        w = apply_curve_log(w0, runs)
+        rlhf = np.flatnonzero(w.job_type == JOB_TYPES.index("rlhf"))
+        np.testing.assert_allclose(w.curves.gold[rlhf], np.tile(gold[checkpoints], (rlhf.size, 1)))
+        np.testing.assert_allclose(w.observed[rlhf] - noise * w0.curves.eval_z[rlhf],
+                                   np.tile((gold + err)[checkpoints], (rlhf.size, 1)), atol=1e-12)
+        other = np.flatnonzero(w.job_type != JOB_TYPES.index("rlhf"))
+        np.testing.assert_array_equal(w.observed[other], w0.observed[other])
+        assert not w.hacking[rlhf].any()
 
 
 def test_evalstop_catches_logged_hacking_runs():

@@ -12,7 +12,8 @@ import numpy as np
 from ..api import DEFAULT_SCHEDULER
 from .common import add_workload_flags, workload_kwargs
 
-ORDER = 40
+_EVALS = 10   # WorkloadConfig().evals_per_job, without importing the config at parser build time
+
 
 
 def add_parser(sub) -> None:
@@ -23,24 +24,40 @@ def add_parser(sub) -> None:
                                    "generator, label curve logs, and run an E1-style comparison on them.")
     csub = p.add_subparsers(dest="curves_command", required=True, metavar="ACTION")
 
-    g = csub.add_parser("generate", help="run the overoptimization generator into a curve library",
-                        description="Run the tiny RLHF generator (torch, CPU) over a grid of preference-data "
-                                    "sizes and KL penalties; write OUT/curves.csv and OUT/runs.json.")
+    g = csub.add_parser("generate", help="run the over-optimisation generator into a curve library",
+                        description="Tune a tiny causal transformer language model by RLHF (RLOO against a "
+                                    "learned reward model) and by DPO over a grid of preference-data sizes, KL "
+                                    "coefficients, learning rates and reward-model widths (torch, CPU); write "
+                                    "OUT/runs/<run>.csv as runs finish (a rerun skips finished runs), then "
+                                    "OUT/curves.csv and OUT/runs.json.")
     g.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    g.add_argument("--runs", type=int, default=48, help="number of runs (default %(default)s)")
-    g.add_argument("--steps", type=int, default=400, help="policy-gradient steps per run (default %(default)s)")
+    g.add_argument("--runs", type=int, default=48,
+                   help="number of runs: grid point i %% 24, seed i // 24 (default %(default)s)")
+    g.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="optimiser steps per run (default: the generator's, 160)")
+    g.add_argument("--eval-items", type=int, default=None, metavar="N",
+                   help="held-out prompts of the public eval, its n (default: the generator's, 200)")
     g.add_argument("--seed", type=int, default=0, help="first seed (default %(default)s)")
     g.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                   help="worker processes (default %(default)s)")
+                   help="worker processes, one torch thread each (default %(default)s)")
     g.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="curve-log format (default csv)")
+    g.add_argument("--evals", type=int, default=_EVALS, metavar="E",
+                   help="checkpoint grid the labels are computed on (default %(default)s, the workload's "
+                        "evals per job)")
     g.set_defaults(func=run_generate)
 
     lab = csub.add_parser("label", help="label each run of a curve log by the documented rule",
-                          description="Print each run's hacking label (peak followed by a decline larger "
-                                      "than the noise) and the counts.")
+                          description="Print each run's hacking label and the counts. Runs that log a dense "
+                                      "gold column are labelled from it on the E-checkpoint grid (peak-to-end "
+                                      "drop of at least a share of the gain); others from their eval scores.")
     lab.add_argument("path", metavar="PATH", help="curve log: .csv, .jsonl, or a directory (TensorBoard too)")
+    lab.add_argument("--evals", type=int, default=_EVALS, metavar="E",
+                     help="checkpoint grid of the gold rule (default %(default)s)")
+    lab.add_argument("--drop-share", type=float, default=None, metavar="F",
+                     help="gold rule: share of the gain the drop must reach (default 0.25)")
     lab.add_argument("--noise-floor", type=float, default=0.0,
-                     help="eval noise the decline must clear besides the log's own (default %(default)s)")
+                     help="eval-score rule: eval noise the decline must clear besides the log's own "
+                          "(default %(default)s)")
     lab.add_argument("--format", dest="curves_format", choices=CURVE_FORMATS, default="auto",
                      help="curve-log format (default: by extension, or TensorBoard for a folder of event files)")
     lab.set_defaults(func=run_label)
@@ -59,63 +76,103 @@ def add_parser(sub) -> None:
                         "(default %(default)s; e.g. evalstop,patience,cusum,smoothed)")
     c.add_argument("--seeds", type=int, default=5,
                    help="seeds SEED..SEED+N-1 (--seed), paired across arms (default %(default)s)")
+    c.add_argument("--drop-share", type=float, default=None, metavar="F",
+                   help="gold labelling rule: share of the gain the drop must reach (default 0.25)")
     add_workload_flags(c)
     c.set_defaults(func=run_compare)
 
 
+def _progress_bar(total: int):
+    """A ``progress(done, total)`` callback: a tqdm bar on stderr, or a plain counter without tqdm."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with the experiments extra
+        def plain(done, total):
+            print(f"\r{done}/{total} runs", end="", file=sys.stderr, flush=True)
+        return plain, lambda: print(file=sys.stderr)
+    bar = tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True)
+
+    def update(done, _total):
+        bar.update(done - bar.n)
+    return update, bar.close
+
+
 def run_generate(args: argparse.Namespace) -> int:
     from ..config import check_range
-    from ..curvelog import label_run, read_curve_log
+    from ..curvelog import read_curve_log
 
     check_range("runs", args.runs, 1, integer=True)
-    check_range("steps", args.steps, 1, integer=True)
+    for name in ("steps", "eval_items"):
+        if getattr(args, name) is not None:
+            check_range(name, getattr(args, name), 1, integer=True)
     check_range("workers", args.workers, 1, integer=True)
     check_range("seed", args.seed, 0, 2**31 - 1, integer=True)
+    check_range("evals", args.evals, 1, integer=True)
     from ..files import prepare_out
 
     prepare_out(args.out)   # before any run: a path that cannot be a folder fails now, in one line
     from ..overopt import generate_library   # torch: without it the CLI names the extra to install
 
-    def progress(done, total):
-        print(f"\r{done}/{total} runs", end="", file=sys.stderr, flush=True)
-
-    index = generate_library(args.out, args.runs, seed=args.seed, workers=args.workers, fmt=args.format,
-                             progress=progress, steps=args.steps)
-    print(file=sys.stderr)
-    from ..config import WorkloadConfig
-
+    overrides = {k: v for k, v in (("steps", args.steps), ("eval_items", args.eval_items)) if v is not None}
+    progress, close = _progress_bar(args.runs)
+    try:
+        index = generate_library(args.out, args.runs, seed=args.seed, workers=args.workers, fmt=args.format,
+                                 progress=progress, **overrides)
+    finally:
+        close()
     runs = read_curve_log(os.path.join(args.out, index["curve_log"]))
-    floor = WorkloadConfig().noise
-    labels = {name: label_run(r, noise_floor=floor) for name, r in runs.items()}
+    skipped = f", {index['skipped']} already there" if index["skipped"] else ""
     print(f"wrote {len(runs)} runs to {os.path.join(args.out, index['curve_log'])} in {index['wall_s']:.1f} s "
-          f"with {args.workers} workers")
-    print(f"hacking runs per setting (labelling rule, noise floor {floor}):")
-    print(_setting_table(index["runs"], labels))
+          f"with {args.workers} workers{skipped}")
+    print(f"hacking runs per setting (gold rule on {args.evals} checkpoints):")
+    print(setting_table(index["runs"], runs, args.evals))
     return 0
 
 
-def _setting_table(settings: list[dict], labels: dict) -> str:
-    """Hacking count per (pairs, kl_coef) setting."""
+def setting_table(settings: list[dict], runs: dict, evals: int, **label_options) -> str:
+    """Hacking count, mean gold at start / peak / end, and mean final KL per (method, pairs, kl_coef)."""
+    from ..curvelog import label_run, resample
     from ..report import format_table
 
     groups: dict[tuple, list] = {}
     for s in settings:
-        groups.setdefault((s["pairs"], s["kl_coef"]), []).append(labels[s["name"]].hacking)
-    rows = [{"pairs": p, "kl_coef": k, "runs": len(h), "hacking": int(sum(h))} for (p, k), h in sorted(groups.items())]
-    return format_table(rows, ("pairs", "kl_coef", "runs", "hacking"))
+        run = runs[s["name"]]
+        start, g = resample(run, "gold", evals)
+        groups.setdefault((s["method"], s["pairs"], s["kl_coef"]), []).append(
+            (label_run(run, evals=evals, **label_options).hacking, start, g.max(), g[-1], run.extra["kl"][-1]))
+    rows = []
+    for (method, pairs, kl), vals in sorted(groups.items()):
+        v = np.array(vals, dtype=float)
+        rows.append({"method": method, "pairs": pairs, "kl_coef": kl, "runs": len(vals),
+                     "hacking": int(v[:, 0].sum()), "gold_start": v[:, 1].mean(), "gold_peak": v[:, 2].mean(),
+                     "gold_end": v[:, 3].mean(), "kl_end": v[:, 4].mean()})
+    return format_table(rows, ("method", "pairs", "kl_coef", "runs", "hacking", "gold_start", "gold_peak",
+                               "gold_end", "kl_end"))
+
+
+def _drop_share(args: argparse.Namespace) -> dict:
+    """``{"drop_share": F}`` from ``--drop-share`` if given (checked), else ``{}`` (the rule's default)."""
+    from ..config import check_range
+
+    if args.drop_share is None:
+        return {}
+    check_range("drop_share", args.drop_share, 0.0, 1.0)
+    return {"drop_share": args.drop_share}
 
 
 def run_label(args: argparse.Namespace) -> int:
     from ..config import check_range
-    from ..curvelog import label_run, read_curve_log
+    from ..curvelog import has_gold, label_run, read_curve_log
     from ..report import format_table
 
+    check_range("evals", args.evals, 1, integer=True)
     check_range("noise_floor", args.noise_floor, 0.0)
+    options = {"evals": args.evals, "noise_floor": args.noise_floor, **_drop_share(args)}
     runs = read_curve_log(args.path, args.curves_format)
     rows = []
     for name in sorted(runs):
-        lab = label_run(runs[name], noise_floor=args.noise_floor)
-        _, s = runs[name].series("eval_score")
+        lab = label_run(runs[name], **options)
+        _, s = runs[name].series("gold" if has_gold(runs[name]) else "eval_score")
         rows.append({"run": name, "hacking": lab.hacking, "start": float(s[0]), "peak": float(s.max()),
                      "last": float(s[-1]), "peak_progress": lab.peak_progress, "drop": lab.drop,
                      "threshold": lab.threshold})
@@ -125,15 +182,24 @@ def run_label(args: argparse.Namespace) -> int:
     return 0
 
 
+def library_noise(runs: dict) -> float:
+    """Root-mean-square eval noise the logged runs carry themselves (0 for logs without a gold column)."""
+    from ..curvelog import eval_noise
+
+    return float(np.sqrt(np.mean([eval_noise(r) ** 2 for r in runs.values()])))
+
+
 def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
-            stoppers: tuple[str, ...] = ("evalstop",), first_seed: int = 0) -> list[dict]:
+            stoppers: tuple[str, ...] = ("evalstop",), first_seed: int = 0, **label_options) -> list[dict]:
     """Rows (one per curve source and stopper) of mean and sd metrics over paired seeds
     ``first_seed .. first_seed + seeds - 1``.
 
-    ``logged``: the RLHF jobs take curves and labels from ``runs``. ``calibrated``:
-    the calibrated model with ``hacking_fraction`` set to the logged runs' base
-    rate (labelled at the config's noise), so precision is compared at equal
-    base rates.
+    ``logged``: the RLHF jobs take curves and labels from ``runs`` (labels on
+    the config's checkpoint grid). ``calibrated``: the calibrated model with
+    ``hacking_fraction`` set to the logged runs' base rate, so precision is
+    compared at equal base rates, and with the eval noise the logged jobs'
+    detectors see (``config.noise`` combined with the logs' own eval noise).
+    ``label_options`` go to :func:`~evalstop_gym.curvelog.label_run` (e.g. ``drop_share``).
     """
     from baselines import make_policy
 
@@ -141,8 +207,10 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
     from ..curvelog import apply_curve_log, label_run
     from ..workload import generate
 
-    rate = float(np.mean([label_run(r, noise_floor=config.noise).hacking for r in runs.values()]))
-    arms = {"logged": config, "calibrated": config.replace(hacking_fraction=rate)}
+    label_options = {"noise_floor": config.noise, **label_options}
+    rate = float(np.mean([label_run(r, evals=config.evals_per_job, **label_options).hacking for r in runs.values()]))
+    noise = float(np.hypot(config.noise, library_noise(runs)))
+    arms = {"logged": config, "calibrated": config.replace(hacking_fraction=rate, noise=noise)}
     rows = []
     for source, cfg in arms.items():
         for stopper in ("none", *stoppers):
@@ -150,11 +218,11 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
             for seed in range(first_seed, first_seed + seeds):
                 w = generate(cfg.replace(seed=seed))
                 if source == "logged":
-                    w = apply_curve_log(w, runs, seed=seed)
+                    w = apply_curve_log(w, runs, seed=seed, **label_options)
                 params = {"k": k} if stopper == "evalstop" else {}
                 per_seed.append(run_policy(w, make_policy(scheduler, stopper, **params)))
             row = {"curves": source, "stopper": f"evalstop k={k}" if stopper == "evalstop" else stopper,
-                   "hacking_rate": rate}
+                   "hacking_rate": rate, "noise": cfg.noise}
             for key in ("precision", "recall", "fpr", "avg_jct_h", "compute_waste_gpu_h", "delivered_quality"):
                 vals = [m[key] for m in per_seed if m[key] is not None]
                 row[key] = float(np.mean(vals)) if vals else None
@@ -178,14 +246,16 @@ def run_compare(args: argparse.Namespace) -> int:
     for x in stoppers:
         if x not in STOPPERS or x == "none":
             raise ConfigError("stoppers", x, f"must be among {', '.join(t for t in STOPPERS if t != 'none')}")
-    rows = compare(runs, cfg, scheduler, k=args.k, seeds=args.seeds, stoppers=stoppers, first_seed=args.seed)
+    rows = compare(runs, cfg, scheduler, k=args.k, seeds=args.seeds, stoppers=stoppers, first_seed=args.seed,
+                   **_drop_share(args))
     for r in rows:
         for key in ("precision", "recall", "fpr", "avg_jct_h"):
             if r[key] is not None:
                 r[key] = f"{r[key]:.3f} ± {r[key + '_sd']:.3f}"
     print(f"{scheduler} base, {cfg.workload}, {cfg.jobs} jobs, {cfg.gpus} GPUs, noise {cfg.noise}, "
           f"{cfg.evals_per_job} evals/job, seeds {args.seed}..{args.seed + args.seeds - 1}; {len(runs)} logged runs, "
-          f"{rows[0]['hacking_rate']:.0%} hacking by the labelling rule")
+          f"{rows[0]['hacking_rate']:.0%} hacking by the labelling rule; the logs' own eval noise "
+          f"{library_noise(runs):.3f}, calibrated arm at noise {rows[-1]['noise']:.3f}")
     print(format_table(rows, ("curves", "stopper", "precision", "recall", "fpr", "avg_jct_h",
                               "compute_waste_gpu_h", "delivered_quality")))
     return 0

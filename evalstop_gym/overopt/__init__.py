@@ -1,17 +1,18 @@
-"""A tiny *real* reward-overoptimization generator (needs torch; CPU, about a second per run).
+"""A tiny *real* over-optimisation generator: a small causal transformer language model tuned by RLHF
+(RLOO against a learned reward model) or by DPO, on a synthetic task with a known gold scorer (needs torch;
+CPU, seconds per run).
 
-A bandit policy is optimized by policy gradient against a proxy reward model
-that was trained on a limited set of preference pairs labelled by a gold
-reward; its exact expected gold score, proxy reward, KL to the initial policy
-and loss are logged in the curve-log format of :mod:`evalstop_gym.curvelog`.
-With few pairs and no KL penalty gold genuinely peaks and declines; with many
-pairs or a KL penalty it does not. See :mod:`evalstop_gym.overopt.bandit` for
-the model and :func:`generate_library` for a curve library.
+With few preference pairs and little KL regularisation the policy exploits the
+proxy: proxy reward rises while the gold score peaks and declines; with many
+pairs and a KL penalty it does not. :mod:`.task` is the task and its gold
+scorer, :mod:`.lm` the transformer, :mod:`.rlhf` one run, :mod:`.library` a
+resumable curve library over a grid of knobs.
 
 The simulator core never imports this package.
 """
 
-from .bandit import GOLD_AT_PI0, RunSettings, run
-from .library import DEFAULT_GRID, generate_library, library_settings
+from .library import DEFAULT_GRID, DPO_GRID, RLHF_GRID, generate_library, library_settings
+from .rlhf import METHODS, RunSettings, run
 
-__all__ = ["RunSettings", "run", "GOLD_AT_PI0", "DEFAULT_GRID", "generate_library", "library_settings"]
+__all__ = ["RunSettings", "run", "METHODS", "DEFAULT_GRID", "RLHF_GRID", "DPO_GRID", "generate_library",
+           "library_settings"]

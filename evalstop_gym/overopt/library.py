@@ -1,70 +1,121 @@
-"""A curve library: many generator runs over a grid of settings, written as one curve log."""
+"""A curve library: generator runs over a grid of knobs, written run by run so that a rerun resumes.
+
+Layout of ``out_dir``:
+
+* ``runs/<name>.csv`` (or ``.jsonl``): one run's curve-log rows, written when the run ends;
+  ``runs/<name>.json``: its settings and wall time, written after the CSV, so
+  its presence marks a finished run. A rerun skips every run whose JSON holds
+  the same settings.
+* ``curves.csv`` (or ``.jsonl``): every run's rows in settings order, rewritten
+  at the end; ``runs.json``: the index (settings of every run, wall time).
+"""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import csv
 import dataclasses
 import json
 import multiprocessing
 import os
 import time
 
-from .bandit import RunSettings, run
+from .rlhf import RunSettings, run
 
-# (preference pairs, KL coefficient): few pairs and no KL overoptimize, many pairs or KL=1 do not
-DEFAULT_GRID: tuple[tuple[int, float], ...] = tuple(
-    (pairs, kl) for pairs in (16, 64, 256, 1024) for kl in (0.0, 0.3, 1.0))
+# One grid point per method and knob setting. Few pairs with no KL (RLHF) or a small beta (DPO) and the
+# larger learning rate over-optimise; many pairs with a KL penalty mostly do not.
+RLHF_GRID: tuple[dict, ...] = tuple(
+    {"method": "rlhf", "pairs": pairs, "kl_coef": kl, "lr": lr, "rm_dim": rm_dim}
+    for pairs in (32, 512) for kl in (0.0, 0.1) for lr in (1e-3, 3e-3) for rm_dim in (16, 64))
+DPO_GRID: tuple[dict, ...] = tuple(
+    {"method": "dpo", "pairs": pairs, "kl_coef": beta, "lr": lr}
+    for pairs in (32, 512) for beta in (0.1, 0.3) for lr in (1e-3, 3e-3))
+DEFAULT_GRID: tuple[dict, ...] = RLHF_GRID + DPO_GRID
 
 
 def library_settings(runs: int, seed: int = 0, grid=DEFAULT_GRID, **overrides) -> list[RunSettings]:
     """Settings of ``runs`` runs: run ``i`` takes grid point ``i % len(grid)`` and seed ``seed + i // len(grid)``."""
-    out = []
-    for i in range(runs):
-        pairs, kl = grid[i % len(grid)]
-        out.append(RunSettings(seed=seed + i // len(grid), pairs=pairs, kl_coef=kl, **overrides))
-    return out
+    return [RunSettings(seed=seed + i // len(grid), **{**grid[i % len(grid)], **overrides}) for i in range(runs)]
 
 
-def _run_one(settings: RunSettings) -> list[dict]:
-    import torch
+def _run_one(settings: RunSettings, runs_dir: str, fmt: str) -> str:
+    """Run one setting and write its files; returns its name."""
+    from ..curvelog import write_curve_log
 
-    torch.set_num_threads(1)  # one run per process; the pool gives the parallelism
-    return run(settings)
+    t0 = time.perf_counter()
+    rows = run(settings)
+    name = settings.name
+    write_curve_log(os.path.join(runs_dir, f"{name}.{fmt}"), rows)
+    meta = {"name": name, **dataclasses.asdict(settings), "wall_s": round(time.perf_counter() - t0, 2)}
+    tmp = os.path.join(runs_dir, name + ".json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(meta, f, indent=1)
+    os.replace(tmp, os.path.join(runs_dir, name + ".json"))
+    return name
+
+
+def _finished(settings: RunSettings, runs_dir: str, fmt: str) -> bool:
+    try:
+        with open(os.path.join(runs_dir, settings.name + ".json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return all(meta.get(k) == v for k, v in dataclasses.asdict(settings).items()) and os.path.exists(
+        os.path.join(runs_dir, f"{settings.name}.{fmt}"))
+
+
+def _records(path: str, fmt: str) -> list[dict]:
+    """The rows of one run's file as written (CSV values stay text, so rewriting them keeps every byte)."""
+    with open(path, newline="") as f:
+        if fmt == "csv":
+            return list(csv.DictReader(f))
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1, fmt: str = "csv",
                      grid=DEFAULT_GRID, progress=None, **overrides) -> dict:
-    """Run the generator ``runs`` times and write ``out_dir/curves.<fmt>`` and ``out_dir/runs.json``.
+    """Run the generator ``runs`` times into ``out_dir`` (module docstring), skipping finished runs.
 
     ``overrides`` are :class:`RunSettings` fields applied to every run (e.g.
-    ``steps``). ``progress``, if given, is called with ``(done, total)``.
-    Returns the index written to ``runs.json``: the settings and wall time.
+    ``steps``). ``progress``, if given, is called with ``(done, total)`` as runs
+    finish (skipped ones count as done at once). Returns the index written to
+    ``runs.json``: the settings, how many runs were skipped, the wall time (s).
     """
     from ..curvelog import write_curve_log
 
     settings = library_settings(runs, seed, grid, **overrides)
     for s in settings:
         s.validate()
-    os.makedirs(out_dir, exist_ok=True)
+    names = [s.name for s in settings]
+    if len(set(names)) != len(names):
+        from ..config import ConfigError
+        raise ConfigError("runs", runs, f"at most {len(grid)} runs per seed of this grid have distinct names")
+    runs_dir = os.path.join(out_dir, "runs")
+    os.makedirs(runs_dir, exist_ok=True)
     t0 = time.perf_counter()
-    results: list[list[dict] | None] = [None] * len(settings)
-    if workers <= 1:
-        for i, s in enumerate(settings):
-            results[i] = _run_one(s)
+    todo = [s for s in settings if not _finished(s, runs_dir, fmt)]
+    done = len(settings) - len(todo)
+    if progress:
+        progress(done, len(settings))
+    if workers <= 1 or len(todo) <= 1:
+        for s in todo:
+            _run_one(s, runs_dir, fmt)
+            done += 1
             if progress:
-                progress(i + 1, len(settings))
+                progress(done, len(settings))
     else:
         ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix well
         with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {pool.submit(_run_one, s): i for i, s in enumerate(settings)}
-            for done, f in enumerate(cf.as_completed(futures), start=1):
-                results[futures[f]] = f.result()
+            for f in cf.as_completed([pool.submit(_run_one, s, runs_dir, fmt) for s in todo]):
+                f.result()
+                done += 1
                 if progress:
                     progress(done, len(settings))
-    rows = [r for rs in results for r in rs]
+    rows = [r for name in names for r in _records(os.path.join(runs_dir, f"{name}.{fmt}"), fmt)]
     path = os.path.join(out_dir, f"curves.{fmt}")
     write_curve_log(path, rows)
-    index = {"curve_log": os.path.basename(path), "wall_s": time.perf_counter() - t0, "workers": workers,
+    index = {"curve_log": os.path.basename(path), "wall_s": round(time.perf_counter() - t0, 2), "workers": workers,
+             "skipped": len(settings) - len(todo),
              "runs": [{"name": s.name, **dataclasses.asdict(s)} for s in settings]}
     with open(os.path.join(out_dir, "runs.json"), "w") as f:
         json.dump(index, f, indent=1, allow_nan=False)
