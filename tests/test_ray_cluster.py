@@ -1,10 +1,12 @@
-"""``reproduce --backend ray`` on an existing multi-node Ray cluster (two nodes on 127.0.0.1).
+"""An existing multi-node Ray cluster (two nodes on 127.0.0.1): sweeps and RLlib training on it.
 
 The cluster is started and stopped by the test (see ``ray_cluster.py``); the
 sweep runs in a separate driver process, as a user would run it, once with
 ``--ray-address`` while the test kills a worker process in the middle of a
 run, and once with ``$RAY_ADDRESS``. Both must write the very tables the
-local backend writes, with every run recorded exactly once.
+local backend writes, with every run recorded exactly once. Then
+``examples/rllib_tenants.py`` trains the tenants with multi-agent PPO, its two
+env runners on the two nodes.
 """
 
 import json
@@ -63,3 +65,18 @@ def test_an_existing_cluster_gives_the_local_tables_and_survives_a_killed_worker
     assert tables(tmp_path / "flag") == local and tables(tmp_path / "env") == local
     ids = run_ids(tmp_path / "local")
     assert sorted(run_ids(tmp_path / "flag")) == sorted(ids) == sorted(set(ids))  # each run once, none lost
+
+
+def test_rllib_ppo_trains_the_tenants_on_both_nodes():
+    pytest.importorskip("ray.rllib.algorithms.ppo")
+    pytest.importorskip("pettingzoo")
+    with LocalRayCluster() as cluster:
+        r = subprocess.run([sys.executable, os.path.join(REPO, "examples", "rllib_tenants.py"), "--ray-address",
+                            cluster.address, "--iterations", "2", "--batch", "200", "--jobs", "10"],
+                           cwd=REPO, env=cluster.env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines[:2]] == ["iteration 1", "iteration 2"]
+    assert int(lines[1].split(": ")[1].split()[0]) >= 400  # two batches of 200 env steps sampled
+    # one CPU per node and one env runner per CPU: the runners sample on both nodes
+    assert lines[-1] == "env runners: 2 on 2 node(s)"
