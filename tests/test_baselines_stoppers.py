@@ -188,16 +188,25 @@ def test_bad_stopper_parameters_raise_a_one_line_config_error(stopper, param, va
     assert err.value.field == param and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("args", [
-    ["--stopper", "stopat", "--stop-progress", "0.5"],
-    ["--stopper", "lossplateau", "--window", "2", "--tolerance", "0.05"],
-    ["--stopper", "patience", "--patience", "4", "--min-delta", "0.01"],
-    ["--stopper", "cusum", "--threshold", "2", "--drift", "0.25", "--sigma", "0.05"],
-    ["--stopper", "smoothed", "--window", "5", "--threshold", "0.5"],
+@pytest.mark.parametrize("args, stopper, params", [
+    (["--stop-progress", "0.5"], "stopat", {"p": 0.5}),
+    (["--window", "2", "--tolerance", "0.05"], "lossplateau", {"window": 2, "tolerance": 0.05}),
+    (["--patience", "4", "--min-delta", "0.01"], "patience", {"patience": 4, "min_delta": 0.01}),
+    (["--threshold", "2", "--drift", "0.25", "--sigma", "0.05"], "cusum", {"threshold": 2.0, "drift": 0.25,
+                                                                           "sigma": 0.05}),
+    (["--window", "5", "--threshold", "0.5"], "smoothed", {"window": 5, "threshold": 0.5}),
 ])
-def test_cli_takes_each_stoppers_flags(args, capsys):
-    assert cli_main(["simulate", "--scheduler", "tiresias", "--jobs", "20", "--json", *args]) == 0
-    assert capsys.readouterr().out.startswith("{")
+def test_cli_takes_each_stoppers_flags(args, stopper, params, capsys):
+    """The flags reach the stopper: the CLI's metrics are the API's with these parameters, not the defaults'."""
+    import json
+
+    from evalstop_gym import simulate
+
+    assert cli_main(["simulate", "--scheduler", "tiresias", "--jobs", "40", "--json", "--stopper", stopper,
+                     *args]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got == simulate("tiresias", stopper, jobs=40, **params)
+    assert got != simulate("tiresias", stopper, jobs=40)
 
 
 def test_cli_refuses_a_flag_the_stopper_does_not_take(capsys):

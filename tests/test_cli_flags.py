@@ -1,0 +1,210 @@
+"""Every flag of ``simulate``, ``evaluate``, ``reproduce`` and ``train`` reaches the code.
+
+For each flag: the CLI's output equals the Python API's result with the same
+parameters, and differs from the output without the flag, so a flag the CLI
+parses and then silently drops fails here. A last test per command lists the
+parser's flags and fails if one has no case here.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from baselines import make_policy
+from evalstop_gym import WorkloadConfig, run_policy, simulate
+from evalstop_gym.cli import build_parser, main
+from evalstop_gym.curvelog import apply_curve_log, read_curve_log, write_curve_log
+from evalstop_gym.traces import read_trace, replay_trace, trace_config
+
+
+def subparser(name):
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    return sub.choices[name]
+
+
+def flags_of(command):
+    return {s for a in subparser(command)._actions for s in a.option_strings if s.startswith("--")} - {"--help"}
+
+
+def run_cli(capsys, argv, code=0):
+    assert main(argv) == code, capsys.readouterr().err
+    return capsys.readouterr()
+
+
+# -- simulate ------------------------------------------------------------------------------
+
+SIM = ["simulate", "--json", "--jobs", "40", "--seed", "3"]
+SIM_API = dict(jobs=40, seed=3)
+
+# flag -> (context flags, the flag with its value, API keywords of the context, API keywords of the flag);
+# the context picks the stopper the flag belongs to
+SIMULATE_CASES = {
+    "--workload": ([], ["--workload", "balanced"], {}, {"workload": "balanced"}),
+    "--jobs": ([], ["--jobs", "25"], {}, {"jobs": 25}),
+    "--gpus": ([], ["--gpus", "32"], {}, {"gpus": 32}),
+    "--load": ([], ["--load", "1.7"], {}, {"load": 1.7}),
+    "--noise": (["--stopper", "evalstop"], ["--noise", "0.1"], {"stopper": "evalstop"}, {"noise": 0.1}),
+    "--hacking-fraction": (["--stopper", "evalstop"], ["--hacking-fraction", "0.2"], {"stopper": "evalstop"},
+                           {"hacking_fraction": 0.2}),
+    "--evals-per-job": (["--stopper", "evalstop"], ["--evals-per-job", "20"], {"stopper": "evalstop"},
+                        {"evals_per_job": 20}),
+    "--seed": ([], ["--seed", "4"], {}, {"seed": 4}),
+    "--scheduler": ([], ["--scheduler", "srtf-est"], {}, {"scheduler": "srtf-est"}),
+    "--stopper": ([], ["--stopper", "evalstop"], {}, {"stopper": "evalstop"}),
+    "--k": (["--stopper", "evalstop"], ["--k", "1"], {"stopper": "evalstop"}, {"k": 1}),
+    "--stop-progress": (["--stopper", "stopat"], ["--stop-progress", "0.3"], {"stopper": "stopat"}, {"p": 0.3}),
+    "--window": (["--stopper", "lossplateau"], ["--window", "1"], {"stopper": "lossplateau"}, {"window": 1}),
+    "--tolerance": (["--stopper", "lossplateau"], ["--tolerance", "0.2"], {"stopper": "lossplateau"},
+                    {"tolerance": 0.2}),
+    "--patience": (["--stopper", "patience"], ["--patience", "1"], {"stopper": "patience"}, {"patience": 1}),
+    "--min-delta": (["--stopper", "patience"], ["--min-delta", "0.05"], {"stopper": "patience"},
+                    {"min_delta": 0.05}),
+    "--threshold": (["--stopper", "cusum"], ["--threshold", "0.5"], {"stopper": "cusum"}, {"threshold": 0.5}),
+    "--drift": (["--stopper", "cusum", "--threshold", "0.5"], ["--drift", "1.0"],
+                {"stopper": "cusum", "threshold": 0.5}, {"drift": 1.0}),
+    "--sigma": (["--stopper", "cusum"], ["--sigma", "0.005"], {"stopper": "cusum"}, {"sigma": 0.005}),
+}
+# flags that two stoppers share: the second stopper's reading is checked too
+SHARED_STOPPER_CASES = {
+    "--window smoothed": (["--stopper", "smoothed"], ["--window", "3"], {"stopper": "smoothed"}, {"window": 3}),
+    "--threshold smoothed": (["--stopper", "smoothed"], ["--threshold", "2"], {"stopper": "smoothed"},
+                             {"threshold": 2.0}),
+    "--sigma smoothed": (["--stopper", "smoothed", "--threshold", "1"], ["--sigma", "0.1"],   # threshold 0
+                         {"stopper": "smoothed", "threshold": 1.0}, {"sigma": 0.1}),        # ignores sigma
+}
+
+
+def api_simulate(scheduler="fifo", stopper="none", **params):
+    return simulate(scheduler, stopper, **{**SIM_API, **params})
+
+
+@pytest.mark.parametrize("case", [*SIMULATE_CASES, *SHARED_STOPPER_CASES])
+def test_simulate_flag_reaches_the_simulation(capsys, case):
+    context, flag, api_context, api_flag = {**SIMULATE_CASES, **SHARED_STOPPER_CASES}[case]
+    got = json.loads(run_cli(capsys, [*SIM, *context, *flag]).out)
+    assert got == api_simulate(**api_context, **api_flag)
+    without = json.loads(run_cli(capsys, [*SIM, *context]).out)
+    assert without == api_simulate(**api_context)
+    assert got != without, f"{case} changed nothing: pick a value that matters"
+
+
+# a tiny Philly-layout trace: 40 jobs, some at equal times, demands 1-8 GPUs, 5 min to 5 h
+def philly_text(rows=40, bad_line=False):
+    lines = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    for i in range(rows):
+        minute = (i * 37) % 60
+        hour = i // 3
+        dur = 300 + (i * 2741) % 18000
+        gpus = (1, 2, 4, 8, 1, 1, 2)[i % 7]
+        lines.append(f"2017-10-01 {hour:02d}:{minute:02d}:00,{dur},{gpus},{dur * gpus},vc{i % 3}")
+    if bad_line:
+        lines.append("2017-10-01 25:99:00,60,1,60,vc0")
+    return "\n".join(lines) + "\n"
+
+
+HELIOS_TEXT = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n" + "".join(
+    f"{i},u{i % 2},vc{i % 3},{(1, 2, 4)[i % 3]},4,1,COMPLETED,2020-06-09 {10 + i // 4:02d}:{(i * 13) % 60:02d}:00,"
+    f",,{600 + 997 * i % 9000},0\n" for i in range(30))
+
+
+@pytest.fixture
+def trace_files(tmp_path):
+    files = {}
+    for name, text in (("philly.csv", philly_text()), ("bad.csv", philly_text(bad_line=True)),
+                       ("helios.csv", HELIOS_TEXT)):
+        (tmp_path / name).write_text(text)
+        files[name] = str(tmp_path / name)
+    return files
+
+
+def api_trace(path, fmt="philly", on_bad_row="error", min_duration_s=1.0, scheduler="fifo", stopper="evalstop",
+              **replay):
+    """The Python API's replay: read, replay on a trace config, run the policy."""
+    cfg = trace_config(jobs=40, seed=3, gpus=16)
+    table = read_trace(path, fmt, on_bad_row=on_bad_row, min_duration_s=min_duration_s)
+    w, _ = replay_trace(table, cfg, on_bad_row=on_bad_row, **replay)
+    return run_policy(w, make_policy(scheduler, stopper))
+
+
+TRACE = ["simulate", "--json", "--jobs", "40", "--seed", "3", "--gpus", "16", "--stopper", "evalstop"]
+
+# flag -> (flags, API keywords); each is compared with the same replay without the flag
+TRACE_CASES = {
+    "--trace-jobs": (["--trace-jobs", "15"], {"jobs": 15}),
+    "--trace-sample": (["--trace-jobs", "15", "--trace-sample"], {"jobs": 15, "sample": True}),
+    "--trace-window": (["--trace-window", "2:9"], {"window": "2:9"}),
+    "--trace-rescale": (["--trace-rescale", "none"], {"rescale": "none"}),
+    "--trace-gpu-scale": (["--trace-gpu-scale", "0.5"], {"gpu_scale": 0.5}),
+    "--trace-min-duration": (["--trace-min-duration", "3000"], {"min_duration_s": 3000.0}),
+}
+
+
+@pytest.mark.parametrize("case", TRACE_CASES)
+def test_trace_flag_reaches_the_replay(capsys, trace_files, case):
+    flag, api = TRACE_CASES[case]
+    path = trace_files["philly.csv"]
+    got = json.loads(run_cli(capsys, [*TRACE, "--trace", path, *flag]).out)
+    assert got == api_trace(path, **api)
+    without = json.loads(run_cli(capsys, [*TRACE, "--trace", path]).out)
+    if case == "--trace-sample":           # the first 15 jobs, not a sample of 15
+        without = json.loads(run_cli(capsys, [*TRACE, "--trace", path, "--trace-jobs", "15"]).out)
+    assert got != without
+
+
+def test_trace_gpu_scale_fit_and_rescale_cluster(capsys, trace_files):
+    path = trace_files["philly.csv"]
+    small = ["--gpus", "4"]     # the trace's 8-GPU jobs do not fit: fit scales them by 4 / 8
+    got = json.loads(run_cli(capsys, [*TRACE, *small, "--trace", path, "--trace-gpu-scale", "fit"]).out)
+    cfg = trace_config(jobs=40, seed=3, gpus=4)
+    w, rep = replay_trace(read_trace(path, "philly"), cfg, gpu_scale="fit")
+    assert rep.gpu_scale == 0.5 and got == run_policy(w, make_policy("fifo", "evalstop"))
+    got = json.loads(run_cli(capsys, [*TRACE, "--trace", path, "--trace-rescale", "cluster"]).out)
+    assert got == api_trace(path, rescale="cluster") != api_trace(path)
+
+
+def test_trace_flag_itself_and_format_and_bad_rows(capsys, trace_files):
+    philly, helios, bad = trace_files["philly.csv"], trace_files["helios.csv"], trace_files["bad.csv"]
+    got = json.loads(run_cli(capsys, [*TRACE, "--trace", philly]).out)
+    assert got == api_trace(philly) != json.loads(run_cli(capsys, TRACE).out)
+    # --trace-format: the Helios file read as Helios; read as Philly (the default) it is an error
+    got = json.loads(run_cli(capsys, [*TRACE, "--trace", helios, "--trace-format", "helios"]).out)
+    assert got == api_trace(helios, "helios")
+    assert "missing column" in run_cli(capsys, [*TRACE, "--trace", helios], code=2).err
+    # --on-bad-row skip: the bad row is dropped; by default it is an error
+    got = json.loads(run_cli(capsys, [*TRACE, "--trace", bad, "--on-bad-row", "skip"]).out)
+    assert got == api_trace(bad, on_bad_row="skip") == api_trace(philly)
+    assert "line 42" in run_cli(capsys, [*TRACE, "--trace", bad], code=2).err
+
+
+def curve_rows():
+    x = np.linspace(0, 1, 21)
+    hack, ok = 0.1 + 0.5 * np.sin(np.pi * x), 0.1 + 0.7 * x
+    return [{"job": name, "step": float(s), "eval_score": float(curve[s])}
+            for name, curve in (("hack", hack), ("ok", ok)) for s in range(21)]
+
+
+def test_curves_and_curves_format_reach_the_replay(capsys, tmp_path):
+    log = tmp_path / "lib.jsonl"
+    write_curve_log(str(log), curve_rows())
+    unnamed = tmp_path / "lib.log"               # no extension: only --curves-format says what it is
+    unnamed.write_text(log.read_text())
+    ctx = ["--stopper", "evalstop"]
+    cfg = WorkloadConfig(jobs=40, seed=3)
+    from evalstop_gym.workload import generate
+
+    expected = run_policy(apply_curve_log(generate(cfg), read_curve_log(str(log)), seed=3),
+                          make_policy("fifo", "evalstop"))
+    got = json.loads(run_cli(capsys, [*SIM, *ctx, "--curves", str(log)]).out)
+    assert got == expected != api_simulate(stopper="evalstop")
+    got = json.loads(run_cli(capsys, [*SIM, *ctx, "--curves", str(unnamed), "--curves-format", "jsonl"]).out)
+    assert got == expected
+    assert "unknown curve-log type" in run_cli(capsys, [*SIM, *ctx, "--curves", str(unnamed)], code=2).err
+
+
+def test_every_simulate_flag_has_a_case():
+    # --json: tests/test_cli.py compares the table with the JSON, value by value
+    covered = {*SIMULATE_CASES, *TRACE_CASES, "--json", "--trace", "--trace-format", "--on-bad-row", "--curves",
+               "--curves-format"}
+    assert flags_of("simulate") <= covered, flags_of("simulate") - covered
