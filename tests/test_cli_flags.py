@@ -208,3 +208,170 @@ def test_every_simulate_flag_has_a_case():
     covered = {*SIMULATE_CASES, *TRACE_CASES, "--json", "--trace", "--trace-format", "--on-bad-row", "--curves",
                "--curves-format"}
     assert flags_of("simulate") <= covered, flags_of("simulate") - covered
+
+
+# -- evaluate ------------------------------------------------------------------------------
+
+EVAL = ["evaluate", "--json", "--policy", "evalstop", "--seeds", "1", "--jobs", "30"]
+WORKLOAD_FLAGS = {   # flag -> (value on the command line, WorkloadConfig field, value there)
+    "--workload": ("balanced", "workload", "balanced"),
+    "--jobs": ("25", "jobs", 25),
+    "--gpus": ("32", "gpus", 32),
+    "--load": ("1.7", "load", 1.7),
+    "--noise": ("0.1", "noise", 0.1),
+    "--hacking-fraction": ("0.2", "hacking_fraction", 0.2),
+    "--evals-per-job": ("20", "evals_per_job", 20),
+    "--seed": ("5", "seed", 5),
+}
+
+
+def api_evaluate(policies=("evalstop",), scheduler="srtf-est", seeds=1, **wl):
+    from agents.evaluate import evaluate
+
+    wl = {"jobs": 30, **wl}
+    first = wl.pop("seed", 0)
+    ev = evaluate(list(policies), scheduler=scheduler, seeds=seeds, first_seed=first, base=WorkloadConfig(**wl))
+    return ev, json.loads(json.dumps(ev.rows))      # as printed: NaN and tuples as JSON has them
+
+
+EVALUATE_CASES = {
+    "--policy": (["--policy", "srtf-est+cusum:threshold=1"], {"policies": ("evalstop", "srtf-est+cusum:threshold=1")}),
+    "--scheduler": (["--scheduler", "fifo"], {"scheduler": "fifo"}),
+    "--seeds": (["--seeds", "2"], {"seeds": 2}),
+    **{flag: ([flag, text], {name: value}) for flag, (text, name, value) in WORKLOAD_FLAGS.items()},
+}
+
+
+@pytest.mark.parametrize("case", EVALUATE_CASES)
+def test_evaluate_flag_reaches_the_evaluation(capsys, case):
+    flag, api = EVALUATE_CASES[case]
+    got = json.loads(run_cli(capsys, [*EVAL, *flag]).out)
+    assert got == api_evaluate(**api)[1]
+    assert got != api_evaluate()[1] == json.loads(run_cli(capsys, EVAL).out)
+
+
+def test_evaluate_out_and_table(capsys, tmp_path):
+    from evalstop_gym.experiments.tables import csv_table
+
+    ev, _ = api_evaluate()
+    table = run_cli(capsys, [a for a in EVAL if a != "--json"] + ["--out", str(tmp_path / "o")]).out
+    assert ev.table in table and "held-out seeds 0-0 (n = 1)" in table   # no --json: the Markdown table
+    assert (tmp_path / "o" / "evaluate.csv").read_text() == csv_table(ev.experiment, ev.rows)
+    assert ev.table in (tmp_path / "o" / "evaluate.md").read_text()
+
+
+def test_every_evaluate_flag_has_a_case():
+    assert flags_of("evaluate") <= {*EVALUATE_CASES, "--json", "--out"}, flags_of("evaluate") - set(EVALUATE_CASES)
+
+
+# -- reproduce -----------------------------------------------------------------------------
+
+REPRO = ["reproduce", "--experiments", "E5", "--jobs", "20", "--seeds", "1", "--workers", "1", "--no-progress"]
+
+
+def outputs(out):
+    """What a reproduce run leaves: its records by run id, and its CSV tables by name."""
+    records = {}
+    if (out / "runs.jsonl").exists():
+        for line in (out / "runs.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            records[r["run_id"]] = r
+    return records, {p.name: p.read_text() for p in sorted(out.glob("*.csv"))}
+
+
+def cli_reproduce(capsys, out, *flags):
+    run_cli(capsys, [*REPRO, "--out", str(out), *flags])
+    return outputs(out)
+
+
+def api_reproduce(out, names=("E5",), seeds=1, jobs=20, first_seed=0, workers=1, **kw):
+    from evalstop_gym.experiments import reproduce
+
+    wl = kw.pop("workload", {})
+    reproduce(list(names), seeds=seeds, first_seed=first_seed, out=out, base=WorkloadConfig(jobs=jobs, **wl),
+              workers=workers, progress=False, echo=lambda _: None, **kw)
+    return outputs(out)
+
+
+REPRODUCE_CASES = {
+    "--experiments": (["--experiments", "E7"], {"names": ("E7",)}),
+    "--seeds": (["--seeds", "2"], {"seeds": 2}),
+    "--base-scheduler": (["--base-scheduler", "fifo"], {"base_scheduler": "fifo"}),
+    "--detectors": (["--experiments", "E1", "--detectors", "patience"], {"names": ("E1",), "detectors": ["patience"]}),
+    "--max-runs": (["--max-runs", "2"], {"max_runs": 2}),
+}
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)          # a dropped --out would write ./results here, not in the repo
+    return tmp_path
+
+
+@pytest.fixture
+def default_reproduce(in_tmp, capsys):
+    return cli_reproduce(capsys, in_tmp / "default")
+
+
+@pytest.mark.parametrize("case", REPRODUCE_CASES)
+def test_reproduce_flag_reaches_the_suite(capsys, in_tmp, default_reproduce, case):
+    flag, api = REPRODUCE_CASES[case]
+    if case == "--detectors":     # compared with E1 and its default detectors
+        default_reproduce = cli_reproduce(capsys, in_tmp / "default-e1", "--experiments", "E1")
+    got = cli_reproduce(capsys, in_tmp / "cli", *flag)
+    assert got == api_reproduce(in_tmp / "api", **api)
+    assert got != default_reproduce
+    assert not (in_tmp / "results").exists()
+    assert default_reproduce == api_reproduce(in_tmp / "api-default", **({"names": ("E1",)} if case == "--detectors"
+                                                                           else {}))
+
+
+def test_reproduce_workload_flags_reach_every_run(capsys, in_tmp, default_reproduce):
+    argv, fields = [], {}
+    for flag, (text, name, value) in WORKLOAD_FLAGS.items():
+        argv += [flag, text]
+        fields[name] = value
+    got = cli_reproduce(capsys, in_tmp / "cli", *argv)
+    first = fields.pop("seed")
+    jobs = fields.pop("jobs")
+    assert got == api_reproduce(in_tmp / "api", jobs=jobs, first_seed=first, workload=fields)
+    records = got[0].values()
+    assert len(records) == len(default_reproduce[0]) > 0
+    for r in records:      # each flag's value is in every run's workload
+        for flag, (_, name, value) in WORKLOAD_FLAGS.items():
+            assert r["spec"]["workload"][name] == value, flag
+
+
+def test_reproduce_backend_and_workers_reach_the_runner(capsys, in_tmp, default_reproduce, monkeypatch):
+    """Backend and workers change where runs go, not results: the runner is asked for them (and runs
+    inline here, so the test starts neither Ray nor a pool)."""
+    from evalstop_gym.experiments import runner, suite
+
+    asked = []
+
+    def spy(specs, store, *, backend="local", workers=1, **kw):
+        asked.append((backend, workers))
+        return runner.run_sweep(specs, store, backend="local", workers=1, **kw)
+
+    monkeypatch.setattr(suite, "run_sweep", spy)
+    got = cli_reproduce(capsys, in_tmp / "cli", "--backend", "ray", "--workers", "3")
+    assert asked == [("ray", 3)] and got == default_reproduce
+    asked.clear()
+    cli_reproduce(capsys, in_tmp / "cli2")
+    assert asked == [("local", 1)]
+
+
+def test_reproduce_out_and_progress(capsys, in_tmp):
+    argv = [a for a in REPRO if a != "--no-progress"]
+    assert main([*argv, "--out", "here"]) == 0
+    err = capsys.readouterr().err
+    assert "reproduce: 100%" in err                   # the progress bar, on stderr
+    assert (in_tmp / "here" / "E5.csv").is_file() and not (in_tmp / "results").exists()
+    assert main([*argv, "--out", "there", "--no-progress"]) == 0
+    assert "reproduce" not in capsys.readouterr().err
+    assert outputs(in_tmp / "here") == outputs(in_tmp / "there")
+
+
+def test_every_reproduce_flag_has_a_case():
+    covered = {*REPRODUCE_CASES, *WORKLOAD_FLAGS, "--backend", "--workers", "--out", "--no-progress", "--model"}
+    assert flags_of("reproduce") <= covered, flags_of("reproduce") - covered
