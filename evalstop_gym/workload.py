@@ -123,10 +123,11 @@ def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | N
         return np.array([j.get(key, default) for j in jobs])
 
     def rows(key, default_row):
-        out = np.array([np.asarray(j.get(key, default_row), dtype=float) for j in jobs])
-        if out.shape != (len(jobs), e):
-            raise ConfigError(key, out.shape, f"every job needs exactly {e} values")
-        return out
+        out = [np.asarray(j.get(key, default_row), dtype=float) for j in jobs]
+        for i, row in enumerate(out):  # checked row by row: ragged rows would not make an array
+            if row.shape != (e,):
+                raise ConfigError(f"job {i}.{key}", row.tolist(), f"every job needs exactly {e} values")
+        return np.array(out)
 
     gold = rows("gold", x)
     observed = rows("observed", None) if all("observed" in j for j in jobs) else gold
