@@ -222,3 +222,22 @@ def test_preemptions_and_waste_count_gpu_hours_of_every_run_segment():
     assert m["gpu_hours"] == pytest.approx(4.0 * 2)
     assert m["avg_jct_h"] == pytest.approx(5.0) and m["avg_queue_h"] == pytest.approx(5.0 - 4.0)
     assert m["utilization"] == pytest.approx(8.0 / (2 * 5.0))
+
+
+def test_makespan_runs_from_the_first_submit_and_short_episodes_keep_their_utilization():
+    # 2 GPUs; J0 (1 GPU, 0.5 h) arrives at t=1, J1 (2 GPUs, 0.25 h) at t=1.25 and waits for J0 until 1.5
+    w = workload_from_jobs([dict(submit_h=1.0, gpus=1, length_h=0.5), dict(submit_h=1.25, gpus=2, length_h=0.25)],
+                           total_gpus=2)
+    m = compute_metrics(drive(Simulator(w), FIFO()))
+    assert m["makespan_h"] == pytest.approx(1.75 - 1.0)                 # last finish 1.75, first submit 1.0
+    assert m["utilization"] == pytest.approx((0.5 * 1 + 0.25 * 2) / (2 * 0.75))
+    assert m["avg_jct_h"] == pytest.approx((0.5 + 0.5) / 2)
+
+
+def test_an_episode_of_zero_length_has_zero_utilization():
+    # the only job is stopped the instant it arrives: makespan 0, nothing ran; no division by zero
+    sim = Simulator(workload_from_jobs([dict(submit_h=2.0, gpus=1, length_h=1.0)], total_gpus=1))
+    sim.advance()
+    sim.stop(0)
+    m = compute_metrics(drive_to_end(sim))
+    assert m["makespan_h"] == 0.0 and m["utilization"] == 0.0 and m["gpu_hours"] == 0.0
