@@ -156,3 +156,58 @@ def test_a_new_cluster_starts_at_time_zero_with_every_gpu_free():
     c = sim.cluster
     assert (c.now_h, c.total_gpus, c.free_gpus, c.used_gpus, c.finished) == (0.0, 64, 64, 0, 0)
     assert c.waiting == {} and c.running == {} and sim.views == [None, None, None]
+
+
+# -- the driver's side of the boundary: decisions the simulator refuses say which and why --------------
+
+def _one_gpu_sim(jobs=2):
+    from evalstop_gym.workload import workload_from_jobs
+
+    sim = Simulator(workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=2.0)] * jobs, total_gpus=1))
+    sim.advance()
+    return sim
+
+
+def test_refused_decisions_name_the_action_and_the_job():
+    from evalstop_gym.simulator import SimulationError
+
+    sim = _one_gpu_sim()
+    sim.start(0)
+    sim.stop(1)
+    with pytest.raises(SimulationError, match=r"^cannot stop job 1: it is not an active job \(status stopped\)$"):
+        sim.stop(1)
+    with pytest.raises(SimulationError, match=r"^cannot preempt job 1: it is not an active job"):
+        sim.preempt(1)
+    with pytest.raises(SimulationError, match=r"^cannot start job 7: it is not an active job \(status not arrived\)"):
+        sim.start(7)
+    with pytest.raises(SimulationError, match=r"^wake-up at 0.0 h is not after now \(0.0 h\)$"):
+        sim.request_wakeup(0.0)                 # now is not after now
+    with pytest.raises(SimulationError, match=r"^episode not finished: 1 jobs still active$"):
+        sim.outcome()
+
+
+def test_a_running_job_stopped_between_checkpoints_is_charged_the_time_it_ran():
+    # J0 (2 h, 4 evals) runs from 0; the driver stops it at a wake-up at t=0.75, between checkpoints
+    sim = _one_gpu_sim(jobs=1)
+    sim.start(0)
+    sim.request_wakeup(0.75)
+    while sim.cluster.now_h < 0.75:
+        sim.advance()
+    sim.stop(0)
+    v = sim.views[0]
+    assert v.attained_h == 0.75 and v.status == "stopped"
+    sim.advance()
+    out = sim.outcome()
+    assert out.service_h.tolist() == [0.75] and out.finish_h.tolist() == [0.75] and out.evals_seen.tolist() == [1]
+    assert v.attained_h == 0.75                 # a finished job's view keeps its service
+
+
+def test_a_job_never_started_has_no_first_start_time():
+    sim = _one_gpu_sim()
+    sim.start(0)
+    sim.stop(1)
+    while not sim.done:
+        sim.advance()
+    out = sim.outcome()
+    assert out.first_start_h[0] == 0.0 and np.isnan(out.first_start_h[1])
+    assert sim.views[0].attained_h == 2.0 and sim.views[1].attained_h == 0.0

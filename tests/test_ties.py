@@ -190,3 +190,51 @@ def test_scaled_gpu_demands_round_half_up_and_stay_at_least_one(tmp_path, record
     w, _ = replay_trace(read_trace(path, "philly"), WorkloadConfig(gpus=16, seed=0), gpu_scale=scale,
                         rescale="none")
     assert w.gpus.tolist() == [expected]
+
+
+def test_eval_due_now_sees_live_non_final_checkpoints_of_this_instant_only():
+    from evalstop_gym.simulator import EVAL, SCHEDULE
+
+    # 3 GPUs; J0, J1, J2: 1 GPU, 3 h, 3 evals (at 1 h and 2 h of service; the 3rd completes the job)
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=3.0)] * 3, total_gpus=3, evals_per_job=3)
+    sim = Simulator(w)
+    assert sim.advance() == SCHEDULE
+    for j in range(3):
+        sim.start(j)
+    assert not sim.eval_due_now()                      # nothing is due at t=0
+    sim.request_wakeup(0.5)
+    assert sim.advance() == SCHEDULE and sim.cluster.now_h == 0.5
+    sim.preempt(2)                                     # J2's checkpoint at t=1 is now stale
+    sim.request_wakeup(0.75)
+    assert sim.advance() == SCHEDULE and sim.cluster.now_h == 0.75
+    sim.start(2)                                       # J2's next checkpoint: t = 0.75 + 0.5 = 1.25
+    assert sim.advance() == EVAL and (sim.cluster.now_h, sim.decision_job.job_id) == (1.0, 0)
+    assert sim.eval_due_now()                          # J1's eval, also at t=1, is next
+    assert sim.advance() == EVAL and (sim.cluster.now_h, sim.decision_job.job_id) == (1.0, 1)
+    assert not sim.eval_due_now()                      # J2's stale t=1 entry does not count
+    assert sim.advance() == EVAL and (sim.cluster.now_h, sim.decision_job.job_id) == (1.25, 2)
+    assert sim.advance() == EVAL and sim.cluster.now_h == 2.0
+    assert sim.eval_due_now()                          # the other job's 2nd eval at t=2
+    assert sim.advance() == EVAL and sim.cluster.now_h == 2.0
+    assert not sim.eval_due_now()
+    assert sim.advance() == EVAL and sim.cluster.now_h == 2.25
+    # t=3: J0 and J1 complete (final checkpoints: no decision, not "due")
+    assert sim.advance() == SCHEDULE and sim.cluster.now_h == 3.0 and not sim.eval_due_now()
+    assert sim.advance() == SCHEDULE and sim.cluster.now_h == 3.25
+    assert sim.advance() == 0 and sim.outcome().finish_h.tolist() == [3.0, 3.0, 3.25]
+
+
+def test_a_final_checkpoint_of_the_same_instant_is_not_a_due_eval():
+    from evalstop_gym.simulator import EVAL
+
+    # J1 (4 h, 2 evals) has its eval at t=2, the instant J0 (2 h, 2 evals) completes
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=2.0), dict(submit_h=0.0, gpus=1, length_h=4.0)],
+                           total_gpus=2, evals_per_job=2)
+    sim = Simulator(w)
+    sim.advance()
+    sim.start(0)
+    sim.start(1)
+    assert sim.advance() == EVAL and (sim.cluster.now_h, sim.decision_job.job_id) == (1.0, 0)
+    assert sim.advance() == EVAL and (sim.cluster.now_h, sim.decision_job.job_id) == (2.0, 1)
+    assert not sim.eval_due_now()                      # J0's completion is pending at t=2, not an eval
+    assert sim.cluster.running.keys() == {0, 1}
