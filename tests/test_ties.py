@@ -238,3 +238,49 @@ def test_a_final_checkpoint_of_the_same_instant_is_not_a_due_eval():
     assert sim.advance() == EVAL and (sim.cluster.now_h, sim.decision_job.job_id) == (2.0, 1)
     assert not sim.eval_due_now()                      # J0's completion is pending at t=2, not an eval
     assert sim.cluster.running.keys() == {0, 1}
+
+
+def test_simultaneous_checkpoints_are_decided_in_the_order_their_runs_were_scheduled():
+    from evalstop_gym.simulator import DONE, EVAL, SCHEDULE
+
+    # 2 GPUs; J0, J1 (1 GPU, 2 h, 2 evals) both reach their eval at t=1; J2 arrives at t=1.
+    # The driver starts J1 before J0 (with a wake-up request in between): J1's eval is decided first.
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=2.0), dict(submit_h=0.0, gpus=1, length_h=2.0),
+                            dict(submit_h=1.0, gpus=1, length_h=1.0)], total_gpus=2, evals_per_job=2)
+    sim = Simulator(w)
+    assert sim.decision_job is None
+    assert sim.advance() == SCHEDULE and sim.decision_job is None
+    sim.start(1)
+    sim.request_wakeup(5.0)
+    sim.start(0)
+    seen = []
+    while (kind := sim.advance()) == EVAL:
+        seen.append((sim.cluster.now_h, sim.decision_job.job_id, sorted(sim.cluster.waiting)))
+    assert seen == [(1.0, 1, [2]), (1.0, 0, [2])]      # push order, and J2's arrival already visible
+    assert kind == SCHEDULE and sim.decision_job is None and sim.cluster.now_h == 1.0
+    while kind != DONE:
+        if kind == SCHEDULE and sim.cluster.free_gpus and sim.cluster.waiting:
+            sim.start(2)                               # t=2: J0 and J1 completed
+        kind = sim.advance()
+    assert sim.decision_job is None and sim.outcome().finish_h.tolist() == [2.0, 2.0, 3.0]
+
+
+def test_no_scheduling_point_before_the_first_arrival():
+    w = workload_from_jobs([dict(submit_h=1.5, gpus=1, length_h=1.0)], total_gpus=1)
+    rec = Recorder(FIFO())
+    drive(Simulator(w), rec)
+    assert [s["t"] for s in rec.schedules] == [1.5, 2.5]
+
+
+def test_a_stall_names_the_time_and_the_waiting_jobs():
+    from evalstop_gym.simulator import SimulationError
+
+    sim = Simulator(workload_from_jobs([dict(submit_h=0.25, gpus=1, length_h=1.0)] * 2, total_gpus=1))
+    sim.advance()
+    with pytest.raises(SimulationError, match=r"^stalled at t=0.2500 h: 2 jobs wait, none runs and no event is "
+                                              r"pending; the scheduler must start a job$"):
+        sim.advance()
+    with pytest.raises(SimulationError, match=r"^cannot start job 2: it is not an active job \(status not arrived\)"):
+        sim.start(2)                                   # one past the last job id
+    with pytest.raises(SimulationError, match=r"^cannot start job -1: it is not an active job"):
+        sim.start(-1)
