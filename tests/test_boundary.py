@@ -211,3 +211,21 @@ def test_a_job_never_started_has_no_first_start_time():
     out = sim.outcome()
     assert out.first_start_h[0] == 0.0 and np.isnan(out.first_start_h[1])
     assert sim.views[0].attained_h == 2.0 and sim.views[1].attained_h == 0.0
+
+
+def test_a_scheduler_key_receives_the_cluster_view_for_running_and_waiting_jobs():
+    """``key(job, cluster)`` is called with the public cluster view, in the kept-queue path too."""
+    from evalstop_gym.policy import Scheduler
+    from evalstop_gym.view import ClusterView as CV
+
+    class Checked(Scheduler):
+        name, preemptive, static_key = "checked", True, True
+
+        def key(self, job, cluster):
+            assert isinstance(cluster, CV)
+            return (job.submit_h, job.job_id)
+
+    from evalstop_gym.api import run_policy
+
+    m = run_policy(generate(WorkloadConfig(jobs=20, seed=3)), Checked())
+    assert m["jobs"] == 20
