@@ -229,3 +229,32 @@ def test_a_scheduler_key_receives_the_cluster_view_for_running_and_waiting_jobs(
 
     m = run_policy(generate(WorkloadConfig(jobs=20, seed=3)), Checked())
     assert m["jobs"] == 20
+
+
+def test_stoppers_compose_and_every_rule_sees_the_job_and_the_cluster():
+    from baselines import EvalStop
+    from evalstop_gym.policy import Stopper
+
+    class Spy(Stopper):
+        rule_name = "spy"
+
+        def __init__(self, base):
+            super().__init__(base)
+            self.calls = []
+
+        def rule(self, job, cluster):
+            self.calls.append((type(job), type(cluster)))
+            return job.job_id == 0 and job.evals_done == 2
+
+    w = generate(WorkloadConfig(jobs=6, seed=1, noise=0.0))
+    inner = Spy(FIFO())
+    out = drive(Simulator(w), EvalStop(inner, k=50))           # the wrapped stopper's rule still stops job 0
+    assert out.stopped[0] and out.evals_seen[0] == 2
+    outer = Spy(EvalStop(FIFO(), k=1))                           # and the wrapped EvalStop still stops declines
+    both = drive(Simulator(w), outer).stopped
+    alone = drive(Simulator(w), EvalStop(FIFO(), k=1)).stopped
+    assert alone[1:].any() and both[0] and (both[1:] == alone[1:]).all()
+    assert set(inner.calls) == set(outer.calls) == {(JobView, ClusterView)}
+    assert EvalStop(inner, k=50).name == "fifo+spy+evalstop"
+    with pytest.raises(TypeError, match=r"^base must be a Policy, got str$"):
+        EvalStop("fifo")
