@@ -213,13 +213,15 @@ def test_a_job_never_started_has_no_first_start_time():
     assert sim.views[0].attained_h == 2.0 and sim.views[1].attained_h == 0.0
 
 
-def test_a_scheduler_key_receives_the_cluster_view_for_running_and_waiting_jobs():
-    """``key(job, cluster)`` is called with the public cluster view, in the kept-queue path too."""
+@pytest.mark.parametrize("preemptive", [True, False])
+@pytest.mark.parametrize("static_key", [True, False])
+def test_a_scheduler_key_receives_the_cluster_view_for_running_and_waiting_jobs(preemptive, static_key):
+    """``key(job, cluster)`` is called with the public cluster view, on every allocation path."""
     from evalstop_gym.policy import Scheduler
     from evalstop_gym.view import ClusterView as CV
 
     class Checked(Scheduler):
-        name, preemptive, static_key = "checked", True, True
+        name = "checked"
 
         def key(self, job, cluster):
             assert isinstance(cluster, CV)
@@ -227,6 +229,7 @@ def test_a_scheduler_key_receives_the_cluster_view_for_running_and_waiting_jobs(
 
     from evalstop_gym.api import run_policy
 
+    Checked.preemptive, Checked.static_key = preemptive, static_key
     m = run_policy(generate(WorkloadConfig(jobs=20, seed=3)), Checked())
     assert m["jobs"] == 20
 

@@ -284,3 +284,20 @@ def test_a_stall_names_the_time_and_the_waiting_jobs():
         sim.start(2)                                   # one past the last job id
     with pytest.raises(SimulationError, match=r"^cannot start job -1: it is not an active job"):
         sim.start(-1)
+
+
+def test_a_wakeup_asked_for_now_is_ignored():
+    # a policy that asks, at every scheduling point, to be woken "now": nothing to do at this instant
+    class Eager(Policy):
+        def __init__(self):
+            self.base = FIFO()
+
+        def reset(self):
+            self.base.reset()
+
+        def schedule(self, cluster):
+            return self.base.schedule(cluster)._replace(wakeup_h=cluster.now_h)
+
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=1.0), dict(submit_h=0.5, gpus=1, length_h=1.0)],
+                           total_gpus=1)
+    assert drive(Simulator(w), Eager()).finish_h.tolist() == [1.0, 2.0]
