@@ -103,15 +103,14 @@ def generate(cfg: WorkloadConfig) -> Workload:
     return w
 
 
-def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | None = None,
-                       noise: float = 0.0) -> Workload:
+def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | None = None) -> Workload:
     """A hand-written workload, for tests, examples and replays.
 
     Each job is a dict with ``submit_h, gpus, length_h`` and optionally
     ``est_length_h`` (default: the true length), ``job_type`` (default
     ``"rlhf"``), ``tenant`` (0), ``hacking`` (False), ``gold`` (true scores at
     the checkpoints; default a straight rise), ``observed`` (observed scores;
-    default gold, with ``noise`` 0), ``loss`` and ``proxy`` (defaults: falling /
+    default gold), ``loss`` and ``proxy`` (defaults: falling /
     rising lines). Jobs must be listed in submit order.
     """
     if not jobs:

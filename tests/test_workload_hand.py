@@ -65,6 +65,16 @@ def test_generated_jobs_follow_the_config():
     np.testing.assert_allclose(w.observed, w.curves.gold + cfg.noise * w.curves.eval_z)
 
 
+def test_gpu_demands_are_whole_numbers_drawn_with_their_probabilities():
+    w = generate(WorkloadConfig(jobs=6000, seed=2, workload="balanced"))
+    assert w.gpus.dtype.kind == "i"
+    for i, name in enumerate(JOB_TYPES):
+        m = DEFAULT_JOB_TYPES[name]
+        g = w.gpus[w.job_type == i]
+        for choice, p in zip(m.gpu_choices, m.gpu_probs):
+            assert np.mean(g == choice) == pytest.approx(p, abs=0.04), (name, choice)
+
+
 def test_hacking_fraction_extremes_and_estimate_error():
     cfg = fixed(mix={"lora": 0.5, "rlhf": 0.5}, jobs=400, seed=1)
     w = generate(cfg.replace(hacking_fraction=1.0))
@@ -110,26 +120,54 @@ def test_hand_written_workload_defaults():
     np.testing.assert_allclose(w.curves.loss, [[2 - v for v in x]] * 2)
     np.testing.assert_allclose(w.curves.proxy, [x, x])
     np.testing.assert_array_equal(w.curves.start, [0.0, 0.0])
-    w = workload_from_jobs([dict(observed=[0.3, 0.1], gold=[0.2, 0.4])], total_gpus=1)
-    np.testing.assert_allclose(w.observed, [[0.3, 0.1]]) and np.testing.assert_allclose(w.curves.gold, [[0.2, 0.4]])
-    assert workload_from_jobs([{}], total_gpus=1, evals_per_job=6).evals_per_job == 6
+    np.testing.assert_array_equal(w.curves.peak_progress, [np.inf, np.inf])
+    # every curve a job gives is its own
+    w = workload_from_jobs([dict(observed=[0.3, 0.1], gold=[0.2, 0.4], loss=[1.0, 0.5], proxy=[0.0, 0.9])],
+                           total_gpus=1)
+    np.testing.assert_allclose(w.observed, [[0.3, 0.1]])
+    np.testing.assert_allclose(w.curves.gold, [[0.2, 0.4]])
+    np.testing.assert_allclose(w.curves.loss, [[1.0, 0.5]])
+    np.testing.assert_allclose(w.curves.proxy, [[0.0, 0.9]])
+    # an empty job: at t=0, 1 GPU, 1 h (and an estimate of 1 h)
+    w = workload_from_jobs([{}], total_gpus=1, evals_per_job=6)
+    assert w.evals_per_job == 6 and w.submit_h.tolist() == [0.0] and w.gpus.tolist() == [1]
+    assert w.length_h.tolist() == [1.0] and w.est_length_h.tolist() == [1.0]
 
 
-@pytest.mark.parametrize("jobs, field", [
-    ([], "jobs"),
-    ([dict(gpus=5)], "job 0.gpus"),                              # more than the cluster's 4
-    ([dict(), dict(gpus=0)], "job 1.gpus"),
-    ([dict(length_h=0.0)], "job 0.length_h"),
-    ([dict(length_h=float("nan"))], "job 0.length_h"),
-    ([dict(length_h=float("inf"))], "job 0.length_h"),
-    ([dict(submit_h=2.0), dict(submit_h=1.0)], "submit_h"),
-    ([dict(gold=[0.1, 0.2]), dict(gold=[0.1, 0.2, 0.3])], "job 1.gold"),      # ragged rows
-    ([dict(gold=[0.1, 0.2], observed=[0.1])], "job 0.observed"),
+@pytest.mark.parametrize("jobs, message", [
+    ([], "jobs=[] is invalid: a workload needs at least one job"),
+    ([dict(gpus=5)], "job 0.gpus=5 is invalid: must be <= the cluster's gpus=4"),
+    ([dict(), dict(gpus=0)], "job 1.gpus=0 is invalid: must be >= 1"),
+    ([dict(length_h=0.0)], "job 0.length_h=0.0 is invalid: must be a finite number > 0"),
+    ([dict(length_h=2.0), dict(length_h=float("nan"))], "job 1.length_h=nan is invalid: must be a finite number > 0"),
+    ([dict(length_h=float("inf"))], "job 0.length_h=inf is invalid: must be a finite number > 0"),
+    ([dict(length_h=0.5)], None),                                   # short is fine: only <= 0 is refused
+    ([dict(submit_h=2.0), dict(submit_h=1.0)],
+     "submit_h='unsorted' is invalid: submit times must be non-decreasing in job id"),
+    ([dict(gold=[0.1, 0.2]), dict(gold=[0.1, 0.2, 0.3])],            # ragged rows
+     "job 1.gold=[0.1, 0.2, 0.3] is invalid: every job needs exactly 2 values"),
+    ([dict(gold=[0.1, 0.2], observed=[0.1])], "job 0.observed=[0.1] is invalid: every job needs exactly 2 values"),
 ])
-def test_bad_hand_written_workloads_name_the_field(jobs, field):
+def test_bad_hand_written_workloads_say_which_field_value_and_rule(jobs, message):
+    if message is None:
+        assert workload_from_jobs(jobs, total_gpus=4).n == len(jobs)
+        return
     with pytest.raises(ConfigError) as e:
         workload_from_jobs(jobs, total_gpus=4)
-    assert e.value.field == field
+    assert str(e.value) == message
+
+
+def test_a_workload_of_no_jobs_is_refused_by_its_own_check():
+    from evalstop_gym.curves import Curves
+    from evalstop_gym.workload import Workload
+
+    empty, rows = np.zeros(0), np.zeros((0, 3))
+    w = Workload(submit_h=empty, gpus=empty.astype(int), length_h=empty, est_length_h=empty, job_type=empty,
+                 tenant=empty, hacking=empty.astype(bool), curves=Curves(rows, empty, rows, rows, rows, empty),
+                 noise=0.0, total_gpus=1)
+    with pytest.raises(ConfigError) as e:
+        w.validate()
+    assert str(e.value) == "jobs=0 is invalid: a workload needs at least one job"
 
 
 def test_a_job_that_fits_exactly_is_valid():
