@@ -325,3 +325,63 @@ def test_real_philly_whole_file_under_60_s_each():
         m = run_policy(w, policy)
         assert m["jobs"] == 82247
         assert time.perf_counter() - t <= 60
+
+
+# -- what a replay reports, word for word ---------------------------------------------------------
+
+REPORTED = """job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration,queue,gpu_time
+1,u1,1,8,1,Pretrain,COMPLETED,2023-03-01 00:00:00,,,3600,0,0
+2,u2,1,2,1,Weird,COMPLETED,2023-03-01 01:00:00,,,1800,0,0
+3,u1,1,0,1,Debug,COMPLETED,2023-03-01 02:00:00,,,600,0,0
+4,u3,1,1,1,Eval,COMPLETED,2023-03-01 03:00:00,,,0.5,0,0
+5,u3,1,1,1,SFT,FAILED,2023-03-01 04:00:00,,,-5,0,0
+6,u3,1,1,1,SFT,FAILED,yesterday,,,60,0,0
+7,u2,1,4,1,SFT,COMPLETED,2023-03-01 05:00:00,,,7200,0,0
+8,u2,1,2,1,Other,COMPLETED,2023-03-01 06:00:00,,,60,0,0
+"""
+
+
+def test_the_replay_summary_names_every_count(tmp_path):
+    # lines 2, 3, 8 replayed (line 9 falls after the 0-5.5 h window); line 4 CPU-only and line 5 a 0.5 s
+    # run are filtered; lines 6 (negative duration) and 7 (no time) are bad rows, skipped
+    table = read_trace(write(tmp_path, REPORTED, "t.csv"), "acme", on_bad_row="skip")
+    w, rep = replay_trace(table, trace_config(gpus=16, seed=0), window="0:5.5", rescale="none", gpu_scale=0.5)
+    assert w.gpus.tolist() == [4, 1, 2] and w.n == 3
+    assert rep.summary() == (
+        "trace t.csv (acme): 8 rows, 3 jobs replayed, on 16 GPUs, GPU demands x0.5; "
+        "skipped 2 bad rows: 1 negative duration (first at line 6), 1 unparsable timestamp (first at line 7); "
+        "filtered: 1 CPU-only jobs (0 GPUs), 1 jobs outside the window, 1 jobs shorter than 1 s; "
+        "notes: 1 rows with unknown type 'Weird' (kept, tier 1)")
+    # the table's own report is left as read: the replay counts into a copy
+    assert "jobs outside the window" not in table.report.filtered and table.report.jobs == 0
+    _, rep = replay_trace(table, trace_config(gpus=16, seed=0), rescale="arrivals")
+    assert rep.time_factor != 1.0 and f"arrival times x{rep.time_factor:.4g}" in rep.summary()
+    assert rep.filtered["jobs outside the window"] == 0 and "GPU demands" not in rep.summary()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"window": "5"}, "trace_window='5' is invalid: must be START:END in hours since the first submit, "
+                      "e.g. 0:168 (either side may be empty)"),
+    ({"window": "a:b"}, "trace_window='a:b' is invalid: START and END must be numbers of hours"),
+    ({"window": "1:2:3"}, "trace_window='1:2:3' is invalid: START and END must be numbers of hours"),
+    ({"window": "5:2"}, "trace_window='5.0:2.0' is invalid: END must be greater than START"),
+    ({"window": "2:2"}, "trace_window='2.0:2.0' is invalid: END must be greater than START"),
+    ({"window": "100:200"}, "trace_window='100.0:200.0' is invalid: no job of {path} falls in this window "
+                            "(the trace spans 5.0 h)"),
+    ({"gpu_scale": 0}, "trace_gpu_scale=0 is invalid: must be a number > 0 or 'fit'"),
+    ({"gpu_scale": "big"}, "trace_gpu_scale='big' is invalid: must be a number > 0 or 'fit'"),
+    ({"rescale": "bogus"}, "trace_rescale='bogus' is invalid: must be one of arrivals, cluster, none"),
+    ({"on_bad_row": "ignore"}, "on_bad_row='ignore' is invalid: must be one of error, skip"),
+])
+def test_bad_replay_options_say_what_is_allowed(tmp_path, options, message):
+    path = write(tmp_path, PHILLY_ROWS)
+    with pytest.raises(ConfigError) as e:
+        replay_trace(read_trace(path, "philly"), CFG, **options)
+    assert str(e.value) == message.format(path=path)
+
+
+def test_open_ended_windows():
+    from evalstop_gym.traces import parse_window
+
+    assert parse_window(":5") == (None, 5.0) and parse_window("2.5:") == (2.5, None)
+    assert parse_window(":") == (None, None) and parse_window(" 1 : 2 ") == (1.0, 2.0)
