@@ -344,3 +344,42 @@ def test_loss_aware_key_by_hand():
     assert la.key(view_with(losses=[2.0, 1.5, 1.0], submit_h=1.5), None) == (1, -0.25, 1.5)
     # five losses, window 3: from the loss 3 evals back, -(4 - 1) / (3 x 4)
     assert la.key(view_with(losses=[8.0, 4.0, 3.0, 2.0, 1.0]), None) == (1, -0.25, 0.0)
+
+
+def test_documented_defaults():
+    assert EvalStop(FIFO()).k == 2 and StopAtProgress(FIFO()).p == 0.65
+    assert _lossaware().window == 3
+    assert (LossPlateau(FIFO()).window, LossPlateau(FIFO()).tolerance) == (3, 0.01)
+    assert (Patience(FIFO()).patience, Patience(FIFO()).min_delta) == (3, 0.0)
+    c, s = CUSUM(FIFO()), SmoothedDecline(FIFO())
+    assert (c.threshold, c.drift, c.sigma) == (2.5, 0.0, None) and (s.window, s.threshold, s.sigma) == (6, 0.0, None)
+    t = _tiresias()
+    assert (t.thresholds_gpu_h, t.promote_knob) == ((4.0, 32.0), 2.0)
+    assert type(make_policy()) is FIFO
+
+
+def test_tiresias_demotion_preemption_and_promotion_by_hand():
+    from evalstop_gym.policy import Policy
+
+    class Times(Policy):
+        def __init__(self, base):
+            self.base, self.t = base, []
+
+        def reset(self):
+            self.base.reset()
+
+        def schedule(self, cluster):
+            self.t.append(cluster.now_h)
+            return self.base.schedule(cluster)
+
+    # 1 GPU; one threshold at 1 GPU-hour; a waiting job is promoted after waiting as long as it has run.
+    # t=0 J0 starts. t=1 J0 has 1 GPU-hour: demoted below J1 (arrived 0.5), preempted; J1 runs 1-2.
+    # t=2 J0 has waited 1 h = its 1 h of run: promoted back to the top queue, ahead of J2 (arrived 2.0,
+    # later submit); its GPU-hours count from 0 again. t=3 it crosses the threshold again: J2 runs 3-4.
+    # t=4 J0 resumes alone and completes its 3 h at t=5.
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=3.0), dict(submit_h=0.5, gpus=1, length_h=1.0),
+                            dict(submit_h=2.0, gpus=1, length_h=1.0)], total_gpus=1, evals_per_job=2)
+    pol = Times(_tiresias(thresholds_gpu_h=(1.0,), promote_knob=1.0))
+    out = drive(Simulator(w), pol)
+    assert out.finish_h.tolist() == [5.0, 2.0, 4.0] and out.preemptions == 2
+    assert pol.t == [0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0]
