@@ -113,6 +113,7 @@ def test_hand_written_workload_defaults():
     assert w.gpus.tolist() == [2, 1] and w.length_h.tolist() == [3.0, 1.0]
     assert w.est_length_h.tolist() == [3.0, 9.0]               # the true length unless given
     assert [JOB_TYPES[i] for i in w.job_type] == ["rlhf", "lora"] and w.tenant.tolist() == [0, 2]
+    assert w.tenant.dtype.kind == w.gpus.dtype.kind == "i"
     assert w.hacking.tolist() == [False, False]
     x = [0.25, 0.5, 0.75, 1.0]
     np.testing.assert_allclose(w.curves.gold, [x, x])           # a straight rise
@@ -142,6 +143,7 @@ def test_hand_written_workload_defaults():
     ([dict(length_h=2.0), dict(length_h=float("nan"))], "job 1.length_h=nan is invalid: must be a finite number > 0"),
     ([dict(length_h=float("inf"))], "job 0.length_h=inf is invalid: must be a finite number > 0"),
     ([dict(length_h=0.5)], None),                                   # short is fine: only <= 0 is refused
+    ([dict(length_h=0.5), dict(length_h=0.0)], "job 1.length_h=0.0 is invalid: must be a finite number > 0"),
     ([dict(submit_h=2.0), dict(submit_h=1.0)],
      "submit_h='unsorted' is invalid: submit times must be non-decreasing in job id"),
     ([dict(gold=[0.1, 0.2]), dict(gold=[0.1, 0.2, 0.3])],            # ragged rows
