@@ -301,3 +301,34 @@ def test_a_wakeup_asked_for_now_is_ignored():
     w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=1.0), dict(submit_h=0.5, gpus=1, length_h=1.0)],
                            total_gpus=1)
     assert drive(Simulator(w), Eager()).finish_h.tolist() == [1.0, 2.0]
+
+
+def test_eval_due_now_predicts_the_next_decision_on_crowded_instants():
+    """On many simultaneous checkpoints (live, stale after a preemption, final), ``eval_due_now()`` is
+    true exactly when the next ``advance()`` is an eval decision at the same instant."""
+    import random
+
+    from evalstop_gym.simulator import DONE, EVAL, SCHEDULE
+
+    rnd = random.Random(0)
+    jobs = sorted((dict(submit_h=rnd.choice([0.0, 0.5, 1.0]), gpus=1, length_h=rnd.choice([1.0, 2.0, 4.0]))
+                   for _ in range(40)), key=lambda j: j["submit_h"])
+    sim = Simulator(workload_from_jobs(jobs, total_gpus=24, evals_per_job=4))
+    c = sim.cluster
+    said = []
+    kind = sim.advance()
+    while kind != DONE:
+        if kind == SCHEDULE:
+            for j in list(c.running):
+                if rnd.random() < 0.2:
+                    sim.preempt(j)
+            for j in list(c.waiting):
+                if sim.views[j].gpus <= c.free_gpus and (rnd.random() < 0.7 or not c.running):
+                    sim.start(j)
+            if rnd.random() < 0.3:
+                sim.request_wakeup(c.now_h + rnd.choice([0.25, 0.5]))
+        due, now = sim.eval_due_now(), c.now_h
+        kind = sim.advance()
+        assert due == (kind == EVAL and c.now_h == now)
+        said.append(due)
+    assert sum(said) > 20 and len(said) - sum(said) > 20
