@@ -385,3 +385,66 @@ def test_open_ended_windows():
 
     assert parse_window(":5") == (None, 5.0) and parse_window("2.5:") == (2.5, None)
     assert parse_window(":") == (None, None) and parse_window(" 1 : 2 ") == (1.0, 2.0)
+
+
+T0 = "2017-10-01 00:00:00"
+ONE_OF_EACH = [                  # (row, what the reader makes of it)
+    (f"{T0},3600,1,0,a", "good"),
+    ("junk", "short row"),
+    ("  ", "blank"),
+    ("", "blank"),
+    (f"{T0},60", "short row"),
+    (",60,1,0,a", "missing value"),
+    ("soon,60,1,0,a", "unparsable timestamp"),
+    (f"{T0},long,1,0,a", "unparsable duration"),
+    (f"{T0},-5,1,0,a", "negative duration"),
+    (f"{T0},inf,1,0,a", "absurd duration"),
+    (f"{T0},1e12,1,0,a", "absurd duration"),
+    (f"{T0},60,1.5,0,a", "bad GPU count"),
+    (f"{T0},60,-1,0,a", "bad GPU count"),
+    (f"{T0},60,0,0,b", "CPU-only jobs (0 GPUs)"),
+    (f"{T0},0.5,1,0,b", "jobs shorter than 1 s"),
+    (f"{T0},120,2,0,b", "good"),
+]
+
+
+def test_every_kind_of_bad_row_is_skipped_and_counted(tmp_path):
+    """Two rounds of every problem, good rows between them: each is counted, none stops the reading."""
+    rows = [r for r, _ in ONE_OF_EACH] * 2
+    table = read_trace(write(tmp_path, HEADER + "\n".join(rows) + "\n"), "philly", on_bad_row="skip")
+    rep = table.report
+    assert table.n == 4 and table.duration_s.tolist() == [3600, 120, 3600, 120]
+    assert rep.rows == 2 * 14                                  # blank lines are not rows
+    bad = ["short row", "missing value", "unparsable timestamp", "unparsable duration", "negative duration",
+           "absurd duration", "bad GPU count"]
+    assert dict(rep.skipped) == {k: 2 * sum(w == k for _, w in ONE_OF_EACH) for k in bad}
+    # first lines: the header is line 1, so ONE_OF_EACH[i] is on line i + 2
+    assert rep.first_bad_line == {k: 2 + [w for _, w in ONE_OF_EACH].index(k) for k in bad}
+    assert dict(rep.filtered) == {"CPU-only jobs (0 GPUs)": 2, "jobs shorter than 1 s": 2}
+
+
+@pytest.mark.parametrize("row, problem", [
+    (f"{T0},60", "only 2 fields, the philly layout needs 5"),
+    ("junk", "only 1 fields, the philly layout needs 5"),
+    (",60,1,0,a", "empty timestamp"),
+    (f"{T0},,,0,a", "empty duration, num_gpus"),
+    ("soon,60,1,0,a", "timestamp='soon' is not a time (YYYY-MM-DD HH:MM:SS[+HH:MM] or seconds)"),
+    (f"{T0},long,1,0,a", "duration='long' is not a number of seconds"),
+    (f"{T0},-5,1,0,a", "duration=-5 seconds: a run time must be finite and >= 0"),
+    (f"{T0},inf,1,0,a", "duration=inf seconds: a run time must be finite and >= 0"),
+    (f"{T0},1e12,1,0,a", "duration=1e12 seconds is 277777778 h, more than max_duration_h=8760"),
+    (f"{T0},60,1.5,0,a", "num_gpus='1.5' must be a whole number >= 0"),
+])
+def test_a_bad_row_is_an_error_naming_file_line_and_problem(tmp_path, row, problem):
+    path = write(tmp_path, HEADER + GOOD + row + "\n")
+    with pytest.raises(TraceError) as e:
+        read_trace(path, "philly")
+    assert str(e.value) == (f"{path}, line 3: {problem} (use on_bad_row='skip' / --on-bad-row skip to drop bad "
+                            "rows and count them)")
+    assert (e.value.path, e.value.line, e.value.field) == (path, 3, "trace")
+
+
+def test_a_duration_just_at_the_limits_is_kept(tmp_path):
+    rows = f"{T0},1,1,0,a\n{T0},{365 * 24 * 3600},1,0,a\n"       # 1 s (the minimum) and exactly a year
+    table = read_trace(write(tmp_path, HEADER + rows), "philly")
+    assert table.duration_s.tolist() == [1.0, 365 * 24 * 3600.0]
