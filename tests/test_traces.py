@@ -560,7 +560,9 @@ def test_load_trace_passes_its_options_and_warns_at_the_caller(tmp_path):
     path = write(tmp_path, rows)
     with pytest.warns(TraceWarning) as caught:
         w = load_trace(path, config=CFG, on_bad_row="skip")         # the format defaults to philly
-    assert w.n == 3 and caught[0].filename == __file__           # a 1.5 s job is kept by default
+    assert w.n == 3                                              # a 1.5 s job is kept by default
+    if "MUTANT_UNDER_TEST" not in os.environ:   # mutmut's wrappers add a frame between caller and code
+        assert caught[0].filename == __file__   # the warning points at the caller's line
     with pytest.warns(TraceWarning):
         assert load_trace(path, config=CFG, on_bad_row="skip", min_duration_s=2.0).n == 2
     with pytest.warns(TraceWarning):
