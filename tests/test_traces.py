@@ -338,20 +338,23 @@ REPORTED = """job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_
 6,u3,1,1,1,SFT,FAILED,yesterday,,,60,0,0
 7,u2,1,4,1,SFT,COMPLETED,2023-03-01 05:00:00,,,7200,0,0
 8,u2,1,2,1,Other,COMPLETED,2023-03-01 06:00:00,,,60,0,0
+9,u2,1,2,1,Weird,COMPLETED,2023-03-01 07:00:00,,,60,0,0
+10,u2,1,2,1,Odd,COMPLETED,2023-03-01 08:00:00,,,60,0,0
 """
 
 
 def test_the_replay_summary_names_every_count(tmp_path):
-    # lines 2, 3, 8 replayed (line 9 falls after the 0-5.5 h window); line 4 CPU-only and line 5 a 0.5 s
-    # run are filtered; lines 6 (negative duration) and 7 (no time) are bad rows, skipped
+    # lines 2, 3, 8 replayed (lines 9-11 fall after the 0-5.5 h window); line 4 CPU-only and line 5 a 0.5 s
+    # run are filtered; lines 6 (negative duration) and 7 (no time) are bad rows, skipped; types Weird (twice)
+    # and Odd are unknown
     table = read_trace(write(tmp_path, REPORTED, "t.csv"), "acme", on_bad_row="skip")
     w, rep = replay_trace(table, trace_config(gpus=16, seed=0), window="0:5.5", rescale="none", gpu_scale=0.5)
     assert w.gpus.tolist() == [4, 1, 2] and w.n == 3
     assert rep.summary() == (
-        "trace t.csv (acme): 8 rows, 3 jobs replayed, on 16 GPUs, GPU demands x0.5; "
+        "trace t.csv (acme): 10 rows, 3 jobs replayed, on 16 GPUs, GPU demands x0.5; "
         "skipped 2 bad rows: 1 negative duration (first at line 6), 1 unparsable timestamp (first at line 7); "
-        "filtered: 1 CPU-only jobs (0 GPUs), 1 jobs outside the window, 1 jobs shorter than 1 s; "
-        "notes: 1 rows with unknown type 'Weird' (kept, tier 1)")
+        "filtered: 1 CPU-only jobs (0 GPUs), 3 jobs outside the window, 1 jobs shorter than 1 s; "
+        "notes: 1 rows with unknown type 'Odd' (kept, tier 1), 2 rows with unknown type 'Weird' (kept, tier 1)")
     # the table's own report is left as read: the replay counts into a copy
     assert "jobs outside the window" not in table.report.filtered and table.report.jobs == 0
     _, rep = replay_trace(table, trace_config(gpus=16, seed=0), rescale="arrivals")
@@ -466,7 +469,8 @@ def test_replay_selection_scaling_and_cluster_sizing_by_hand(tmp_path):
         w, _ = replay_trace(table, CFG.replace(seed=seed), jobs=5, sample=True)
         assert len(set(w.length_h.tolist())) == 5
     # doubling demands; and "fit" never scales up, nor under rescale="cluster"
-    assert replay_trace(table, trace_config(gpus=32), gpu_scale=2.0)[0].gpus.tolist() == [2, 4, 16, 2, 32, 8]
+    doubled = replay_trace(table, trace_config(gpus=32), gpu_scale=2.0)[0].gpus
+    assert doubled.tolist() == [2, 4, 16, 2, 32, 8] and doubled.dtype.kind == "i"
     w, rep = replay_trace(table, trace_config(gpus=32), gpu_scale="fit")
     assert rep.gpu_scale == 1.0 and w.gpus.tolist() == [1, 2, 8, 1, 16, 4] and w.gpus.dtype.kind == "i"
     w, rep = replay_trace(table, trace_config(gpus=4), gpu_scale="fit", rescale="cluster")
@@ -567,3 +571,23 @@ def test_load_trace_passes_its_options_and_warns_at_the_caller(tmp_path):
         assert load_trace(path, config=CFG, on_bad_row="skip", min_duration_s=2.0).n == 2
     with pytest.warns(TraceWarning):
         assert load_trace(path, config=CFG, on_bad_row="skip", jobs=1).n == 1
+
+
+def test_replayed_job_types_labels_and_estimates(tmp_path):
+    # PHILLY_ROWS by submit time: 0.5, 4, 8, 0.1, 160, 1 GPU-hours; a balanced mix cuts them in thirds:
+    # LoRA 0.1 and 0.5, DPO 1 and 4, RLHF 8 and 160
+    w, _ = replay_trace(read_trace(write(tmp_path, PHILLY_ROWS), "philly"), CFG.replace(workload="balanced"))
+    assert [JOB_TYPES[t] for t in w.job_type] == ["lora", "dpo", "rlhf", "lora", "rlhf", "dpo"]
+    # sixty RLHF-heavy jobs: one hacking draw and one estimate error per job
+    rows = "".join(f"2017-10-01 {i // 6:02d}:{i % 6 * 10:02d}:00,{600 + 97 * i},1,0,a\n" for i in range(60))
+    w, _ = replay_trace(read_trace(write(tmp_path, HEADER + rows, "sixty.csv"), "philly"),
+                        CFG.replace(hacking_fraction=0.5, estimate_error=0.5))
+    rlhf = w.job_type == JOB_TYPES.index("rlhf")
+    assert 0 < w.hacking.sum() < rlhf.sum() and not w.hacking[~rlhf].any()
+    assert 0.3 < np.log(w.est_length_h / w.length_h).std() < 0.7
+
+
+def test_load_trace_passes_the_duration_limit(tmp_path):
+    path = write(tmp_path, HEADER + f"{T0},7200,1,0,a\n{T0},600,1,0,a\n")
+    with pytest.raises(TraceError, match="more than max_duration_h=1"):
+        load_trace(path, config=CFG, max_duration_h=1)
