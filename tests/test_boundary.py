@@ -123,11 +123,13 @@ def test_public_fields_hold_the_public_values_not_the_hidden_ones():
     evals = [s for s in spy.seen if s["at"] == "eval"]
     assert len(evals) > 50 and len({s["job"] for s in spy.seen}) == w.n
     e = w.evals_per_job
+    tick = 1e-6   # hours: a view may hold times rounded to the simulator's clock (1 ms is 2.8e-7 h)
     for s in spy.seen:
         j, i = s["job"], s["evals_done"]
-        assert s["est_length_h"] == w.est_length_h[j]                 # the estimate ...
-        assert s["est_length_h"] != w.length_h[j]                     # ... never the truth
-        assert (s["tenant"], s["gpus"], s["submit_h"]) == (w.tenant[j], w.gpus[j], w.submit_h[j])
+        assert s["est_length_h"] == pytest.approx(w.est_length_h[j], abs=tick)    # the estimate ...
+        assert abs(s["est_length_h"] - w.length_h[j]) > tick                      # ... never the truth
+        assert (s["tenant"], s["gpus"]) == (w.tenant[j], w.gpus[j])
+        assert s["submit_h"] == pytest.approx(w.submit_h[j], abs=tick)
         assert s["job_type"] == JOB_TYPES[w.job_type[j]] and s["evals_total"] == e
         assert s["eval_scores"] == w.observed[j, :i].tolist()         # observed, noisy ...
         if i:
@@ -147,8 +149,8 @@ def test_public_fields_hold_the_public_values_not_the_hidden_ones():
     # at its own checkpoint a job has run exactly (checkpoint / evals) of its true length (FIFO never
     # preempts: that is also the time since it started); the service is public, the length is not
     for s in evals:
-        assert s["attained_h"] == pytest.approx(w.length_h[s["job"]] * s["evals_done"] / e)
-        assert s["attained_h"] == pytest.approx(s["now"] - s["start_h"])
+        assert s["attained_h"] == pytest.approx(w.length_h[s["job"]] * s["evals_done"] / e, abs=tick)
+        assert s["attained_h"] == pytest.approx(s["now"] - s["start_h"], abs=tick)
 
 
 def test_a_new_cluster_starts_at_time_zero_with_every_gpu_free():

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 import evalstop_gym
+import evalstop_gym.cli
 from evalstop_gym.metrics import METRIC_KEYS
 
 REQUIRED = ("avg_jct_h", "p99_jct_h", "makespan_h", "compute_waste_gpu_h", "utilization", "precision",
@@ -35,7 +36,8 @@ def test_same_seed_identical_json_different_seed_differs():
 def test_table_shows_every_metric_as_the_json_has_it():
     args = ("simulate", "--jobs", "40", "--seed", "3", "--stopper", "evalstop")
     table, m = cli(*args).stdout, json.loads(cli(*args, "--json").stdout)
-    assert table.splitlines()[0] == "fifo + evalstop on rlhf-heavy, seed 3"
+    scheduler = evalstop_gym.cli.build_parser().parse_args(args).scheduler     # the CLI's default
+    assert table.splitlines()[0] == f"{scheduler} + evalstop on rlhf-heavy, seed 3"
     cells = dict((c.strip() for c in line.strip("|").split("|")) for line in table.splitlines()[3:])
     assert list(cells) == list(METRIC_KEYS)          # title, header, rule, then one row per metric in order
     for k, v in m.items():

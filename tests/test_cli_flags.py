@@ -51,7 +51,7 @@ SIMULATE_CASES = {
     "--evals-per-job": (["--stopper", "evalstop"], ["--evals-per-job", "20"], {"stopper": "evalstop"},
                         {"evals_per_job": 20}),
     "--seed": ([], ["--seed", "4"], {}, {"seed": 4}),
-    "--scheduler": ([], ["--scheduler", "srtf-est"], {}, {"scheduler": "srtf-est"}),
+    "--scheduler": ([], ["--scheduler", "tiresias"], {}, {"scheduler": "tiresias"}),
     "--stopper": ([], ["--stopper", "evalstop"], {}, {"stopper": "evalstop"}),
     "--k": (["--stopper", "evalstop"], ["--k", "1"], {"stopper": "evalstop"}, {"k": 1}),
     "--stop-progress": (["--stopper", "stopat"], ["--stop-progress", "0.3"], {"stopper": "stopat"}, {"p": 0.3}),
@@ -76,8 +76,13 @@ SHARED_STOPPER_CASES = {
 }
 
 
-def api_simulate(scheduler="fifo", stopper="none", **params):
-    return simulate(scheduler, stopper, **{**SIM_API, **params})
+def default_of(command, dest):
+    """The CLI's default for a flag: the API call is made with the same value."""
+    return subparser(command).get_default(dest)
+
+
+def api_simulate(scheduler=None, stopper="none", **params):
+    return simulate(scheduler or default_of("simulate", "scheduler"), stopper, **{**SIM_API, **params})
 
 
 @pytest.mark.parametrize("case", [*SIMULATE_CASES, *SHARED_STOPPER_CASES])
@@ -119,13 +124,12 @@ def trace_files(tmp_path):
     return files
 
 
-def api_trace(path, fmt="philly", on_bad_row="error", min_duration_s=1.0, scheduler="fifo", stopper="evalstop",
-              **replay):
+def api_trace(path, fmt="philly", on_bad_row="error", min_duration_s=1.0, stopper="evalstop", **replay):
     """The Python API's replay: read, replay on a trace config, run the policy."""
     cfg = trace_config(jobs=40, seed=3, gpus=16)
     table = read_trace(path, fmt, on_bad_row=on_bad_row, min_duration_s=min_duration_s)
     w, _ = replay_trace(table, cfg, on_bad_row=on_bad_row, **replay)
-    return run_policy(w, make_policy(scheduler, stopper))
+    return run_policy(w, make_policy(default_of("simulate", "scheduler"), stopper))
 
 
 TRACE = ["simulate", "--json", "--jobs", "40", "--seed", "3", "--gpus", "16", "--stopper", "evalstop"]
@@ -159,7 +163,7 @@ def test_trace_gpu_scale_fit_and_rescale_cluster(capsys, trace_files):
     got = json.loads(run_cli(capsys, [*TRACE, *small, "--trace", path, "--trace-gpu-scale", "fit"]).out)
     cfg = trace_config(jobs=40, seed=3, gpus=4)
     w, rep = replay_trace(read_trace(path, "philly"), cfg, gpu_scale="fit")
-    assert rep.gpu_scale == 0.5 and got == run_policy(w, make_policy("fifo", "evalstop"))
+    assert rep.gpu_scale == 0.5 and got == run_policy(w, make_policy(default_of("simulate", "scheduler"), "evalstop"))
     got = json.loads(run_cli(capsys, [*TRACE, "--trace", path, "--trace-rescale", "cluster"]).out)
     assert got == api_trace(path, rescale="cluster") != api_trace(path)
 
@@ -195,7 +199,7 @@ def test_curves_and_curves_format_reach_the_replay(capsys, tmp_path):
     from evalstop_gym.workload import generate
 
     expected = run_policy(apply_curve_log(generate(cfg), read_curve_log(str(log)), seed=3),
-                          make_policy("fifo", "evalstop"))
+                          make_policy(default_of("simulate", "scheduler"), "evalstop"))
     got = json.loads(run_cli(capsys, [*SIM, *ctx, "--curves", str(log)]).out)
     assert got == expected != api_simulate(stopper="evalstop")
     got = json.loads(run_cli(capsys, [*SIM, *ctx, "--curves", str(unnamed), "--curves-format", "jsonl"]).out)
@@ -225,9 +229,10 @@ WORKLOAD_FLAGS = {   # flag -> (value on the command line, WorkloadConfig field,
 }
 
 
-def api_evaluate(policies=("evalstop",), scheduler="srtf-est", seeds=1, **wl):
+def api_evaluate(policies=("evalstop",), scheduler=None, seeds=1, **wl):
     from agents.evaluate import evaluate
 
+    scheduler = scheduler or default_of("evaluate", "scheduler")
     wl = {"jobs": 30, **wl}
     first = wl.pop("seed", 0)
     ev = evaluate(list(policies), scheduler=scheduler, seeds=seeds, first_seed=first, base=WorkloadConfig(**wl))
