@@ -34,9 +34,10 @@ Rescaling (``rescale``) fits the trace to the simulated cluster:
 submit times by one factor so the offered load is ``config.load``;
 ``"cluster"`` keeps the recorded submit times and sizes the cluster to
 ``ceil(GPU-hours / (span * load))`` GPUs (at least the largest demand);
-``"none"`` keeps both. GPU demands are multiplied by ``gpu_scale`` (rounded,
-at least 1) before any check; ``gpu_scale="fit"`` shrinks them just enough
-for the largest to fit ``config.gpus`` (with ``rescale="cluster"`` it is 1).
+``"none"`` keeps both. GPU demands are multiplied by ``gpu_scale`` (rounded
+half up, so 5 x 0.5 gives 3; at least 1) before any check; ``gpu_scale="fit"``
+shrinks them just enough for the largest to fit ``config.gpus`` (with
+``rescale="cluster"`` it is 1).
 
 Bad rows (missing values, unparsable or absurd times and numbers, negative or
 absurd durations, GPU counts outside [0, 1e6], a repeated ``job_id``, bytes
