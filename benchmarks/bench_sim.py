@@ -4,29 +4,35 @@ Runs the default episode (200 jobs, 64 GPUs, FIFO + EvalStop k=2) and episodes
 scaled by 10x, 40x (jobs and GPUs together, so contention stays the same), then
 the default episode in the realistic world (speed jitter, eval and resume
 costs, per-job eval noise), with its jobs/s as a share of the paper world's.
-Prints jobs/s with and without workload generation and the growth of
-per-job cost relative to the smallest size (n log n growth would give
-log(n)/log(200): 1.43 at 10x).
+Prints jobs per CPU second with and without workload generation and the
+growth of per-job cost relative to the smallest size (n log n growth would
+give log(n)/log(200): 1.43 at 10x). Times are CPU seconds (best of
+``--repeat``), steadier than wall time on a shared machine.
 
-    python benchmarks/bench_sim.py [--repeat 5] [--policy fifo:evalstop]
+    python benchmarks/bench_sim.py [--repeat 5] [--policy fifo:evalstop] [--scales 1,10,40]
+    python benchmarks/bench_sim.py --policy srtf-est:evalstop --scales 50,100,200,400  # 10k-80k jobs
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
 import time
 
-from baselines import make_policy
-from evalstop_gym import WorkloadConfig, generate, run_policy
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's code
+
+from baselines import make_policy  # noqa: E402
+from evalstop_gym import WorkloadConfig, generate, run_policy  # noqa: E402
 
 
 def best_time(fn, repeat: int) -> float:
     best = math.inf
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     return best
 
 
@@ -51,7 +57,7 @@ def main(argv=None) -> None:
     # the realistic world at the default size: its jobs/s as a share of the paper world's
     real = measure(200, 64, scheduler, stopper, a.repeat, calibration="realistic")
     base = rows[0]["sim_s"] / rows[0]["jobs"]
-    print(f"policy {scheduler} + {stopper}")
+    print(f"policy {scheduler} + {stopper}; load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"{'world':>9} {'jobs':>7} {'gpus':>6} {'sim s':>8} {'jobs/s':>9} {'jobs/s incl. gen':>17} "
           f"{'cost/job vs 1x':>15} {'n log n would be':>17}")
     for r in rows + [real]:

@@ -4,6 +4,8 @@ Each subcommand lives in its own module of ``evalstop_gym.commands`` exposing
 ``add_parser(subparsers)``, which registers its flags and sets ``func`` (called
 with the parsed args, returning an exit code); modules are found by name, so a
 new command is one new file. ``ORDER`` in a module sorts it in ``--help``.
+A command module is named after its command, so running one command imports
+only its module (and what it needs), not every command's.
 Bad input exits 2 with a one-line error, no traceback; so does a missing optional
 dependency, with the extra that installs it (:mod:`evalstop_gym.extras`).
 """
@@ -21,27 +23,31 @@ from .extras import MissingExtra, missing_extra
 __all__ = ["main", "build_parser", "UsageError"]
 
 
-def command_modules() -> list:
+def command_modules(only: str | None = None) -> list:
+    """The command modules (just the one named ``only``, if there is such a command)."""
     from . import commands
 
-    mods = [importlib.import_module(f"{commands.__name__}.{m.name}")
-            for m in pkgutil.iter_modules(commands.__path__)]
+    names = [m.name for m in pkgutil.iter_modules(commands.__path__)]
+    mods = [importlib.import_module(f"{commands.__name__}.{name}") for name in names
+            if only not in names or name == only]
     mods = [m for m in mods if hasattr(m, "add_parser")]
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.__name__))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone (enough to run it)."""
     parser = argparse.ArgumentParser(
         prog="evalstop-gym",
         description="Simulate a multi-tenant LLM fine-tuning GPU cluster with EvalStop.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for mod in command_modules():
+    for mod in command_modules(command):
         mod.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

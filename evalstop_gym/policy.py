@@ -12,8 +12,11 @@ it and adding a stop rule, so stoppers compose over every base scheduler.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from functools import partial
 from typing import Mapping, NamedTuple, Sequence
 
+from .running_order import RunningOrder
 from .simulator import DONE, EVAL, Outcome, Simulator
 from .view import ClusterView, JobView
 from .waiting_queue import WaitingQueue
@@ -70,12 +73,43 @@ class Scheduler(Policy):
     # True if a job's key never changes while it waits: the queue is then kept
     # sorted across scheduling points (``WaitingQueue``) instead of re-sorted.
     static_key = False
+    # True (with ``static_key``, preemptive only) if a running job's key is
+    # ``key_at(running_key(job, cluster), cluster)`` with ``running_key`` fixed
+    # while the job runs: running jobs then stay sorted (``RunningOrder``)
+    # instead of being re-keyed at every scheduling point.
+    run_invariant_key = False
 
     def key(self, job: JobView, cluster: ClusterView):
         raise NotImplementedError
 
+    def running_key(self, job: JobView, cluster: ClusterView):
+        """A running job's key that stays the same for as long as it runs."""
+        raise NotImplementedError
+
+    def key_at(self, running_key, cluster: ClusterView):
+        """``key`` of a running job from its ``running_key``, now; non-decreasing in ``running_key``.
+
+        Must equal ``key(job, cluster)`` exactly (ties decide plans), so both
+        are best computed from integers, such as the views' tick counts.
+        """
+        raise NotImplementedError
+
+    def running_bound(self, key, cluster: ClusterView):
+        """Optional speed-up: the running key ``b`` with ``key_at(k) <= key`` exactly when ``k <= b``.
+
+        A waiting job with key ``key`` then ranks after the running jobs whose
+        running key is at most ``b`` and before the others, found by one
+        bisection on plain values. None (the default): bisect with ``key_at``.
+        """
+        return None
+
     def reset(self) -> None:
         self._queue = WaitingQueue(self.key) if self.static_key else None
+        self._running = RunningOrder(self.running_key) if self._kept_running else None
+
+    @property
+    def _kept_running(self) -> bool:
+        return self.static_key and self.preemptive and self.run_invariant_key
 
     def type_preference(self, job: JobView, cluster: ClusterView) -> dict[str, int] | None:
         """GPU type -> rank (lower preferred) for placing ``job``; None: no preference."""
@@ -101,6 +135,8 @@ class Scheduler(Policy):
 
     def allocate(self, cluster: ClusterView) -> Plan:
         """The greedy allocation in ``key`` order (see the class docstring)."""
+        if self._kept_running and cluster.node_free is None:  # counts GPUs: the flat pool's shortcut
+            return self._allocate_from_kept_orders(cluster)
         if self.static_key:
             return self._allocate_from_queue(cluster)
         key = self.key
@@ -139,10 +175,7 @@ class Scheduler(Policy):
         Taking, again and again, the best-ranked job that fits in what is left
         gives the same set as walking the sorted list with first-fit.
         """
-        queue = getattr(self, "_queue", None)
-        if queue is None:
-            queue = self._queue = WaitingQueue(self.key)
-        queue.sync(cluster)
+        queue = self._kept_queue(cluster)
         if not self.preemptive:
             if not cluster.free_gpus:
                 return NO_CHANGE
@@ -185,6 +218,137 @@ class Scheduler(Policy):
         started = {e[2] for e in taken}
         return Plan([j for j in cluster.running if j not in keep],
                     [j for j in cluster.waiting if j in started], None, pool.placed)
+
+    def _kept_queue(self, cluster: ClusterView) -> WaitingQueue:
+        if getattr(self, "_queue", None) is None:  # a subclass's reset() did not call ours
+            Scheduler.reset(self)
+        self._queue.sync(cluster)
+        return self._queue
+
+    def _allocate_from_kept_orders(self, cluster: ClusterView) -> Plan:
+        """The same allocation as the sorting path, with running jobs kept in ``running_key`` order.
+
+        The sorting path walks all active jobs best first with first-fit. Here
+        the walk has a position ``i`` in the running order and ``d``, the GPUs
+        that would be left over if every running job from ``i`` on kept its
+        GPUs (free GPUs are ``d`` plus what those jobs hold). While only running
+        jobs are kept, ``d`` stays the same, so a whole run of them is passed
+        at once: up to the first one ranked after the best waiting job that
+        fits (one bisection), to where that waiting job stops fitting, or, with
+        ``d < 0``, to the first running job that does not fit (both a few GPUs'
+        worth from the end of the order, see :class:`RunningOrder`). A
+        scheduling point so costs a few steps per change to the plan, and per
+        demand class the best waiting job moves through, instead of one key
+        per running job.
+
+        Running jobs with equal keys but different running keys (SRTF-Est: two
+        jobs past their estimates) are ranked by start order in the sorting
+        path, not by running key; their order matters only where one of them
+        does not fit, and there the group is walked job by job in start order.
+        """
+        if not cluster.waiting:
+            return NO_CHANGE  # every running job fits, as it runs
+        queue = self._kept_queue(cluster)
+        order = self._running
+        order.sync(cluster)
+        entries, keys = order.entries, order.keys
+        n = len(entries)
+        key_at = partial(self.key_at, cluster=cluster)
+        cap = queue.max_gpus  # free GPUs beyond the largest demand change nothing
+
+        def best(k: int, base: int):
+            """The best waiting job that fits in ``base`` GPUs plus those of running jobs from ``k`` on."""
+            return queue.best(base if base >= cap else base + order.gpus_from(k, cap - base))
+
+        def fits(g: int, k: int, base: int) -> bool:
+            return g <= base or order.gpus_from(k, g - base) >= g - base
+
+        d, i = cluster.free_gpus, 0  # at i = 0 every running job still holds its GPUs
+        skipped, taken = [], []      # running entries not kept; waiting entries started
+        w = queue.best(cluster.total_gpus)
+
+        def group(m: int) -> tuple[int, int, object]:
+            """``(a, b, key)``: the positions of the running jobs whose key equals job ``m``'s."""
+            gk = key_at(keys[m])
+            a = m if m == 0 or key_at(keys[m - 1]) < gk else bisect_left(keys, gk, 0, m - 1, key=key_at)
+            b = m + 1 if m + 1 == n or key_at(keys[m + 1]) > gk else bisect_right(keys, gk, m + 2, n, key=key_at)
+            return a, b, gk
+
+        def walk_group(a: int, b: int, gk) -> None:
+            """Walk the group ``a..b-1`` job by job in start order, from its start.
+
+            Only running jobs were kept since ``a``, so ``d`` is the same there.
+            """
+            nonlocal d, w
+            members = sorted((e for e in entries[a:b] if order.valid(e)), key=lambda e: e[1])
+            rest = sum(e[3].gpus for e in members)  # GPUs of the members not walked yet
+            w = best(b, d + rest)
+            for e in members:
+                g = e[3].gpus
+                while w is not None and w[0] < gk and fits(g, b, d + rest):  # only where it begins
+                    d -= w[3].gpus
+                    queue.take(w)
+                    taken.append(w)
+                    w = best(b, d + rest)
+                rest -= g
+                if not fits(g, b, d + rest + g):
+                    skipped.append(e)
+                    d += g
+                elif w is not None and not fits(w[3].gpus, b, d + rest):
+                    w = best(b, d + rest)
+
+        running_bound = self.running_bound
+        while i < n:
+            if d <= 0 and not fits(1, i, d):  # no GPU left: the running jobs from i on lose theirs,
+                if d == 0:         # unless their first one's group began before i
+                    break
+                a, b, gk = group(order.reach(-d))
+                if a >= i:
+                    break
+                walk_group(a, b, gk)
+                i = b
+                continue
+            m = n if d >= 0 else order.reach(-d)  # the first running job that does not fit
+            stop, p = m, n + 1
+            if w is not None:
+                if w[3].gpus > d:
+                    p = order.reach(w[3].gpus - d) + 1  # w fits at positions before p
+                    stop = min(m, p)
+                bound = running_bound(w[0], cluster)
+                j = (bisect_right(keys, w[0], i, stop, key=key_at) if bound is None  # the first running
+                     else bisect_right(keys, bound, i, stop))                         # job ranked after w
+                if j < stop:  # running jobs before j keep their GPUs, then w starts
+                    d -= w[3].gpus
+                    i = j
+                    queue.take(w)
+                    taken.append(w)
+                    w = best(i, d)
+                    continue
+            i = stop  # running jobs before it keep their GPUs
+            if stop == p:
+                w = best(i, d)
+            if stop != m or m == n:
+                continue
+            a, b, gk = group(m)
+            if b - a == 1:
+                skipped.append(entries[m])
+                d += entries[m][3].gpus
+                i = m + 1
+            else:  # start order decides which of the group fit
+                walk_group(a, b, gk)
+                i = b
+        preempt = skipped + (order.valid_from(i) if i < n else [])  # no GPU left for these
+        while d > 0 and w is not None:  # every running job is placed; w fits in the d free GPUs
+            d -= w[3].gpus
+            queue.take(w)
+            taken.append(w)
+            w = queue.best(d)
+        queue.put_back(taken)
+        if not preempt and not taken:
+            return NO_CHANGE
+        preempt.sort(key=lambda e: e[1])
+        taken.sort(key=lambda e: e[1])
+        return Plan([e[2] for e in preempt], [e[2] for e in taken])
 
 
 class Stopper(Policy):

@@ -28,7 +28,9 @@ def format_metrics(metrics: Mapping[str, Any], title: str = "") -> str:
     """One episode's metrics as a two-column table."""
     keys = [*METRIC_KEYS, *sorted(k for k in metrics if k.startswith("utilization_"))]
     rows = [(k, fmt(metrics[k])) for k in keys if k in metrics]
-    table = tabulate(rows, headers=("metric", "value"), tablefmt="github")
+    # cells are printed as fmt wrote them: tabulate's own number parsing would turn 2235.306 into 2235.31
+    table = tabulate(rows, headers=("metric", "value"), tablefmt="github", disable_numparse=True,
+                     colalign=("left", "right"))
     return f"{title}\n{table}" if title else table
 
 

@@ -34,9 +34,10 @@ Rescaling (``rescale``) fits the trace to the simulated cluster:
 submit times by one factor so the offered load is ``config.load``;
 ``"cluster"`` keeps the recorded submit times and sizes the cluster to
 ``ceil(GPU-hours / (span * load))`` GPUs (at least the largest demand);
-``"none"`` keeps both. GPU demands are multiplied by ``gpu_scale`` (rounded,
-at least 1) before any check; ``gpu_scale="fit"`` shrinks them just enough
-for the largest to fit ``config.gpus`` (with ``rescale="cluster"`` it is 1).
+``"none"`` keeps both. GPU demands are multiplied by ``gpu_scale`` (rounded
+half up, so 5 x 0.5 gives 3; at least 1) before any check; ``gpu_scale="fit"``
+shrinks them just enough for the largest to fit ``config.gpus`` (with
+``rescale="cluster"`` it is 1).
 
 Bad rows (missing values, unparsable or absurd times and numbers, negative or
 absurd durations, GPU counts outside [0, 1e6], a repeated ``job_id``, bytes
@@ -210,14 +211,21 @@ def parse_time(text: str) -> float:
 
 
 def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_duration_s: float = 1.0,
-               max_duration_h: float = 24 * 365) -> TraceTable:
+               max_duration_h: float = 24 * 365, cache: bool = True) -> TraceTable:
     """Read and check every row of a trace file (see the module docstring for layouts and rules).
 
     ``max_duration_h``: a longer run time is an absurd value (a bad row).
     ``min_duration_s``: shorter valid runs (e.g. jobs cancelled at once) are filtered.
     The file must be a regular file (gzip'd or not) of UTF-8 text
     (:mod:`evalstop_gym.files`); rows holding other bytes are bad rows.
+    ``cache``: reuse the table parsed by an earlier call with the same file and
+    arguments (:mod:`evalstop_gym.trace_cache`; never stale).
     """
+    if cache:
+        options = {k: v for k, v in locals().items() if k not in ("path", "cache")}  # every argument
+        from .trace_cache import cached_table
+
+        return cached_table(path, options, lambda: read_trace(path, **options, cache=False))
     _check_choice("trace_format", format, TRACE_FORMATS)
     _check_choice("on_bad_row", on_bad_row, BAD_ROW_MODES)
     check_range("trace_min_duration", min_duration_s, 0.0, MAX_HOURS * 3600)

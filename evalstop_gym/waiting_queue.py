@@ -27,12 +27,13 @@ class WaitingQueue:
         self._key = key
         self._cluster: ClusterView | None = None
         self._heaps: dict[int, list] = {}
+        self._classes: list[tuple[int, list]] = []  # (gpus, heap), by demand: best() stops early
         self._newest = -1
 
     def sync(self, cluster: ClusterView) -> None:
         """Add the jobs that entered the queue since the last call."""
         if cluster is not self._cluster:  # a new episode
-            self._cluster, self._heaps, self._newest = cluster, {}, -1
+            self._cluster, self._heaps, self._classes, self._newest = cluster, {}, [], -1
         new = []
         for v in reversed(cluster.waiting.values()):
             if v.queued_seq <= self._newest:
@@ -42,15 +43,25 @@ class WaitingQueue:
             self._newest = new[0].queued_seq
             key, heaps = self._key, self._heaps
             for v in new:
-                heapq.heappush(heaps.setdefault(v.gpus, []), (key(v, cluster), v.queued_seq, v.job_id, v))
+                heap = heaps.get(v.gpus)
+                if heap is None:
+                    heap = heaps[v.gpus] = []
+                    self._classes.append((v.gpus, heap))
+                    self._classes.sort(key=lambda c: c[0])
+                heapq.heappush(heap, (key(v, cluster), v.queued_seq, v.job_id, v))
+
+    @property
+    def max_gpus(self) -> int:
+        """No waiting job needs more GPUs than this (0 if none ever waited)."""
+        return self._classes[-1][0] if self._classes else 0
 
     def best(self, free: int) -> tuple | None:
         """The best entry ``(key, seq, job_id, view)`` among jobs needing <= ``free`` GPUs, if any."""
         waiting = self._cluster.waiting
         best = None
-        for gpus, heap in self._heaps.items():
+        for gpus, heap in self._classes:
             if gpus > free:
-                continue
+                break
             while heap:
                 e = heap[0]
                 if waiting.get(e[2]) is e[3] and e[3].queued_seq == e[1]:

@@ -235,14 +235,14 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
 
 
 def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | None = None,
-                       noise: float = 0.0, cluster: ClusterSpec | None = None) -> Workload:
+                       cluster: ClusterSpec | None = None) -> Workload:
     """A hand-written workload, for tests, examples and replays.
 
     Each job is a dict with ``submit_h, gpus, length_h`` and optionally
     ``est_length_h`` (default: the true length), ``job_type`` (default
     ``"rlhf"``), ``tenant`` (0), ``hacking`` (False), ``gold`` (true scores at
     the checkpoints; default a straight rise), ``observed`` (observed scores;
-    default gold, with ``noise`` 0), ``loss`` and ``proxy`` (defaults: falling /
+    default gold), ``loss`` and ``proxy`` (defaults: falling /
     rising lines). Jobs must be listed in submit order. ``cluster``: its nodes
     (default: the flat pool of ``total_gpus``).
     """
@@ -255,10 +255,11 @@ def workload_from_jobs(jobs: list[dict], total_gpus: int, evals_per_job: int | N
         return np.array([j.get(key, default) for j in jobs])
 
     def rows(key, default_row):
-        out = np.array([np.asarray(j.get(key, default_row), dtype=float) for j in jobs])
-        if out.shape != (len(jobs), e):
-            raise ConfigError(key, out.shape, f"every job needs exactly {e} values")
-        return out
+        out = [np.asarray(j.get(key, default_row), dtype=float) for j in jobs]
+        for i, row in enumerate(out):  # checked row by row: ragged rows would not make an array
+            if row.shape != (e,):
+                raise ConfigError(f"job {i}.{key}", row.tolist(), f"every job needs exactly {e} values")
+        return np.array(out)
 
     gold = rows("gold", x)
     observed = rows("observed", None) if all("observed" in j for j in jobs) else gold

@@ -28,3 +28,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _uses_torch(Path(str(item.fspath))):
             item.add_marker(pytest.mark.torch)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_trace_cache(tmp_path_factory):
+    """Parsed traces are cached under a temporary directory, never the user's cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("EVALSTOP_GYM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()

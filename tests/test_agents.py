@@ -1,5 +1,5 @@
-"""Learned agents: masks through SubprocVecEnv, training beats random, saved models reload to identical
-metrics, and the wrappers' contracts."""
+"""Learned agents: masks through SubprocVecEnv, training beats random, a model folder and its zip are one
+policy, and the wrappers' contracts."""
 
 import json
 
@@ -69,7 +69,9 @@ def test_short_training_beats_a_random_policy_on_fixed_seeds(stop_model):
     assert np.mean(learned) > np.mean(random_) + 10.0, (learned, random_)
 
 
-def test_saved_model_reloads_and_evaluates_to_identical_metrics(stop_model):
+def test_a_model_folder_and_its_zip_evaluate_identically(stop_model):
+    """Both ways of naming a saved model give one policy. (That a loaded model acts as the in-memory model
+    it was saved from: tests/test_agents_flags.py.)"""
     path, _ = stop_model
     a = evaluate([str(path)], seeds=2, base=evalstop_gym.WorkloadConfig(jobs=40, noise=0.05))
     b = evaluate([str(path / "model.zip")], seeds=2, base=evalstop_gym.WorkloadConfig(jobs=40, noise=0.05))
@@ -179,15 +181,32 @@ def test_slot_scorer_is_permutation_equivariant_and_round_trips(tmp_path):
         again.predict(obs, action_masks=mask, deterministic=True)[0]
 
 
-def test_train_on_two_subprocess_workers_with_tensorboard_logs(tmp_path):
+def test_train_on_two_subprocess_workers_with_tensorboard_logs(tmp_path, monkeypatch):
+    """Two SubprocVecEnv workers play the documented seeds: the model equals the one trained on the same
+    two envs in this process (DummyVecEnv), weight for weight; TensorBoard gets the training scalars."""
+    import stable_baselines3.common.vec_env as vec_env
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
     tiny = {"n_steps": 128, "batch_size": 64, "n_epochs": 1, "eval_freq": 256, "n_eval_episodes": 1,
             "eval_workload": {"jobs": 10}}
     config = train(STOP_CONTROL_ID, "ppo", out=tmp_path / "m", timesteps=512, n_envs=2, seed=3,
                    tensorboard=str(tmp_path / "tb"), overrides=tiny, echo=lambda _: None)
     assert config["n_envs"] == 2 and config["seed"] == 3
     assert str(train_first(3, 0)) in config["seeds"]["train"] and "2 * i" in config["seeds"]["train"]
-    assert list((tmp_path / "tb").rglob("events.out.tfevents.*"))
-    assert LearnedPolicy.load(tmp_path / "m").run(seed=0, jobs=10)["jobs"] == 10
+    events = list((tmp_path / "tb").rglob("events.out.tfevents.*"))
+    assert len(events) == 1
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    assert {"rollout/ep_rew_mean", "train/loss", "eval/mean_reward"} <= set(acc.Tags()["scalars"])
+    assert [e.step for e in acc.Scalars("train/loss")][-1] == 512     # 2 workers x 128 steps x 2 rollouts
+
+    monkeypatch.setattr(vec_env, "SubprocVecEnv", vec_env.DummyVecEnv)
+    inline = train(STOP_CONTROL_ID, "ppo", out=tmp_path / "inline", timesteps=512, n_envs=2, seed=3,
+                   overrides=tiny, echo=lambda _: None)
+    assert inline["validation_rounds"] == config["validation_rounds"]
+    a, b = (LearnedPolicy.load(tmp_path / d).model.policy.state_dict() for d in ("m", "inline"))
+    for name in a:
+        np.testing.assert_array_equal(a[name].numpy(), b[name].numpy(), err_msg=name)
 
 
 def test_a_hand_coded_stops_mask_is_a_penalized_no_op_in_the_default_mode():

@@ -198,19 +198,203 @@ def test_bad_stopper_parameters_raise_a_one_line_config_error(stopper, param, va
     assert err.value.field == param and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("args", [
-    ["--stopper", "stopat", "--stop-progress", "0.5"],
-    ["--stopper", "lossplateau", "--window", "2", "--tolerance", "0.05"],
-    ["--stopper", "patience", "--patience", "4", "--min-delta", "0.01"],
-    ["--stopper", "cusum", "--threshold", "2", "--drift", "0.25", "--sigma", "0.05"],
-    ["--stopper", "smoothed", "--window", "5", "--threshold", "0.5"],
+@pytest.mark.parametrize("args, stopper, params", [
+    (["--stop-progress", "0.5"], "stopat", {"p": 0.5}),
+    (["--window", "2", "--tolerance", "0.05"], "lossplateau", {"window": 2, "tolerance": 0.05}),
+    (["--patience", "4", "--min-delta", "0.01"], "patience", {"patience": 4, "min_delta": 0.01}),
+    (["--threshold", "2", "--drift", "0.25", "--sigma", "0.05"], "cusum", {"threshold": 2.0, "drift": 0.25,
+                                                                           "sigma": 0.05}),
+    (["--window", "5", "--threshold", "0.5"], "smoothed", {"window": 5, "threshold": 0.5}),
 ])
-def test_cli_takes_each_stoppers_flags(args, capsys):
-    assert cli_main(["simulate", "--scheduler", "tiresias", "--jobs", "20", "--json", *args]) == 0
-    assert capsys.readouterr().out.startswith("{")
+def test_cli_takes_each_stoppers_flags(args, stopper, params, capsys):
+    """The flags reach the stopper: the CLI's metrics are the API's with these parameters, not the defaults'."""
+    import json
+
+    from evalstop_gym import simulate
+
+    assert cli_main(["simulate", "--scheduler", "tiresias", "--jobs", "40", "--json", "--stopper", stopper,
+                     *args]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got == simulate("tiresias", stopper, jobs=40, **params)
+    assert got != simulate("tiresias", stopper, jobs=40)
 
 
 def test_cli_refuses_a_flag_the_stopper_does_not_take(capsys):
     assert cli_main(["simulate", "--stopper", "evalstop", "--window", "3", "--jobs", "20"]) == 2
     err = capsys.readouterr().err
     assert "window=3" in err and "evalstop" in err and err.count("\n") == 1
+
+
+# -- parameters and rules, value by value ----------------------------------------------------------
+# (each bad value's whole message is checked: it names the field, the value and the allowed range)
+
+def _lossaware(**kw):
+    from baselines import LossAware
+
+    return LossAware(**kw)
+
+
+def _tiresias(**kw):
+    from baselines import Tiresias
+
+    return Tiresias(**kw)
+
+
+PARAMETER_MESSAGES = [
+    (lambda: EvalStop(FIFO(), k=1.5), "k=1.5 is invalid: must be an integer >= 1"),
+    (lambda: _lossaware(window=0), "window=0 is invalid: must be an integer >= 1"),
+    (lambda: _lossaware(window=2.0), "window=2.0 is invalid: must be an integer >= 1"),
+    (lambda: LossPlateau(FIFO(), window=2.0), "window=2.0 is invalid: must be an integer >= 1"),
+    (lambda: LossPlateau(FIFO(), tolerance=1.5), "tolerance=1.5 is invalid: must be a number in [0.0, 1.0]"),
+    (lambda: Patience(FIFO(), patience=0), "patience=0 is invalid: must be an integer >= 1"),
+    (lambda: Patience(FIFO(), min_delta=1.5), "min_delta=1.5 is invalid: must be a number in [0.0, 1.0]"),
+    (lambda: CUSUM(FIFO(), threshold=-1.0), "threshold=-1.0 is invalid: must be a number >= 0.0"),
+    (lambda: CUSUM(FIFO(), drift=-0.5), "drift=-0.5 is invalid: must be a number >= 0.0"),
+    (lambda: CUSUM(FIFO(), sigma=1.5), "sigma=1.5 is invalid: must be a number in (0.0, 1.0]"),
+    (lambda: SmoothedDecline(FIFO(), window=1001), "window=1001 is invalid: must be an integer in [3, 1000]"),
+    (lambda: SmoothedDecline(FIFO(), window=4.0), "window=4.0 is invalid: must be an integer in [3, 1000]"),
+    (lambda: _tiresias(thresholds_gpu_h=(0.0, 1.0)), "thresholds_gpu_h=0.0 is invalid: must be a number > 0.0"),
+    (lambda: _tiresias(thresholds_gpu_h=(2.0, 1.0)),
+     "thresholds_gpu_h=(2.0, 1.0) is invalid: must be strictly increasing"),
+    (lambda: _tiresias(promote_knob=0.0), "promote_knob=0.0 is invalid: must be a number > 0.0"),
+    (lambda: make_policy("nope"), "scheduler='nope' is invalid: must be one of " + ", ".join(SCHEDULERS)),
+    (lambda: make_policy("fifo", "nope"), "stopper='nope' is invalid: must be one of " + ", ".join(STOPPERS)),
+    (lambda: make_policy("fifo", "none", k=2), "k=2 is invalid: is not a parameter of stopper 'none' "
+                                                "(it takes: nothing)"),
+    (lambda: make_policy("fifo", "patience", k=2), "k=2 is invalid: is not a parameter of stopper 'patience' "
+                                                    "(it takes: patience, min_delta)"),
+]
+
+
+@pytest.mark.parametrize("make, message", PARAMETER_MESSAGES)
+def test_bad_parameters_say_field_value_and_range(make, message):
+    with pytest.raises(ConfigError) as e:
+        make()
+    assert str(e.value) == message
+
+
+def test_the_edges_of_every_range_are_accepted():
+    EvalStop(FIFO(), k=1)
+    _lossaware(window=1)
+    LossPlateau(FIFO(), window=1, tolerance=0.0)
+    LossPlateau(FIFO(), tolerance=1.0)
+    Patience(FIFO(), patience=1, min_delta=1.0)
+    CUSUM(FIFO(), threshold=0.0, drift=0.0, sigma=1.0)
+    SmoothedDecline(FIFO(), window=3)
+    SmoothedDecline(FIFO(), window=1000, threshold=0.0)
+    _tiresias(thresholds_gpu_h=(0.5,), promote_knob=0.1)
+
+
+def test_registry_names_each_stoppers_parameters():
+    from baselines import stopper_params
+
+    assert {s: stopper_params(s) for s in STOPPERS} == {
+        "none": [], "evalstop": ["k"], "stopat": ["p"], "lossplateau": ["window", "tolerance"],
+        "patience": ["patience", "min_delta"], "cusum": ["threshold", "drift", "sigma"],
+        "smoothed": ["window", "threshold", "sigma"],
+        "droptest": ["window", "z", "min_drop", "factor", "jitter"],
+        "divergence": ["window", "z", "min_drop", "factor", "jitter", "fast_z", "fast_min_drop", "proxy_rise", "lag"]}
+    assert type(make_policy("srtf-est", "none")) is SCHEDULERS["srtf-est"]      # no stopper: the bare scheduler
+    p = make_policy("fifo", "patience", patience=2)
+    assert type(p) is Patience and p.patience == 2 and type(p.base) is FIFO
+
+
+def view_with(scores=(), losses=(), submit_h=0.0):
+    from evalstop_gym.view import ClusterView, JobView
+
+    from evalstop_gym.timebase import TICKS_PER_HOUR
+
+    # the view takes times in ticks (1 ms): submit_h hours, a 1-hour estimate
+    v = JobView(0, 0, "rlhf", 1, round(submit_h * TICKS_PER_HOUR), TICKS_PER_HOUR, 10, ClusterView(1))
+    v.eval_scores[:] = scores
+    v.train_losses[:] = losses
+    return v
+
+
+def test_loss_plateau_rule_by_hand():
+    rule = LossPlateau(FIFO(), window=2, tolerance=0.25).rule
+    # improvement over the last 2 evals, relative to the loss 2 evals back: (2 - 1.5) / 2 = 0.25, not < 0.25
+    assert not rule(view_with(losses=[2.0, 1.75, 1.5]), None)
+    assert rule(view_with(losses=[2.0, 1.75, 1.625]), None)          # (2 - 1.625) / 2 = 0.1875 < 0.25
+    assert not rule(view_with(losses=[2.0, 2.0]), None)              # needs window + 1 losses
+    assert rule(view_with(losses=[9.0, 2.0, 1.75, 1.625]), None)     # only the last window + 1 count
+
+
+def test_patience_rule_by_hand():
+    rule = Patience(FIFO(), patience=2, min_delta=0.25).rule
+    # a new best must beat the best by more than min_delta: 0.75 - 0.25 = 0.5 is not > 0.5
+    assert rule(view_with(scores=[0.5, 0.75, 0.75]), None)          # two evals without a new best
+    assert not rule(view_with(scores=[0.5, 0.875, 0.75]), None)     # 0.875 was a new best: one eval since
+    assert not Patience(FIFO(), patience=1).rule(view_with(scores=[0.5]), None)   # nothing to wait on yet
+
+
+def test_cusum_statistic_by_hand():
+    c = CUSUM(FIFO(), threshold=0.1, drift=0.5)
+    sigma = 0.5 / math.sqrt(2)        # the statistic's unit: sqrt(2) sigma = 0.5
+    # two declines of 0.3, each less the drift 0.5 x 0.5 = 0.25: s = 0.05, then 0.1 > 0.1 x 0.5
+    assert c.declined([1.0, 0.7, 0.4], sigma)
+    assert not c.declined([1.0, 0.7], sigma * 1.5)                  # one decline of 0.3 < drift 0.375
+    # noise-free scores (sigma 0): any decline counts, no decline never does
+    assert CUSUM(FIFO()).declined([0.5, 0.4], 0.0)
+    assert not CUSUM(FIFO()).declined([0.5, 0.6], 0.0)
+
+
+def test_smoothed_decline_by_hand():
+    s = SmoothedDecline(FIFO(), window=3)
+    assert s.declined([0.9, 0.8, 0.7], 0.1)                         # exactly a window: tested
+    assert not s.declined([0.8, 0.7], 0.1)                          # shorter: not yet
+    assert not s.declined([0.5, 0.5, 0.5], 0.1)                     # a flat run: slope 0 is not a decline
+    # only the last 3 count; over 3 points the least-squares slope is (last - first) / 2
+    assert not s.declined([0.9, 0.2, 0.7, 0.6, 0.8], 0.1)           # (0.8 - 0.7) / 2 > 0
+    assert s.declined([0.2, 0.9, 0.8, 0.9, 0.7], 0.1)               # (0.7 - 0.8) / 2 < 0
+
+
+def test_loss_aware_key_by_hand():
+    la = _lossaware(window=3)
+    # no loss reduction known yet: first group, then submit order
+    assert la.key(view_with(losses=[2.0], submit_h=1.5), None) == (0, 0.0, 1.5)
+    # two losses: reduction over 1 eval, relative: -(2 - 1) / (1 x 2)
+    assert la.key(view_with(losses=[2.0, 1.0], submit_h=1.5), None) == (1, -0.5, 1.5)
+    # three losses, window 3 capped at 2 evals: -(2 - 1) / (2 x 2)
+    assert la.key(view_with(losses=[2.0, 1.5, 1.0], submit_h=1.5), None) == (1, -0.25, 1.5)
+    # five losses, window 3: from the loss 3 evals back, -(4 - 1) / (3 x 4)
+    assert la.key(view_with(losses=[8.0, 4.0, 3.0, 2.0, 1.0]), None) == (1, -0.25, 0.0)
+
+
+def test_documented_defaults():
+    assert EvalStop(FIFO()).k == 2 and StopAtProgress(FIFO()).p == 0.65
+    assert _lossaware().window == 3
+    assert (LossPlateau(FIFO()).window, LossPlateau(FIFO()).tolerance) == (3, 0.01)
+    assert (Patience(FIFO()).patience, Patience(FIFO()).min_delta) == (3, 0.0)
+    c, s = CUSUM(FIFO()), SmoothedDecline(FIFO())
+    assert (c.threshold, c.drift, c.sigma) == (2.5, 0.0, None) and (s.window, s.threshold, s.sigma) == (6, 0.0, None)
+    t = _tiresias()
+    assert (t.thresholds_gpu_h, t.promote_knob) == ((4.0, 32.0), 2.0)
+    assert type(make_policy()) is FIFO
+
+
+def test_tiresias_demotion_preemption_and_promotion_by_hand():
+    from evalstop_gym.policy import Policy
+
+    class Times(Policy):
+        def __init__(self, base):
+            self.base, self.t = base, []
+
+        def reset(self):
+            self.base.reset()
+
+        def schedule(self, cluster):
+            self.t.append(cluster.now_h)
+            return self.base.schedule(cluster)
+
+    # 1 GPU; one threshold at 1 GPU-hour; a waiting job is promoted after waiting as long as it has run.
+    # t=0 J0 starts. t=1 J0 has 1 GPU-hour: demoted below J1 (arrived 0.5), preempted; J1 runs 1-2.
+    # t=2 J0 has waited 1 h = its 1 h of run: promoted back to the top queue, ahead of J2 (arrived 2.0,
+    # later submit); its GPU-hours count from 0 again. t=3 it crosses the threshold again: J2 runs 3-4.
+    # t=4 J0 resumes alone and completes its 3 h at t=5.
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=3.0), dict(submit_h=0.5, gpus=1, length_h=1.0),
+                            dict(submit_h=2.0, gpus=1, length_h=1.0)], total_gpus=1, evals_per_job=2)
+    pol = Times(_tiresias(thresholds_gpu_h=(1.0,), promote_knob=1.0))
+    out = drive(Simulator(w), pol)
+    assert out.finish_h.tolist() == [5.0, 2.0, 4.0] and out.preemptions == 2
+    assert pol.t == [0.0, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0]

@@ -7,6 +7,8 @@ import sys
 import pytest
 
 import evalstop_gym
+import evalstop_gym.cli
+from evalstop_gym.metrics import METRIC_KEYS
 
 REQUIRED = ("avg_jct_h", "p99_jct_h", "makespan_h", "compute_waste_gpu_h", "utilization", "precision",
             "recall", "fpr", "jobs_stopped", "delivered_quality_regret")
@@ -49,9 +51,16 @@ def test_same_seed_identical_json_different_seed_differs():
     assert a == b and a != c
 
 
-def test_table_output_is_readable():
-    r = cli("simulate", "--jobs", "10")
-    assert r.returncode == 0 and "avg_jct_h" in r.stdout and "|" in r.stdout
+def test_table_shows_every_metric_as_the_json_has_it():
+    args = ("simulate", "--jobs", "40", "--seed", "3", "--stopper", "evalstop")
+    table, m = cli(*args).stdout, json.loads(cli(*args, "--json").stdout)
+    scheduler = evalstop_gym.cli.build_parser().parse_args(args).scheduler     # the CLI's default
+    assert table.splitlines()[0] == f"{scheduler} + evalstop on rlhf-heavy, seed 3"
+    cells = dict((c.strip() for c in line.strip("|").split("|")) for line in table.splitlines()[3:])
+    assert list(cells) == list(METRIC_KEYS)          # title, header, rule, then one row per metric in order
+    for k, v in m.items():
+        assert cells[k] == ("n/a" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)), k
+    assert m["gpu_hours"] > 1000                     # a value tabulate would round to 6 digits on its own
 
 
 @pytest.mark.parametrize("args, field", [

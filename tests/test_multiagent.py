@@ -292,16 +292,28 @@ def test_options_override_workload_fields_for_one_episode():
     assert play(env, never_stop, seed=1)["metrics"]["jobs"] == 10
 
 
-def test_rllib_parallel_pettingzoo_env_smoke():
+def test_rllib_parallel_pettingzoo_env_plays_the_same_episode():
+    """Through RLlib's wrapper, tenants running EvalStop(k=2) get the platform metrics and returns of the
+    same episode played on the env directly."""
     wrappers = pytest.importorskip("ray.rllib.env.wrappers.pettingzoo_env")
-    env = wrappers.ParallelPettingZooEnv(tenants_v0.parallel_env(jobs=8))
+    from evalstop_gym.multiagent.rules import STOP
+
+    rule = EvalStopRule(k=2)
+    env = wrappers.ParallelPettingZooEnv(tenants_v0.parallel_env(jobs=24))
     obs, infos = env.reset(seed=0)
-    assert set(obs) == set(env.possible_agents)
+    assert set(obs) == set(env.get_agent_ids())
+    returns = dict.fromkeys(env.get_agent_ids(), 0.0)
     done = False
     while not done:
-        obs, rew, term, trunc, infos = env.step({a: 0 for a in obs})
+        obs, rew, term, trunc, infos = env.step({a: rule(o) if infos[a]["action_mask"][STOP] else 0
+                                                 for a, o in obs.items()})
+        for a, r in rew.items():
+            returns[a] += r
         done = term["__all__"] or trunc["__all__"]
-    assert "metrics" in infos["tenant_0"]
+    direct = play(tenants_v0.parallel_env(jobs=24), rule, seed=0)
+    assert direct["metrics"]["jobs_stopped"] > 0        # the stop actions went through
+    assert infos["tenant_0"]["metrics"] == direct["metrics"]
+    assert returns == pytest.approx(direct["returns"])
 
 
 def test_importing_the_package_does_not_import_pettingzoo():

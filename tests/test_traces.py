@@ -336,3 +336,269 @@ def test_trace_replay_in_the_realistic_world_keeps_the_trace_and_adds_the_worlds
     np.testing.assert_array_equal(real.est_length_h, paper.est_length_h)
     assert (real.items > 0).all() and (paper.items == 0).all()
     assert (real.length_h > paper.length_h).all()   # evals take time and stragglers slow runs down
+
+
+# -- what a replay reports, word for word ---------------------------------------------------------
+
+REPORTED = """job_id,user,node_num,gpu_num,cpu_num,type,state,submit_time,start_time,end_time,duration,queue,gpu_time
+1,u1,1,8,1,Pretrain,COMPLETED,2023-03-01 00:00:00,,,3600,0,0
+2,u2,1,2,1,Weird,COMPLETED,2023-03-01 01:00:00,,,1800,0,0
+3,u1,1,0,1,Debug,COMPLETED,2023-03-01 02:00:00,,,600,0,0
+4,u3,1,1,1,Eval,COMPLETED,2023-03-01 03:00:00,,,0.5,0,0
+5,u3,1,1,1,SFT,FAILED,2023-03-01 04:00:00,,,-5,0,0
+6,u3,1,1,1,SFT,FAILED,yesterday,,,60,0,0
+7,u2,1,4,1,SFT,COMPLETED,2023-03-01 05:00:00,,,7200,0,0
+8,u2,1,2,1,Other,COMPLETED,2023-03-01 06:00:00,,,60,0,0
+9,u2,1,2,1,Weird,COMPLETED,2023-03-01 07:00:00,,,60,0,0
+10,u2,1,2,1,Odd,COMPLETED,2023-03-01 08:00:00,,,60,0,0
+"""
+
+
+def test_the_replay_summary_names_every_count(tmp_path):
+    # lines 2, 3, 8 replayed (lines 9-11 fall after the 0-5.5 h window); line 4 CPU-only and line 5 a 0.5 s
+    # run are filtered; lines 6 (negative duration) and 7 (no time) are bad rows, skipped; types Weird (twice)
+    # and Odd are unknown
+    table = read_trace(write(tmp_path, REPORTED, "t.csv"), "acme", on_bad_row="skip")
+    w, rep = replay_trace(table, trace_config(gpus=16, seed=0), window="0:5.5", rescale="none", gpu_scale=0.5)
+    assert w.gpus.tolist() == [4, 1, 2] and w.n == 3
+    assert rep.summary() == (
+        "trace t.csv (acme): 10 rows, 3 jobs replayed, on 16 GPUs, GPU demands x0.5; "
+        "skipped 2 bad rows: 1 negative duration (first at line 6), 1 unparsable timestamp (first at line 7); "
+        "filtered: 1 CPU-only jobs (0 GPUs), 3 jobs outside the window, 1 jobs shorter than 1 s; "
+        "notes: 1 rows with unknown type 'Odd' (kept, tier 1), 2 rows with unknown type 'Weird' (kept, tier 1)")
+    # the table's own report is left as read: the replay counts into a copy
+    assert "jobs outside the window" not in table.report.filtered and table.report.jobs == 0
+    _, rep = replay_trace(table, trace_config(gpus=16, seed=0), rescale="arrivals")
+    assert rep.time_factor != 1.0 and f"arrival times x{rep.time_factor:.4g}" in rep.summary()
+    assert rep.filtered["jobs outside the window"] == 0 and "GPU demands" not in rep.summary()
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"window": "5"}, "trace_window='5' is invalid: must be START:END in hours since the first submit, "
+                      "e.g. 0:168 (either side may be empty)"),
+    ({"window": "a:b"}, "trace_window='a:b' is invalid: START and END must be numbers of hours"),
+    ({"window": "1:2:3"}, "trace_window='1:2:3' is invalid: START and END must be numbers of hours"),
+    ({"window": "5:2"}, "trace_window='5.0:2.0' is invalid: END must be greater than START"),
+    ({"window": "2:2"}, "trace_window='2.0:2.0' is invalid: END must be greater than START"),
+    ({"window": "100:200"}, "trace_window='100.0:200.0' is invalid: no job of {path} falls in this window "
+                            "(the trace spans 5.0 h)"),
+    ({"gpu_scale": 0}, "trace_gpu_scale=0 is invalid: must be a number in (0, 1e+06] or 'fit'"),
+    ({"gpu_scale": "big"}, "trace_gpu_scale='big' is invalid: must be a number > 0 or 'fit'"),
+    ({"rescale": "bogus"}, "trace_rescale='bogus' is invalid: must be one of arrivals, cluster, none"),
+    ({"on_bad_row": "ignore"}, "on_bad_row='ignore' is invalid: must be one of error, skip"),
+])
+def test_bad_replay_options_say_what_is_allowed(tmp_path, options, message):
+    path = write(tmp_path, PHILLY_ROWS)
+    with pytest.raises(ConfigError) as e:
+        replay_trace(read_trace(path, "philly"), CFG, **options)
+    assert str(e.value) == message.format(path=path)
+
+
+def test_open_ended_windows():
+    from evalstop_gym.traces import parse_window
+
+    assert parse_window(":5") == (None, 5.0) and parse_window("2.5:") == (2.5, None)
+    assert parse_window(":") == (None, None) and parse_window(" 1 : 2 ") == (1.0, 2.0)
+
+
+T0 = "2017-10-01 00:00:00"
+ONE_OF_EACH = [                  # (row, what the reader makes of it)
+    (f"{T0},3600,1,0,a", "good"),
+    ("junk", "short row"),
+    ("  ", "blank"),
+    ("", "blank"),
+    (f"{T0},60", "short row"),
+    (",60,1,0,a", "missing value"),
+    ("soon,60,1,0,a", "unparsable timestamp"),
+    (f"{T0},long,1,0,a", "unparsable duration"),
+    (f"{T0},-5,1,0,a", "negative duration"),
+    (f"{T0},inf,1,0,a", "absurd duration"),
+    (f"{T0},1e12,1,0,a", "absurd duration"),
+    (f"{T0},60,1.5,0,a", "bad GPU count"),
+    (f"{T0},60,-1,0,a", "bad GPU count"),
+    (f"{T0},60,two,0,a", "bad GPU count"),
+    (f"{T0},31537000,1,0,a", "absurd duration"),          # a year (8760 h) and 1000 s
+    (f"{T0},60,0,0,b", "CPU-only jobs (0 GPUs)"),
+    (f"{T0},0.5,1,0,b", "jobs shorter than 1 s"),
+    (f"{T0},120,2,0,b", "good"),
+]
+
+
+def test_every_kind_of_bad_row_is_skipped_and_counted(tmp_path):
+    """Two rounds of every problem, good rows between them: each is counted, none stops the reading."""
+    rows = [r for r, _ in ONE_OF_EACH] * 2
+    table = read_trace(write(tmp_path, HEADER + "\n".join(rows) + "\n"), "philly", on_bad_row="skip")
+    rep = table.report
+    assert table.n == 4 and table.duration_s.tolist() == [3600, 120, 3600, 120]
+    assert rep.rows == 2 * 16                                  # blank lines are not rows
+    bad = ["short row", "missing value", "unparsable timestamp", "unparsable duration", "negative duration",
+           "absurd duration", "bad GPU count"]
+    assert dict(rep.skipped) == {k: 2 * sum(w == k for _, w in ONE_OF_EACH) for k in bad}
+    # first lines: the header is line 1, so ONE_OF_EACH[i] is on line i + 2
+    assert rep.first_bad_line == {k: 2 + [w for _, w in ONE_OF_EACH].index(k) for k in bad}
+    assert dict(rep.filtered) == {"CPU-only jobs (0 GPUs)": 2, "jobs shorter than 1 s": 2}
+
+
+@pytest.mark.parametrize("row, problem", [
+    (f"{T0},60", "only 2 fields, the philly layout needs 5"),
+    ("junk", "only 1 fields, the philly layout needs 5"),
+    (",60,1,0,a", "empty timestamp"),
+    (f"{T0},,,0,a", "empty duration, num_gpus"),
+    ("soon,60,1,0,a", "timestamp='soon' is not a time (YYYY-MM-DD HH:MM:SS[+HH:MM] or seconds, within 1e+11 s of 1970)"),
+    (f"{T0},long,1,0,a", "duration='long' is not a number of seconds"),
+    (f"{T0},-5,1,0,a", "duration=-5 seconds: a run time must be finite and >= 0"),
+    (f"{T0},inf,1,0,a", "duration=inf seconds: a run time must be finite and >= 0"),
+    (f"{T0},1e12,1,0,a", "duration=1e12 seconds is 2.78e+08 h, more than max_duration_h=8760"),
+    (f"{T0},60,1.5,0,a", "num_gpus='1.5' must be a whole number >= 0 (at most 1000000)"),
+])
+def test_a_bad_row_is_an_error_naming_file_line_and_problem(tmp_path, row, problem):
+    path = write(tmp_path, HEADER + GOOD + row + "\n")
+    with pytest.raises(TraceError) as e:
+        read_trace(path, "philly")
+    assert str(e.value) == (f"{path}, line 3: {problem} (use on_bad_row='skip' / --on-bad-row skip to drop bad "
+                            "rows and count them)")
+    assert (e.value.path, e.value.line, e.value.field) == (path, 3, "trace")
+
+
+def test_a_duration_just_at_the_limits_is_kept(tmp_path):
+    rows = f"{T0},1,1,0,a\n{T0},{365 * 24 * 3600},1,0,a\n"       # 1 s (the minimum) and exactly a year
+    table = read_trace(write(tmp_path, HEADER + rows), "philly")
+    assert table.duration_s.tolist() == [1.0, 365 * 24 * 3600.0]
+
+
+def test_replay_selection_scaling_and_cluster_sizing_by_hand(tmp_path):
+    table = read_trace(write(tmp_path, PHILLY_ROWS), "philly")
+    assert table.tenant_names == ["vcB", "vcA", "vcC"]            # in order of first appearance
+    sub = table.subset(np.array([0]))
+    assert sub.report is table.report and sub.tenant_names == table.tenant_names and sub.n == 1
+    # every job, or exactly one: nothing counted as "not selected" when all are kept
+    w, rep = replay_trace(table, CFG, jobs=6)
+    assert w.n == 6 and "jobs not selected (trace_jobs)" not in rep.filtered
+    assert replay_trace(table, CFG, jobs=1)[0].n == 1
+    # a seeded sample draws distinct jobs (the six lengths differ)
+    for seed in range(10):
+        w, _ = replay_trace(table, CFG.replace(seed=seed), jobs=5, sample=True)
+        assert len(set(w.length_h.tolist())) == 5
+    # doubling demands; and "fit" never scales up, nor under rescale="cluster"
+    doubled = replay_trace(table, trace_config(gpus=32), gpu_scale=2.0)[0].gpus
+    assert doubled.tolist() == [2, 4, 16, 2, 32, 8] and doubled.dtype.kind == "i"
+    w, rep = replay_trace(table, trace_config(gpus=32), gpu_scale="fit")
+    assert rep.gpu_scale == 1.0 and w.gpus.tolist() == [1, 2, 8, 1, 16, 4] and w.gpus.dtype.kind == "i"
+    w, rep = replay_trace(table, trace_config(gpus=4), gpu_scale="fit", rescale="cluster")
+    assert rep.gpu_scale == 1.0 and w.gpus.max() == 16 and w.total_gpus >= 16     # the cluster grows instead
+    # the user's estimates: one log-normal error per job, not one for all
+    ratios = w.est_length_h / w.length_h
+    assert len(set(ratios.round(12).tolist())) == 6
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"jobs": 0}, "trace_jobs=0 is invalid: must be an integer >= 1"),
+    ({"jobs": True}, "trace_jobs=True is invalid: must be an integer >= 1"),
+    ({"jobs": 2.5}, "trace_jobs=2.5 is invalid: must be an integer >= 1"),
+])
+def test_bad_trace_jobs(tmp_path, options, message):
+    with pytest.raises(ConfigError) as e:
+        replay_trace(read_trace(write(tmp_path, PHILLY_ROWS), "philly"), CFG, **options)
+    assert str(e.value) == message
+
+
+def test_demands_above_the_cluster_are_named_with_their_line(tmp_path):
+    path = write(tmp_path, PHILLY_ROWS)
+    with pytest.raises(TraceError) as e:       # the 16-GPU job of line 6, scaled to 12, on 8 GPUs
+        replay_trace(read_trace(path, "philly"), trace_config(gpus=8), gpu_scale=0.75)
+    assert str(e.value) == (f"{path}, line 6: the job demands 12 GPUs (16 recorded, x0.75), more than the "
+                            "cluster's gpus=8 (1 such jobs); use more GPUs, --trace-gpu-scale, --trace-rescale "
+                            "cluster, or --on-bad-row skip")
+    big = write(tmp_path, HEADER + f"{T0},60,2,0,a\n{T0},60,4,0,a\n", "big.csv")
+    with pytest.raises(TraceError) as e:
+        replay_trace(read_trace(big, "philly"), trace_config(gpus=1), on_bad_row="skip")
+    assert str(e.value) == f"{big}: every job demands more than the cluster's gpus=1"
+    assert (e.value.path, e.value.line, e.value.value) == (big, None, big)
+
+
+def test_arrival_rescaling_and_cluster_sizing_by_hand(tmp_path):
+    # two jobs 30 min apart: 1 h on 2 GPUs and 2 h on 1 GPU, 4 GPU-hours in all over a 0.5 h span
+    half = write(tmp_path, HEADER + f"{T0},3600,2,0,a\n2017-10-01 00:30:00,7200,1,0,a\n", "half.csv")
+    w, rep = replay_trace(read_trace(half, "philly"), trace_config(gpus=16, load=1.0))
+    assert rep.time_factor == pytest.approx(4 / (16 * 1.0 * 0.5)) and w.submit_h.tolist() == [0.0, 0.25]
+    w, rep = replay_trace(read_trace(half, "philly"), trace_config(gpus=16, load=1.0), rescale="cluster")
+    assert w.total_gpus == math.ceil(4 / (0.5 * 1.0))                      # 8
+    # both at one instant: no arrival scaling; the cluster sized over the longest run, 2 h
+    once = write(tmp_path, HEADER + f"{T0},3600,2,0,a\n{T0},7200,1,0,a\n", "once.csv")
+    w, rep = replay_trace(read_trace(once, "philly"), trace_config(gpus=16))
+    assert rep.time_factor == 1.0 and w.submit_h.tolist() == [0.0, 0.0]
+    w, _ = replay_trace(read_trace(once, "philly"), trace_config(gpus=16, load=0.5), rescale="cluster")
+    assert w.total_gpus == math.ceil(4 / (2.0 * 0.5))                      # 4
+
+
+def test_job_types_follow_gpu_hours_not_gpus_per_hour():
+    # A: 1 GPU x 4 h = 4 GPU-h, B: 4 GPUs x 0.5 h = 2, C: 2 GPUs x 4 h = 8 -> B lora, A dpo, C rlhf
+    gpus, hours = np.array([1, 4, 2]), np.array([4.0, 0.5, 4.0])
+    types = assign_job_types(gpus * hours, np.zeros(3, int), {"lora": 1 / 3, "dpo": 1 / 3, "rlhf": 1 / 3})
+    assert [JOB_TYPES[t] for t in types] == ["dpo", "lora", "rlhf"]
+    # a mix without DPO cuts the rest in two
+    types = assign_job_types(np.array([1.0, 2.0, 3.0, 4.0]), np.zeros(4, int), {"lora": 0.5, "rlhf": 0.5})
+    assert [JOB_TYPES[t] for t in types] == ["lora", "lora", "rlhf", "rlhf"]
+    assert trace_config(gpus=1).gpus == 1
+
+
+def test_read_errors_word_for_word(tmp_path):
+    missing = str(tmp_path / "none.csv")
+    cases = [
+        (missing, "philly", f"{missing}: cannot open the trace: No such file or directory"),
+        (write(tmp_path, "", "empty.csv"), "philly",
+         f"{tmp_path / 'empty.csv'}: the file is empty (a header row and at least one job are needed)"),
+        (write(tmp_path, HEADER, "head.csv"), "philly", f"{tmp_path / 'head.csv'}: the file has a header but no job rows"),
+        (write(tmp_path, "when,x\n1,2\n", "cols.csv"), "philly",
+         f"{tmp_path / 'cols.csv'}, line 1: missing column(s) timestamp, duration, num_gpus, cluster for the philly "
+         "layout (header has: when, x)"),
+    ]
+    for path, fmt, message in cases:
+        with pytest.raises(TraceError) as e:
+            read_trace(path, fmt)
+        assert str(e.value) == message
+    for kw, message in [({"format": "nope"}, "trace_format='nope' is invalid: must be one of philly, helios, acme"),
+                        ({"on_bad_row": "ignore"}, "on_bad_row='ignore' is invalid: must be one of error, skip")]:
+        with pytest.raises(ConfigError) as e:
+            read_trace(write(tmp_path, PHILLY_ROWS), **kw)
+        assert str(e.value) == message
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
+    p = tmp_path / "bom.csv"
+    p.write_bytes("\ufeff".encode("utf-8") + PHILLY_ROWS.encode())
+    assert read_trace(str(p), "philly").n == 6
+
+
+def test_load_trace_passes_its_options_and_warns_at_the_caller(tmp_path):
+    rows = HEADER + f"{T0},1.5,1,0,a\n{T0},3600,1,0,a\n2017-10-01 01:00:00,600,1,0,a\nbad,60,1,0,a\n"
+    path = write(tmp_path, rows)
+    with pytest.warns(TraceWarning) as caught:
+        w = load_trace(path, config=CFG, on_bad_row="skip")         # the format defaults to philly
+    assert w.n == 3                                              # a 1.5 s job is kept by default
+    if "MUTANT_UNDER_TEST" not in os.environ:   # mutmut's wrappers add a frame between caller and code
+        assert caught[0].filename == __file__   # the warning points at the caller's line
+    with pytest.warns(TraceWarning):
+        assert load_trace(path, config=CFG, on_bad_row="skip", min_duration_s=2.0).n == 2
+    with pytest.warns(TraceWarning):
+        assert load_trace(path, config=CFG, on_bad_row="skip", jobs=1).n == 1
+
+
+def test_replayed_job_types_labels_and_estimates(tmp_path):
+    # PHILLY_ROWS by submit time: 0.5, 4, 8, 0.1, 160, 1 GPU-hours; a balanced mix cuts them in thirds:
+    # LoRA 0.1 and 0.5, DPO 1 and 4, RLHF 8 and 160
+    w, _ = replay_trace(read_trace(write(tmp_path, PHILLY_ROWS), "philly"), CFG.replace(workload="balanced"))
+    assert [JOB_TYPES[t] for t in w.job_type] == ["lora", "dpo", "rlhf", "lora", "rlhf", "dpo"]
+    # sixty RLHF-heavy jobs: one hacking draw and one estimate error per job
+    rows = "".join(f"2017-10-01 {i // 6:02d}:{i % 6 * 10:02d}:00,{600 + 97 * i},1,0,a\n" for i in range(60))
+    w, _ = replay_trace(read_trace(write(tmp_path, HEADER + rows, "sixty.csv"), "philly"),
+                        CFG.replace(hacking_fraction=0.5, estimate_error=0.5))
+    rlhf = w.job_type == JOB_TYPES.index("rlhf")
+    assert 0 < w.hacking.sum() < rlhf.sum() and not w.hacking[~rlhf].any()
+    assert 0.3 < np.log(w.est_length_h / w.length_h).std() < 0.7
+
+
+def test_load_trace_passes_the_duration_limit(tmp_path):
+    path = write(tmp_path, HEADER + f"{T0},7200,1,0,a\n{T0},600,1,0,a\n")
+    with pytest.raises(TraceError, match="more than max_duration_h=1"):
+        load_trace(path, config=CFG, max_duration_h=1)

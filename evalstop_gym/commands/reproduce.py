@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("--backend", default="local", metavar="NAME",
                    help="local (process pool) or ray (a local Ray) (default %(default)s)")
     p.add_argument("--workers", type=int, default=None, help="parallel workers (default: CPU count)")
+    p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                   help="with --backend ray: run on this existing Ray cluster (default $RAY_ADDRESS, "
+                        "else start a local Ray)")
     p.add_argument("--base-scheduler", default=None, metavar="NAME",
                    help="base scheduler of E1 and the sweeps (default srtf-est, the paper's base)")
     p.add_argument("--detectors", default=None, metavar="LIST",
@@ -37,23 +40,29 @@ def add_parser(sub) -> None:
     p.add_argument("--model", default=None, metavar="PATH",
                    help="a model saved by `evalstop-gym train` (folder or model.zip): adds a learned row to "
                         "E1 and E3 (needs the rl extra)")
+    p.add_argument("--scale", default="default", metavar="NAME",
+                   help="size of the base workload: default (--jobs, --gpus) or large (5,000 jobs on "
+                        "1,024 GPUs, replacing --jobs and --gpus; 1,380 runs with 10 seeds; docs/scale.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_workload_flags(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import UsageError, WorkloadConfig
+    from ..config import ConfigError, UsageError, WorkloadConfig
     from ..experiments import parse_names, reproduce
+    from ..experiments.suite import SCALES
 
-    wl = workload_kwargs(args)
+    if args.scale not in SCALES:
+        raise ConfigError("scale", args.scale, f"must be one of {', '.join(SCALES)}")
+    wl = {**workload_kwargs(args), **SCALES[args.scale]}
     first_seed = wl.pop("seed")
     detectors = args.detectors and [d.strip() for d in args.detectors.split(",") if d.strip()]
     try:
         reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=args.out,
                   base=WorkloadConfig(**wl), backend=args.backend, workers=args.workers,
                   base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
-                  progress=not args.no_progress, model=args.model)
+                  progress=not args.no_progress, model=args.model, ray_address=args.ray_address)
     except OSError as e:   # writing tables or plots (a full disk): finished runs are on disk already
         raise UsageError(f"cannot write to {e.filename or args.out} ({e.strerror or e}); finished runs are kept "
                          f"in {args.out}/runs.jsonl: fix that and run the same command again") from None

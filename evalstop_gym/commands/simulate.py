@@ -44,7 +44,7 @@ def add_parser(sub) -> None:
                    help="fit the trace to the cluster: scale arrival times to --load on --gpus (arrivals, "
                         "default), size the cluster for --load at recorded times (cluster), or neither")
     t.add_argument("--trace-gpu-scale", default=None, metavar="X|fit",
-                   help="multiply GPU demands by X (rounded, >= 1), or 'fit' the largest to --gpus "
+                   help="multiply GPU demands by X (rounded half up, >= 1), or 'fit' the largest to --gpus "
                         "(default 1)")
     t.add_argument("--trace-min-duration", type=float, default=None, metavar="SECONDS",
                    help="filter out (and count) jobs that ran less than this (default 1)")
@@ -125,8 +125,6 @@ def build_workload(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..report import format_metrics
-
     check_dependent_flags(args)
 
     if args.trace or args.curves:
@@ -145,5 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(metrics, sort_keys=True, allow_nan=False))
     else:
+        from ..report import format_metrics
+
         print(format_metrics(metrics, title=f"{args.scheduler} + {args.stopper} on {what}, seed {args.seed}"))
     return 0

@@ -9,8 +9,13 @@ against the same file skips every run id already there, so an interrupted
 sweep resumes where it stopped, and results of older code are never reused.
 
 Backends: ``local`` (a :class:`~concurrent.futures.ProcessPoolExecutor`; one
-worker runs in-process) and ``ray`` (a local Ray started with ``num_cpus``
-set to the worker count, unless Ray is already initialized).
+worker runs in-process) and ``ray``: a local Ray started with ``num_cpus``
+set to the worker count, unless Ray is already initialized, or an existing
+Ray cluster at ``ray_address`` (or ``$RAY_ADDRESS``), which then gets this
+checkout's ``evalstop_gym`` and ``baselines`` as its code (Ray's
+``runtime_env`` ``py_modules``), so every node runs what the driver runs. A
+Ray task whose worker process dies is run again (``max_retries``); a run is
+a pure function of its spec, so a retry gives the same record.
 """
 
 from __future__ import annotations
@@ -311,17 +316,26 @@ class _LocalPool:
 
 
 class _RayPool:
-    def __init__(self, workers: int):
+    RETRIES = 3  # a run whose worker process dies is run again, up to this many times
+
+    def __init__(self, workers: int, address: str | None = None):
         import logging
 
+        import baselines
         import ray
+
+        import evalstop_gym
 
         self.ray = ray
         self.started = not ray.is_initialized()
-        if self.started:
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        if self.started and address:  # an existing cluster: its nodes run this checkout's code
+            ray.init(address=address, runtime_env={"py_modules": [evalstop_gym, baselines]},
+                     log_to_driver=False, logging_level=logging.ERROR)
+        elif self.started:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.ERROR)
-        self.remote = ray.remote(execute)
+        self.remote = ray.remote(max_retries=self.RETRIES)(execute)
         self.window = 4 * workers
 
     def submit(self, spec: RunSpec):
@@ -336,7 +350,7 @@ class _RayPool:
             self.ray.shutdown()
 
 
-def make_pool(backend: str, workers: int):
+def make_pool(backend: str, workers: int, ray_address: str | None = None):
     if backend not in BACKENDS:
         raise ConfigError("backend", backend, f"must be one of {', '.join(BACKENDS)}")
     if backend == "ray":
@@ -344,13 +358,19 @@ def make_pool(backend: str, workers: int):
             import ray  # noqa: F401
         except ImportError as e:
             raise ConfigError("backend", backend, f"needs Ray (pip install 'evalstop-gym[ray]'): {e}") from e
-        return _RayPool(workers)
+        return _RayPool(workers, ray_address)
+    if ray_address:
+        raise ConfigError("ray_address", ray_address, "needs backend 'ray'")
     return _Inline(workers) if workers == 1 else _LocalPool(workers)
 
 
 def run_sweep(specs: Iterable[RunSpec], store: ResultStore, *, backend: str = "local", workers: int = 1,
-              limit: int | None = None, on_done: Callable[[], None] | None = None) -> int:
+              limit: int | None = None, on_done: Callable[[], None] | None = None,
+              ray_address: str | None = None) -> int:
     """Run every spec whose run id is not in ``store``, appending results as they finish.
+
+    ``ray_address``: with ``backend="ray"``, an existing Ray cluster to run on
+    (``host:port`` of its head; default ``$RAY_ADDRESS``, else a local Ray).
 
     ``limit`` stops after that many new runs (the rest resume on the next
     call). ``on_done`` is called once per finished run (a progress bar).
@@ -363,7 +383,7 @@ def run_sweep(specs: Iterable[RunSpec], store: ResultStore, *, backend: str = "l
         todo = todo[:limit]
     if not todo:
         return 0
-    pool = make_pool(backend, workers)
+    pool = make_pool(backend, workers, ray_address)
     inflight: dict[Any, RunSpec] = {}   # handle -> its spec, in submission order
     done = 0
     finished = False

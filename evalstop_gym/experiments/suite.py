@@ -26,6 +26,14 @@ from .tables import aggregate, claim_verdicts, claims_table, console_text, csv_t
 
 RUNS_FILE = "runs.jsonl"
 
+# Sizes of the base workload every experiment starts from (its sweeps override the rest).
+# "large": 1,024-GPU clusters with 5,000 jobs; with the default 10 seeds, 1,380 runs
+# (docs/scale.md gives the time it takes on N workers).
+SCALES: dict[str, dict[str, int]] = {
+    "default": {},
+    "large": {"jobs": 5000, "gpus": 1024},
+}
+
 
 @dataclass
 class SuiteResult:
@@ -67,7 +75,8 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
               out: str | os.PathLike = "results", base: WorkloadConfig | None = None,
               backend: str = "local", workers: int | None = None, base_scheduler: str | None = None,
               detectors: Sequence[str] | None = None, max_runs: int | None = None, progress: bool = True,
-              plots: bool = True, echo: Callable[[str], None] = print, model: str | None = None) -> SuiteResult:
+              plots: bool = True, echo: Callable[[str], None] = print, model: str | None = None,
+              ray_address: str | None = None) -> SuiteResult:
     """Run the named experiments (default: all) over ``seeds`` seeds from ``first_seed``.
 
     Finished runs found in ``<out>/runs.jsonl`` are not run again. With
@@ -75,6 +84,8 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
     later call has run the rest. ``model`` (a model saved by ``evalstop-gym
     train``) adds a learned row to E1 and E3; its runs go after the others, in
     this process (by the provider of :mod:`.learned`), on held-out seeds only.
+    ``ray_address``: with ``backend="ray"``, run on that existing Ray cluster
+    (default ``$RAY_ADDRESS``, else a local Ray).
     """
     check_range("seeds", seeds, 1, integer=True)
     check_range("first_seed", first_seed, 0, integer=True)
@@ -100,12 +111,13 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
     outdir = prepare_out(out)
     with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
         return _run_and_write(experiments, specs, outdir, base, seed_list, backend=backend, workers=workers,
-                              max_runs=max_runs, progress=progress, plots=plots, echo=echo)
+                              max_runs=max_runs, progress=progress, plots=plots, echo=echo,
+                              ray_address=ray_address)
 
 
 def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_list: list[int], *,
                    backend: str, workers: int, max_runs: int | None, progress: bool, plots: bool,
-                   echo: Callable[[str], None]) -> SuiteResult:
+                   echo: Callable[[str], None], ray_address: str | None) -> SuiteResult:
     """The part of :func:`reproduce` that holds the output folder's lock: run what is missing, write."""
     learned = [s for s in specs if s.stopper == LEARNED]
     store = ResultStore(outdir / RUNS_FILE)
@@ -116,7 +128,7 @@ def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_
     with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
               disable=not progress) as bar:
         new = run_sweep([s for s in specs if s.stopper != LEARNED], store, backend=backend, workers=workers,
-                        limit=max_runs, on_done=bar.update)
+                        limit=max_runs, on_done=bar.update, ray_address=ray_address)
         if learned and (max_runs is None or new < max_runs):
             from .learned import provider
 
