@@ -19,7 +19,8 @@ Definitions (kept stable across versions):
   the cluster's GPUs); measured on clusters of nodes, ``None`` on the flat pool. ``spread_lost_gpu_h``: GPU-hours lost to spread
   placement, ``sum(gpus * hours run spread * (1 - spread penalty))``.
   ``utilization_<type>``: GPU-hours run on GPUs of that type over its GPUs x
-  makespan (one key per GPU type; ``utilization_gpu`` on a single type).
+  makespan (one key per GPU type, on clusters of several types; with one type
+  it is ``utilization``).
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def _topology_metrics(out: Outcome) -> dict[str, float]:
     m = {"fragmentation_gpus": frag, "fragmentation": None if frag is None else frag / w.total_gpus,
          "spread_lost_gpu_h": float(lost / TICKS_PER_HOUR)}
     per_type = spec.types_of_nodes
-    for gpu_type, ticks in out.type_gpu_ticks.items():
+    for gpu_type, ticks in (out.type_gpu_ticks.items() if len(spec.gpu_types) > 1 else ()):
         gpus = per_type.count(gpu_type) * spec.gpus_per_node
         m[f"utilization_{gpu_type}"] = ticks / (gpus * span) if span > 0 else 0.0
     return m

@@ -14,6 +14,7 @@ import pytest
 from baselines import make_policy
 from evalstop_gym import WorkloadConfig, run_policy, simulate
 from evalstop_gym.cli import build_parser, main
+from evalstop_gym.cluster import uniform
 from evalstop_gym.curvelog import apply_curve_log, read_curve_log, write_curve_log
 from evalstop_gym.traces import read_trace, replay_trace, trace_config
 
@@ -52,6 +53,10 @@ SIMULATE_CASES = {
                         {"evals_per_job": 20}),
     "--seed": ([], ["--seed", "4"], {}, {"seed": 4}),
     "--calibration": ([], ["--calibration", "realistic"], {}, {"calibration": "realistic"}),
+    "--cluster": ([], ["--cluster", "two-types"], {}, {"cluster": "two-types"}),
+    "--nodes": (["--scheduler", "srtf-est"], ["--nodes", "4"], {"scheduler": "srtf-est"}, {"cluster": uniform(4, 16)}),
+    "--gpus-per-node": (["--scheduler", "srtf-est"], ["--gpus-per-node", "16"], {"scheduler": "srtf-est"},
+                        {"cluster": uniform(4, 16)}),
     "--scheduler": ([], ["--scheduler", "tiresias"], {}, {"scheduler": "tiresias"}),
     "--stopper": ([], ["--stopper", "evalstop"], {}, {"stopper": "evalstop"}),
     "--k": (["--stopper", "evalstop"], ["--k", "1"], {"stopper": "evalstop"}, {"k": 1}),
@@ -210,8 +215,10 @@ def test_curves_and_curves_format_reach_the_replay(capsys, tmp_path):
 
 def test_every_simulate_flag_has_a_case():
     # --json: tests/test_cli.py compares the table with the JSON, value by value
+    # --placement goes with --nodes or --cluster (both set `cluster`): tests/test_placement.py,
+    # test_cli_cluster_flags_match_the_python_api, compares it with the API
     covered = {*SIMULATE_CASES, *TRACE_CASES, "--json", "--trace", "--trace-format", "--on-bad-row", "--curves",
-               "--curves-format"}
+               "--curves-format", "--placement"}
     assert flags_of("simulate") <= covered, flags_of("simulate") - covered
 
 
@@ -229,6 +236,9 @@ WORKLOAD_FLAGS = {   # flag -> (value on the command line, WorkloadConfig field,
     "--seed": ("5", "seed", 5),
     "--calibration": ("realistic", "calibration", "realistic"),
 }
+# the cluster flags set `cluster` (and `gpus`) together and exclude one another: their cases are the
+# simulate ones above, through the same add_workload_flags / workload_kwargs code
+CLUSTER_FLAGS = {"--cluster", "--nodes", "--gpus-per-node", "--placement"}
 
 
 def api_evaluate(policies=("evalstop",), scheduler=None, seeds=1, **wl):
@@ -268,7 +278,8 @@ def test_evaluate_out_and_table(capsys, tmp_path):
 
 
 def test_every_evaluate_flag_has_a_case():
-    assert flags_of("evaluate") <= {*EVALUATE_CASES, "--json", "--out"}, flags_of("evaluate") - set(EVALUATE_CASES)
+    covered = {*EVALUATE_CASES, "--json", "--out", *CLUSTER_FLAGS}
+    assert flags_of("evaluate") <= covered, flags_of("evaluate") - covered
 
 
 # -- reproduce -----------------------------------------------------------------------------
@@ -383,5 +394,5 @@ def test_reproduce_out_and_progress(capsys, in_tmp):
 
 def test_every_reproduce_flag_has_a_case():
     covered = {*REPRODUCE_CASES, *WORKLOAD_FLAGS, "--backend", "--workers", "--ray-address", "--out", "--no-progress",
-               "--model"}
+               "--model", *CLUSTER_FLAGS}
     assert flags_of("reproduce") <= covered, flags_of("reproduce") - covered
