@@ -42,7 +42,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # this checkout's code, not an installed copy
 
-from baselines import SCHEDULERS, EvalStop, make_policy  # noqa: E402
+from evalstop_gym.baselines import SCHEDULERS, EvalStop, make_policy  # noqa: E402
 from evalstop_gym import run_policy  # noqa: E402
 from evalstop_gym.cluster import uniform  # noqa: E402
 from evalstop_gym.traces import read_trace, replay_trace, trace_config  # noqa: E402

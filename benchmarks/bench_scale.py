@@ -27,7 +27,7 @@ sys.path.insert(0, REPO)  # this checkout's code, not an installed copy
 
 def episode(jobs: int, gpus: int, workload: str, policy: str, seed: int, load: float | None) -> dict:
     """Run one episode in this process; return its timings, peak memory and a few metrics."""
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
     from evalstop_gym import WorkloadConfig, compute_metrics, drive, generate
     from evalstop_gym.simulator import Simulator
 

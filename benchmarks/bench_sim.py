@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # this checkout's code
 
-from baselines import make_policy  # noqa: E402
+from evalstop_gym.baselines import make_policy  # noqa: E402
 from evalstop_gym import WorkloadConfig, generate, run_policy  # noqa: E402
 
 

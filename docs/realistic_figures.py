@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from baselines import make_policy  # noqa: E402
+from evalstop_gym.baselines import make_policy  # noqa: E402
 from evalstop_gym import WorkloadConfig, generate  # noqa: E402
 from evalstop_gym.policy import apply_plan  # noqa: E402
 from evalstop_gym.simulator import DONE, EVAL, Simulator  # noqa: E402

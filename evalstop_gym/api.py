@@ -33,8 +33,8 @@ def simulate(scheduler: str | Policy = DEFAULT_SCHEDULER, stopper: str = "none",
              config: WorkloadConfig | None = None, **params: Any) -> dict[str, Any]:
     """Simulate one episode and return its metrics (see :mod:`evalstop_gym.metrics`).
 
-    ``scheduler`` and ``stopper`` are registry names (``baselines.SCHEDULERS``,
-    ``baselines.STOPPERS``), or ``scheduler`` is a ready :class:`Policy`.
+    ``scheduler`` and ``stopper`` are registry names (``evalstop_gym.baselines.SCHEDULERS``,
+    ``evalstop_gym.baselines.STOPPERS``), or ``scheduler`` is a ready :class:`Policy`.
     Other keywords are :class:`WorkloadConfig` fields (``calibration`` (``paper``
     or ``realistic``), ``workload, jobs, gpus, load, noise, hacking_fraction,
     evals_per_job, seed, cluster, ...``; a ``cluster`` brings its own GPU count,
@@ -44,7 +44,7 @@ def simulate(scheduler: str | Policy = DEFAULT_SCHEDULER, stopper: str = "none",
     >>> sorted(m)[:3]
     ['avg_jct_h', 'avg_queue_h', 'compute_waste_gpu_h']
     """
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
     wl, pol = split_params(params)
     cfg = (config or WorkloadConfig()).replace(**wl) if wl else (config or WorkloadConfig())

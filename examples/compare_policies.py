@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agents.evaluate import evaluate
-from baselines import SCHEDULERS, STOPPERS
+from evalstop_gym.agents.evaluate import evaluate
+from evalstop_gym.baselines import SCHEDULERS, STOPPERS
 from evalstop_gym import WorkloadConfig
 
 STOP_PANELS = ("f1", "precision", "recall", "avg_jct_h")

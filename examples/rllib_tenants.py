@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.tune.registry import register_env
 
-    import baselines
+    import evalstop_gym.baselines
     import evalstop_gym
 
     quiet = dict(logging_level=logging.ERROR, log_to_driver=False)

@@ -1,6 +1,6 @@
 """Train a learned stop-policy (PPO) and compare it with EvalStop k=2 on held-out seeds.
 
-The shipped recipe (``agents/hyperparams/ppo.yml``): PPO with a 64x64 MLP on
+The shipped recipe (``evalstop_gym/agents/hyperparams/ppo.yml``): PPO with a 64x64 MLP on
 EvalStop-StopControl-v0 over SRTF-Est, sigma = 0.05, one-job training
 episodes, the job's own 18 public features, the env's default reward. It
 takes about 2-3 CPU minutes on 2 cores; then both policies play the same
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from agents.evaluate import evaluate
-from agents.train import train
+from evalstop_gym.agents.evaluate import evaluate
+from evalstop_gym.agents.train import train
 from evalstop_gym import WorkloadConfig
 
 

@@ -10,12 +10,12 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 import evalstop_gym  # noqa: F401,E402
-from agents.evaluate import evaluate  # noqa: E402
-from agents.policy import LearnedPolicy  # noqa: E402
-from agents.seeds import TEST_SEEDS_END, VALIDATION_FIRST, check_test_seeds, train_first  # noqa: E402
-from agents.train import make_env, train  # noqa: E402
-from agents.wrappers import STOP_FEATURES, HandCodedStops, JobFeatures, WorkloadSeeds  # noqa: E402
-from baselines import make_policy  # noqa: E402
+from evalstop_gym.agents.evaluate import evaluate  # noqa: E402
+from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
+from evalstop_gym.agents.seeds import TEST_SEEDS_END, VALIDATION_FIRST, check_test_seeds, train_first  # noqa: E402
+from evalstop_gym.agents.train import make_env, train  # noqa: E402
+from evalstop_gym.agents.wrappers import STOP_FEATURES, HandCodedStops, JobFeatures, WorkloadSeeds  # noqa: E402
+from evalstop_gym.baselines import make_policy  # noqa: E402
 from evalstop_gym import ConfigError, simulate  # noqa: E402
 from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID, PolicyAgent, rollout  # noqa: E402
 from evalstop_gym.envs.features import JOB_FEATURES  # noqa: E402
@@ -156,7 +156,7 @@ def test_slot_scorer_is_permutation_equivariant_and_round_trips(tmp_path):
     import torch as th
     from sb3_contrib import MaskablePPO
 
-    from agents.networks import SlotScorerPolicy
+    from evalstop_gym.agents.networks import SlotScorerPolicy
     from evalstop_gym.envs.features import N_JOB
 
     env = gym.make(CLUSTER_ID, slots=8, jobs=20)

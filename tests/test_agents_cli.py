@@ -1,4 +1,4 @@
-"""`evalstop-gym train` / `evaluate` and `python -m agents.train`: bad input is one line and exit 2;
+"""`evalstop-gym train` / `evaluate` and `python -m evalstop_gym.agents.train`: bad input is one line and exit 2;
 evaluation is deterministic across processes."""
 
 import json
@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("sb3_contrib")
 
-from agents.evaluate import evaluate  # noqa: E402
-from agents.policy import LearnedPolicy  # noqa: E402
-from agents.train import train  # noqa: E402
+from evalstop_gym.agents.evaluate import evaluate  # noqa: E402
+from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
+from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym import WorkloadConfig  # noqa: E402
 from evalstop_gym.cli import main  # noqa: E402
 
@@ -67,7 +67,7 @@ GOOD_ENTRY = "EvalStop-StopControl-v0:\n  n_timesteps: 10\n  n_envs: 1\n"
     ("ppo", "  n_steps: 0\n", "EvalStop-StopControl-v0.n_steps=0 is invalid: must be an integer >= 1"),
     ("ppo", "  policy: BogusPolicy\n", "EvalStop-StopControl-v0.policy='BogusPolicy' is invalid: must be one of "
                                       "MlpPolicy"),
-    ("ppo", "  policy: agents.nowhere.Policy\n", "policy='agents.nowhere.Policy' is invalid: cannot be imported"),
+    ("ppo", "  policy: evalstop_gym.agents.nowhere.Policy\n", "policy='evalstop_gym.agents.nowhere.Policy' is invalid: cannot be imported"),
     ("ppo", "  gamma: 5\n", "EvalStop-StopControl-v0.gamma=5 is invalid: must be a number in [0, 1]"),
     ("ppo", "  buffer_size: 1000\n", "buffer_size=1000 is invalid: unknown key for ppo"),
     ("dqn", "  n_epochs: 3\n", "n_epochs=3 is invalid: unknown key for dqn"),
@@ -97,7 +97,7 @@ def test_train_refuses_to_overwrite_a_model_without_force(capsys, model_dir):
 
 def test_train_reports_progress_in_one_line_summaries_when_not_on_a_terminal(tmp_path):
     tiny = json.dumps(TINY)
-    code = ("import json, sys\nfrom agents.train import train\n"
+    code = ("import json, sys\nfrom evalstop_gym.agents.train import train\n"
             f"train('{STOP_ID}', 'ppo', out=sys.argv[1], timesteps=256, n_envs=1, overrides=json.loads(sys.argv[2]),"
             " echo=print)")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m"), tiny], capture_output=True, text=True,
@@ -156,7 +156,7 @@ def test_reproduce_with_a_missing_model(capsys, tmp_path):
 
 
 def test_cli_processes_exit_2_and_evaluate_is_deterministic_across_processes(model_dir):
-    r = subprocess.run([sys.executable, "-m", "agents.train", "--env", STOP_ID, "--algo", "sac", "--out", "x"],
+    r = subprocess.run([sys.executable, "-m", "evalstop_gym.agents.train", "--env", STOP_ID, "--algo", "sac", "--out", "x"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "algo='sac'" in r.stderr
     argv = ["evaluate", "--policy", str(model_dir), "--policy", "evalstop", "--seeds", "2", "--jobs", "30",

@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("sb3_contrib")
 
-import agents.train as train_module  # noqa: E402
-from agents.policy import LearnedPolicy  # noqa: E402
-from agents.train import train  # noqa: E402
+import evalstop_gym.agents.train as train_module  # noqa: E402
+from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
+from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.cli import main  # noqa: E402
 from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID  # noqa: E402
 
@@ -23,7 +23,7 @@ VOLATILE = ("cpu_seconds", "wall_seconds", "command")   # config.json keys that 
 
 
 def trained_with_its_model(monkeypatch, env_id, algo, out, overrides, timesteps=128):
-    """Train through ``agents.train.train`` and also keep the in-memory model it saved."""
+    """Train through ``evalstop_gym.agents.train.train`` and also keep the in-memory model it saved."""
     made = []
     real = train_module.algo_class
 
@@ -122,7 +122,7 @@ HYPERPARAMS = """EvalStop-StopControl-v0:
   n_envs: 2
   policy: MlpPolicy
   policy_kwargs: {net_arch: [16]}
-  env_wrapper: [agents.wrappers.JobFeatures]
+  env_wrapper: [evalstop_gym.agents.wrappers.JobFeatures]
   env_kwargs: {scheduler: fifo, jobs: 1}
   n_steps: 64
   batch_size: 32

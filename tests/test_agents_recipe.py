@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("sb3_contrib")
 
-from agents.evaluate import evaluate  # noqa: E402
-from agents.train import train  # noqa: E402
+from evalstop_gym.agents.evaluate import evaluate  # noqa: E402
+from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym import WorkloadConfig  # noqa: E402
 
 pytestmark = pytest.mark.slow

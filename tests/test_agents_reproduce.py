@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 import evalstop_gym  # noqa: E402
-from agents.train import train  # noqa: E402
+from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.experiments import reproduce  # noqa: E402
 from evalstop_gym.experiments.spec import NOISE_SWEEP  # noqa: E402
 

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("sb3_contrib")
 
-from agents.policy import LearnedPolicy  # noqa: E402
-from agents.train import train  # noqa: E402
+from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
+from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.cli import main  # noqa: E402
 
 STOP_ID = "EvalStop-StopControl-v0"

@@ -6,7 +6,7 @@ stopper, so only the scheduler decides. Times are hours.
 
 import pytest
 
-from baselines import FIFO, SCHEDULERS, LossAware, SJFEst, SRTFEst, Tiresias
+from evalstop_gym.baselines import FIFO, SCHEDULERS, LossAware, SJFEst, SRTFEst, Tiresias
 from evalstop_gym.config import ConfigError
 from evalstop_gym.policy import drive
 from evalstop_gym.simulator import Simulator

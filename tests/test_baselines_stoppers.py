@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from baselines import (CUSUM, FIFO, SCHEDULERS, STOPPERS, EvalStop, LossPlateau, Patience, SmoothedDecline,
+from evalstop_gym.baselines import (CUSUM, FIFO, SCHEDULERS, STOPPERS, EvalStop, LossPlateau, Patience, SmoothedDecline,
                        StopAtProgress, make_policy)
-from baselines.noise import MIN_DIFFERENCES, PooledNoise
+from evalstop_gym.baselines.noise import MIN_DIFFERENCES, PooledNoise
 from evalstop_gym import WorkloadConfig, generate
 from evalstop_gym.cli import main as cli_main
 from evalstop_gym.config import ConfigError
@@ -229,13 +229,13 @@ def test_cli_refuses_a_flag_the_stopper_does_not_take(capsys):
 # (each bad value's whole message is checked: it names the field, the value and the allowed range)
 
 def _lossaware(**kw):
-    from baselines import LossAware
+    from evalstop_gym.baselines import LossAware
 
     return LossAware(**kw)
 
 
 def _tiresias(**kw):
-    from baselines import Tiresias
+    from evalstop_gym.baselines import Tiresias
 
     return Tiresias(**kw)
 
@@ -286,7 +286,7 @@ def test_the_edges_of_every_range_are_accepted():
 
 
 def test_registry_names_each_stoppers_parameters():
-    from baselines import stopper_params
+    from evalstop_gym.baselines import stopper_params
 
     assert {s: stopper_params(s) for s in STOPPERS} == {
         "none": [], "evalstop": ["k"], "stopat": ["p"], "lossplateau": ["window", "tolerance"],

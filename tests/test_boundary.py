@@ -7,7 +7,7 @@ import pytest
 
 from fractions import Fraction
 
-from baselines import FIFO
+from evalstop_gym.baselines import FIFO
 from evalstop_gym import WorkloadConfig, generate
 from evalstop_gym.cluster import ClusterSpec, two_types
 from evalstop_gym.curves import Curves
@@ -263,7 +263,7 @@ def test_a_scheduler_key_receives_the_cluster_view_for_running_and_waiting_jobs(
 
 
 def test_stoppers_compose_and_every_rule_sees_the_job_and_the_cluster():
-    from baselines import EvalStop
+    from evalstop_gym.baselines import EvalStop
     from evalstop_gym.policy import Stopper
 
     class Spy(Stopper):

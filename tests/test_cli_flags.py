@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from baselines import make_policy
+from evalstop_gym.baselines import make_policy
 from evalstop_gym import WorkloadConfig, run_policy, simulate
 from evalstop_gym.cli import build_parser, main
 from evalstop_gym.cluster import uniform
@@ -242,7 +242,7 @@ CLUSTER_FLAGS = {"--cluster", "--nodes", "--gpus-per-node", "--placement"}
 
 
 def api_evaluate(policies=("evalstop",), scheduler=None, seeds=1, **wl):
-    from agents.evaluate import evaluate
+    from evalstop_gym.agents.evaluate import evaluate
 
     scheduler = scheduler or default_of("evaluate", "scheduler")
     wl = {"jobs": 30, **wl}

@@ -236,7 +236,7 @@ def test_runs_with_gold_replay_gold_as_truth_and_their_evals_as_observed():
 
 
 def test_evalstop_catches_logged_hacking_runs():
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
     w = apply_curve_log(generate(WorkloadConfig(jobs=80, seed=2, noise=0.01)), library(), seed=0)
     m = run_policy(w, make_policy("fifo", "evalstop", k=2))

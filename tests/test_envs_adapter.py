@@ -6,7 +6,7 @@ import pytest
 from gymnasium.utils.env_checker import data_equivalence
 
 import evalstop_gym
-from baselines import SCHEDULERS, STOPPERS, make_policy
+from evalstop_gym.baselines import SCHEDULERS, STOPPERS, make_policy
 from evalstop_gym import WorkloadConfig, generate, run_policy, simulate
 from evalstop_gym.cluster import two_types, uniform
 from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID, PolicyAgent, rollout, run_through_env
@@ -38,7 +38,7 @@ class TimeSliced(Scheduler):
 
 
 def test_preemptions_and_wakeups_match_too():
-    from baselines import EvalStop
+    from evalstop_gym.baselines import EvalStop
 
     w = generate(WorkloadConfig(jobs=30, load=2.0, seed=5))
     direct = run_policy(w, EvalStop(TimeSliced()))

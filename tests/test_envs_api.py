@@ -252,7 +252,7 @@ def test_render_modes_headless(env_id):
 
 
 def _stopping_policy():
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
     return make_policy("fifo", "evalstop", k=1)
 

@@ -15,7 +15,7 @@ pygame = pytest.importorskip("pygame")
 
 
 def _agent(env):
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
     return PolicyAgent(make_policy("srtf-est", "evalstop", k=1), env)
 

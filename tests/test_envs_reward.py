@@ -5,7 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from baselines import FIFO, make_policy
+from evalstop_gym.baselines import FIFO, make_policy
 from evalstop_gym.envs.adapter import STOP_CONTROL_ID, PolicyAgent
 from evalstop_gym.policy import Stopper
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from baselines import make_policy
+from evalstop_gym.baselines import make_policy
 from evalstop_gym import run_policy
 from evalstop_gym.config import ConfigError
 from evalstop_gym.envs.adapter import run_through_env

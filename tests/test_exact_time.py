@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines import make_policy
+from evalstop_gym.baselines import make_policy
 from evalstop_gym import WorkloadConfig, generate
 from evalstop_gym.metrics import compute_metrics
 from evalstop_gym.policy import drive

@@ -80,7 +80,7 @@ def test_a_registered_provider_is_what_reproduce_uses(tmp_path):
 
 
 def test_the_default_provider_is_the_sb3_layer():
-    from agents.arms import PROVIDER
+    from evalstop_gym.agents.arms import PROVIDER
     from evalstop_gym.experiments.learned import provider
 
     assert provider() is PROVIDER

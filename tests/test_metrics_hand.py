@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from baselines import FIFO, EvalStop
+from evalstop_gym.baselines import FIFO, EvalStop
 from evalstop_gym.metrics import METRIC_KEYS, compute_metrics
 from evalstop_gym.policy import drive
 from evalstop_gym.simulator import SCHEDULE, Simulator

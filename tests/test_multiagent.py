@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
 
-from baselines import SCHEDULERS, STOPPERS, make_policy
+from evalstop_gym.baselines import SCHEDULERS, STOPPERS, make_policy
 from evalstop_gym import ConfigError, WorkloadConfig, generate, simulate
 from evalstop_gym.api import run_policy
 from evalstop_gym.multiagent import tenants_v0

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from baselines import SCHEDULERS, MaxThroughput, make_policy
+from evalstop_gym.baselines import SCHEDULERS, MaxThroughput, make_policy
 from evalstop_gym import WorkloadConfig, compute_metrics, generate, simulate
 from evalstop_gym.cluster import ClusterSpec, load_cluster, two_types, uniform
 from evalstop_gym.config import ConfigError, UsageError

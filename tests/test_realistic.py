@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from baselines import make_policy
+from evalstop_gym.baselines import make_policy
 from evalstop_gym import WorkloadConfig, generate, run_policy, simulate
 from evalstop_gym.config import CALIBRATIONS, JOB_TYPES, ConfigError, CurveModel, WorldModel
 from evalstop_gym.policy import drive
@@ -240,7 +240,7 @@ def test_srtf_progress_sees_the_exact_remaining_time_only_in_the_paper_world():
 
 
 def test_droptest_scales_its_test_with_the_eval_set_size():
-    from baselines import DropTest, FIFO
+    from evalstop_gym.baselines import DropTest, FIFO
     from evalstop_gym.view import ClusterView, JobView
 
     def job(items, scores):

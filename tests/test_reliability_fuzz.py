@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from baselines import make_policy
+from evalstop_gym.baselines import make_policy
 from evalstop_gym import generate, run_policy
 from evalstop_gym.config import ConfigError, WorkloadConfig
 from evalstop_gym.curvelog import apply_curve_log, label_run, read_curve_log

@@ -129,7 +129,7 @@ def test_a_span_of_absurd_length_is_refused_with_both_lines(tmp_path):
                    reason="float hours keep ~1e-10 h of rounding at 4e5 h (avg_queue_h -7e-11); exact with the "
                           "integer ticks of evalstop_gym.timebase")
 def test_the_largest_allowed_span_replays_with_exact_nonnegative_queues(tmp_path):
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
     from evalstop_gym import run_policy
 

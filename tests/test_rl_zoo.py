@@ -22,7 +22,7 @@ def zoo(script, *args):
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "dqn"])   # about 17 s each
 def test_rl_zoo_trains_and_enjoys_from_the_yaml(tmp_path, algo):
-    conf = ROOT / "agents" / "hyperparams" / f"{algo}.yml"
+    conf = ROOT / "evalstop_gym" / "agents" / "hyperparams" / f"{algo}.yml"
     args = ["--algo", algo, "--conf-file", str(conf), "-n", "256", "-f", str(tmp_path), "--seed", "0"]
     if TINY[algo]:
         args += ["--hyperparams", *TINY[algo]]
@@ -31,7 +31,7 @@ def test_rl_zoo_trains_and_enjoys_from_the_yaml(tmp_path, algo):
     run = tmp_path / algo / f"{ENV}_1"
     assert (run / f"{ENV}.zip").is_file()
     saved = (run / ENV / "config.yml").read_text()
-    assert "agents.wrappers.JobFeatures" in saved and "train_workload" not in saved
+    assert "evalstop_gym.agents.wrappers.JobFeatures" in saved and "train_workload" not in saved
     r = zoo("enjoy", "--algo", algo, "-f", str(tmp_path), "--exp-id", "1", "-n", "30", "--no-render")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "Mean reward" in r.stdout

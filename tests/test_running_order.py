@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines import SCHEDULERS
+from evalstop_gym.baselines import SCHEDULERS
 from evalstop_gym import WorkloadConfig, generate
 from evalstop_gym.policy import Scheduler, apply_plan
 from evalstop_gym.simulator import DONE, EVAL, Simulator

@@ -5,7 +5,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines import FIFO, EvalStop
+from evalstop_gym.baselines import FIFO, EvalStop
 from evalstop_gym import WorkloadConfig, generate
 from evalstop_gym.metrics import compute_metrics
 from evalstop_gym.policy import drive

@@ -2,7 +2,7 @@
 
 import pytest
 
-from baselines import FIFO, EvalStop
+from evalstop_gym.baselines import FIFO, EvalStop
 from evalstop_gym import run_policy
 from evalstop_gym.policy import drive
 from evalstop_gym.simulator import EVAL, SCHEDULE, SimulationError, Simulator

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from baselines import FIFO, EvalStop
+from evalstop_gym.baselines import FIFO, EvalStop
 from evalstop_gym import WorkloadConfig
 from evalstop_gym.metrics import compute_metrics
 from evalstop_gym.policy import Policy, drive

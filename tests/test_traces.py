@@ -161,7 +161,7 @@ def test_trace_config_allows_small_clusters():
 
 
 def test_replays_run_under_a_policy(tmp_path):
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
     w = load_trace(write(tmp_path, ACME_ROWS), "acme", CFG)
     m = run_policy(w, make_policy("fifo", "evalstop"))
@@ -300,7 +300,7 @@ def test_real_philly_file_reads_every_row():
 
 @needs_philly
 def test_real_philly_sample_replays_under_srtf_and_evalstop():
-    from baselines import SCHEDULERS, make_policy
+    from evalstop_gym.baselines import SCHEDULERS, make_policy
 
     sched = "srtf-est" if "srtf-est" in SCHEDULERS else "fifo"
     with warnings.catch_warnings():
@@ -315,7 +315,7 @@ def test_real_philly_sample_replays_under_srtf_and_evalstop():
 def test_real_philly_whole_file_under_60_s_each():
     import time
 
-    from baselines import SCHEDULERS, make_policy
+    from evalstop_gym.baselines import SCHEDULERS, make_policy
 
     table = read_trace(PHILLY, "philly")
     w, _ = replay_trace(table, trace_config(seed=0), rescale="cluster")

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines import SCHEDULERS, EvalStop
+from evalstop_gym.baselines import SCHEDULERS, EvalStop
 from evalstop_gym import WorkloadConfig, generate, run_policy
 
 STATIC = [name for name, cls in SCHEDULERS.items() if cls.static_key]

@@ -89,7 +89,7 @@ def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_policy_flags(p: argparse.ArgumentParser) -> None:
-    from baselines import SCHEDULERS, STOPPERS
+    from evalstop_gym.baselines import SCHEDULERS, STOPPERS
 
     g = p.add_argument_group("policy")
     g.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",

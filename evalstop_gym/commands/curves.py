@@ -201,7 +201,7 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
     detectors see (``config.noise`` combined with the logs' own eval noise).
     ``label_options`` go to :func:`~evalstop_gym.curvelog.label_run` (e.g. ``drop_share``).
     """
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
     from ..api import run_policy
     from ..curvelog import apply_curve_log, label_run
@@ -240,7 +240,7 @@ def run_compare(args: argparse.Namespace) -> int:
     runs = read_curve_log(args.curves, args.curves_format)
     cfg = WorkloadConfig(**workload_kwargs(args))
     scheduler = args.scheduler
-    from baselines import STOPPERS
+    from evalstop_gym.baselines import STOPPERS
 
     stoppers = tuple(x.strip() for x in args.stoppers.split(",") if x.strip())
     for x in stoppers:

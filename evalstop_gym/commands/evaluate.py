@@ -1,9 +1,9 @@
-"""``evalstop-gym evaluate``: hand-coded or learned policies on held-out seeds; see agents.evaluate."""
+"""``evalstop-gym evaluate``: hand-coded or learned policies on held-out seeds; see evalstop_gym.agents.evaluate."""
 
 ORDER = 31
 
 
 def add_parser(sub) -> None:
-    from agents.cli import subcommand
+    from evalstop_gym.agents.cli import subcommand
 
     subcommand(sub, "evaluate", "evaluate")

@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     check_dependent_flags(args)
 
     if args.trace or args.curves:
-        from baselines import make_policy
+        from evalstop_gym.baselines import make_policy
 
         from ..api import run_policy
 

@@ -1,9 +1,9 @@
-"""``evalstop-gym train``: train a learned stop-policy or scheduler (stable-baselines3); see agents.train."""
+"""``evalstop-gym train``: train a learned stop-policy or scheduler (stable-baselines3); see evalstop_gym.agents.train."""
 
 ORDER = 30
 
 
 def add_parser(sub) -> None:
-    from agents.cli import subcommand
+    from evalstop_gym.agents.cli import subcommand
 
     subcommand(sub, "train", "train")

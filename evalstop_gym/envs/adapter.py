@@ -104,7 +104,7 @@ def run_through_env(scheduler: str = DEFAULT_SCHEDULER, stopper: str = "none", *
     ``seed`` defaults to the ``seed`` keyword (as in ``simulate``). On
     EvalStop-StopControl-v0 the env's base scheduler is ``scheduler``.
     """
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
     if env_id == STOP_CONTROL_ID:
         env_kwargs["scheduler"] = scheduler

@@ -2,7 +2,7 @@
 decides only continue (0) / stop (1) at each eval checkpoint.
 
 This is where learned stop-policies compete with EvalStop: the base scheduler
-is any name in ``baselines.SCHEDULERS`` (keyword ``scheduler``; default
+is any name in ``evalstop_gym.baselines.SCHEDULERS`` (keyword ``scheduler``; default
 ``"srtf-est"``, the paper's base), applied with the same
 :func:`~evalstop_gym.policy.apply_plan` that :func:`~evalstop_gym.policy.drive`
 uses, so stopping rule ``R`` through this env gives exactly the metrics of
@@ -25,7 +25,7 @@ from .features import N_JOB, cluster_bounds, cluster_row, job_bounds, job_row, t
 
 def resolve_scheduler(name: str | None) -> str:
     """The registry name of the base scheduler (``None``: the default)."""
-    from baselines import SCHEDULERS
+    from evalstop_gym.baselines import SCHEDULERS
 
     if name is None:
         return DEFAULT_SCHEDULER
@@ -44,7 +44,7 @@ class StopControlEnv(SimEnv):
     """
 
     def __init__(self, *, scheduler: str | None = None, **kwargs: Any):
-        from baselines import make_policy
+        from evalstop_gym.baselines import make_policy
 
         self.scheduler_name = resolve_scheduler(scheduler)
         super().__init__(**kwargs)

@@ -7,7 +7,7 @@ registered by name, as an object or as a lazy ``"module:attribute"`` string
 (as Gymnasium registers entry points), so ``import evalstop_gym.experiments``
 imports neither the provider nor stable-baselines3 nor torch; the provider is
 imported only when a run asks for a model. The default provider, ``sb3``, is
-the stable-baselines3 layer of this project (``agents.arms``).
+the stable-baselines3 layer of this project (``evalstop_gym.agents.arms``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable, Protocol, Sequence
 from ..config import ConfigError
 
 DEFAULT_PROVIDER = "sb3"
-_PROVIDERS: dict[str, Any] = {DEFAULT_PROVIDER: "agents.arms:PROVIDER"}
+_PROVIDERS: dict[str, Any] = {DEFAULT_PROVIDER: "evalstop_gym.agents.arms:PROVIDER"}
 
 
 class LearnedArms(Protocol):

@@ -74,15 +74,15 @@ class RunSpec:
 
 @functools.lru_cache(maxsize=None)
 def code_fingerprint() -> str:
-    """Hash of the modules a result depends on: ``evalstop_gym/*.py`` and ``baselines/*.py``.
+    """Hash of the modules a result depends on: ``evalstop_gym/*.py`` and ``evalstop_gym/baselines/*.py``.
 
     Adapters (experiments, commands, envs) are left out: editing a table or a
     plot does not throw finished runs away.
     """
-    import baselines
+    import evalstop_gym.baselines
 
     h = hashlib.sha1()
-    for folder in (Path(__file__).resolve().parents[1], Path(baselines.__file__).resolve().parent):
+    for folder in (Path(__file__).resolve().parents[1], Path(evalstop_gym.baselines.__file__).resolve().parent):
         for f in sorted(folder.glob("*.py")):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:12]
@@ -91,7 +91,7 @@ def code_fingerprint() -> str:
 def execute(spec: RunSpec) -> dict[str, Any]:
     """Run one episode; return its metrics (:func:`evalstop_gym.compute_metrics`) and, under
     ``jobs``, each job's JCT and stop flag (:func:`evalstop_gym.metrics.job_results`)."""
-    from baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
     from ..metrics import compute_metrics, job_results
     from ..policy import drive
@@ -321,7 +321,7 @@ class _RayPool:
     def __init__(self, workers: int, address: str | None = None):
         import logging
 
-        import baselines
+        import evalstop_gym.baselines
         import ray
 
         import evalstop_gym

@@ -4,7 +4,7 @@ An :class:`Experiment` is a list of :class:`Point` s (one policy at one sweep
 value, with the workload fields it changes) run over the same seeds, the
 metric columns its table shows, what it plots, and the paper's claims it
 checks (:class:`Claim`). Experiments are built against the policy registry
-(``baselines.SCHEDULERS`` / ``baselines.STOPPERS``) at run time: a policy that
+(``evalstop_gym.baselines.SCHEDULERS`` / ``evalstop_gym.baselines.STOPPERS``) at run time: a policy that
 is not registered yet is skipped with a note in the experiment's output, never
 a crash. "Our detectors" are all registered stoppers except the anchors
 ``none, evalstop, stopat, lossplateau``.
@@ -147,7 +147,7 @@ class Registry:
 
     @classmethod
     def current(cls) -> "Registry":
-        from baselines import SCHEDULERS, STOPPERS, stopper_params
+        from evalstop_gym.baselines import SCHEDULERS, STOPPERS, stopper_params
 
         return cls(tuple(SCHEDULERS), {s: tuple(stopper_params(s)) for s in STOPPERS})
 

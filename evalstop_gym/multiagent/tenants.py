@@ -108,8 +108,8 @@ class TenantsEnv(ParallelEnv):
       the agents ``tenant_0 .. tenant_{T-1}``; default 4), or
       ``config=WorkloadConfig(...)``;
     * ``scheduler``: the platform's base scheduler, a name in
-      ``baselines.SCHEDULERS`` (default ``"srtf-est"``);
-    * ``platform_stopper``: a name in ``baselines.STOPPERS`` the platform
+      ``evalstop_gym.baselines.SCHEDULERS`` (default ``"srtf-est"``);
+    * ``platform_stopper``: a name in ``evalstop_gym.baselines.STOPPERS`` the platform
       enforces over every tenant (default ``"none"``), with
       ``platform_stopper_params`` (e.g. ``{"k": 2}``);
     * ``slots``: how many of its own active jobs a tenant sees (default 8);
@@ -132,7 +132,7 @@ class TenantsEnv(ParallelEnv):
                  platform_stopper: str = "none", platform_stopper_params: dict[str, Any] | None = None,
                  slots: int = 8, reward_weights: dict[str, float] | None = None, max_steps: int | None = None,
                  render_mode: str | None = None, **workload: Any):
-        from baselines import make_policy
+        from evalstop_gym.baselines import make_policy
 
         if config is not None and not isinstance(config, WorkloadConfig):
             raise ConfigError("config", config, "must be a WorkloadConfig or None")

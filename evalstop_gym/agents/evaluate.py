@@ -1,11 +1,11 @@
 """Evaluate policies, hand-coded by name or learned by path, on held-out seeds.
 
-    >>> from agents.evaluate import evaluate
+    >>> from evalstop_gym.agents.evaluate import evaluate
     >>> result = evaluate(["evalstop", "models/stop"], seeds=10, base=WorkloadConfig(noise=0.05))
     >>> print(result.table)
 
 Every policy plays the same workloads (seeds ``first_seed .. first_seed +
-seeds - 1``, held-out test seeds only, see :mod:`agents.seeds`), and the rows
+seeds - 1``, held-out test seeds only, see :mod:`evalstop_gym.agents.seeds`), and the rows
 are aggregated by the experiment suite's own code
 (:func:`evalstop_gym.experiments.tables.aggregate`), so the table is the one
 ``reproduce`` prints: mean ± std over seeds, and paired gains against a
@@ -47,7 +47,7 @@ def looks_like_path(text: str) -> bool:
 
 def policy_point(text: str, scheduler: str = DEFAULT_SCHEDULER):
     """The experiment :class:`~evalstop_gym.experiments.spec.Point` of one ``--policy`` value."""
-    from baselines import SCHEDULERS, STOPPERS, stopper_params
+    from evalstop_gym.baselines import SCHEDULERS, STOPPERS, stopper_params
 
     from evalstop_gym.experiments.spec import Arm, Point
 

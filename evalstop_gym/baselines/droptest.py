@@ -11,7 +11,7 @@ and ``jitter`` for checkpoint-to-checkpoint training noise. It stops the job
 when ``drop > z * sigma * sqrt(1 + 1 / window)`` (a one-sided test of the
 difference of a score and a mean of ``window`` scores) and ``drop >= min_drop``
 (a decline too small to matter is not over-optimisation). Where the eval-set
-size is unknown (0), ``sigma`` is the pooled estimate of :mod:`baselines.noise`.
+size is unknown (0), ``sigma`` is the pooled estimate of :mod:`evalstop_gym.baselines.noise`.
 Works on every job type.
 
 Unlike EvalStop's count of declines, the test scales with each job's own

@@ -6,7 +6,7 @@ and ``sd = sqrt(2) * sigma`` their noise, Page's one-sided CUSUM
 ``S_i > threshold``. ``drift`` (the reference value) and ``threshold`` are in
 units of ``sd``: a decline counts only beyond ``drift`` per eval, and the stop
 needs accumulated evidence ``threshold``; rises drain the sum. Sigma is
-estimated from the observed scores (:mod:`baselines.noise`) unless given.
+estimated from the observed scores (:mod:`evalstop_gym.baselines.noise`) unless given.
 Works on every job type.
 
 Defaults ``drift = 0`` and ``threshold = 2.5``: with about ten evals per job

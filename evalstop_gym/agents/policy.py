@@ -1,6 +1,6 @@
 """A saved model as a policy: load ``model.zip`` + ``config.json``, rebuild its env, play episodes.
 
-    >>> from agents.policy import LearnedPolicy
+    >>> from evalstop_gym.agents.policy import LearnedPolicy
     >>> pol = LearnedPolicy.load("models/stop")            # the folder, or its model.zip
     >>> metrics = pol.run(seed=3, noise=0.05)              # one held-out episode, hidden-truth metrics
 
@@ -65,7 +65,7 @@ def read_config(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def fingerprint(path: str | os.PathLike) -> str:
-    """Hash of the model, its config and the code that runs it (agents/, the envs).
+    """Hash of the model, its config and the code that runs it (evalstop_gym/agents/, the envs).
 
     Part of a learned run's id in ``reproduce``, so results of another model
     or older agent / env code are never reused.

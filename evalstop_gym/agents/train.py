@@ -1,14 +1,14 @@
 """Train a learned stop-policy or scheduler with stable-baselines3; save ``model.zip`` and ``config.json``.
 
-    python -m agents.train --env EvalStop-StopControl-v0 --algo ppo --seed 0 --out models/stop
+    python -m evalstop_gym.agents.train --env EvalStop-StopControl-v0 --algo ppo --seed 0 --out models/stop
     evalstop-gym train --env EvalStop-Cluster-v0 --algo maskable-ppo --out models/sched
 
-Hyperparameters come from ``agents/hyperparams/<algo>.yml`` in RL Zoo's
-format (:mod:`agents.hparams`), so the same files also run under rl_zoo3's
+Hyperparameters come from ``evalstop_gym/agents/hyperparams/<algo>.yml`` in RL Zoo's
+format (:mod:`evalstop_gym.agents.hparams`), so the same files also run under rl_zoo3's
 own ``train`` / ``enjoy`` scripts. Training runs on ``n_envs``
 ``SubprocVecEnv`` workers; an EvalCallback (MaskableEvalCallback for
 MaskablePPO) scores the policy on fixed validation seeds and ``model.zip`` is
-the best of those rounds. Seeds: :mod:`agents.seeds` (training, validation
+the best of those rounds. Seeds: :mod:`evalstop_gym.agents.seeds` (training, validation
 and held-out test seeds are disjoint). Everything needed to rebuild the env
 and to reproduce the run goes to ``config.json`` next to the model. Progress:
 a bar on a terminal, else a one-line summary every 10% of the steps. See
@@ -266,7 +266,7 @@ def _prepare_out(out: str | os.PathLike, force: bool = False) -> Path:
 # -- command line (also `evalstop-gym train`) -----------------------------------------
 HELP = "train a learned stop-policy (ppo, a2c, dqn) or scheduler (maskable-ppo)"
 DESCRIPTION = ("Train PPO, A2C or DQN on EvalStop-StopControl-v0, or MaskablePPO on EvalStop-Cluster-v0, with "
-               "hyperparameters from agents/hyperparams/<algo>.yml; validate on held-out seeds and write "
+               "hyperparameters from evalstop_gym/agents/hyperparams/<algo>.yml; validate on held-out seeds and write "
                "OUT/model.zip and OUT/config.json. Needs the rl extra (pip install 'evalstop-gym[rl]').")
 
 
@@ -285,7 +285,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="SubprocVecEnv workers (default: n_envs of the hyperparameter file, 2)")
     p.add_argument("--tensorboard", default=None, metavar="DIR", help="write TensorBoard logs there")
     p.add_argument("--hyperparams", default=None, metavar="FILE",
-                   help="a YAML file to read instead of agents/hyperparams/<algo>.yml")
+                   help="a YAML file to read instead of evalstop_gym/agents/hyperparams/<algo>.yml")
     p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2), help="SB3 verbosity (default 0)")
     p.add_argument("--calibration", default=None, metavar="NAME",
                    help="world to train in: paper or realistic (default: the hyperparameter file's, else paper)")
@@ -300,13 +300,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m agents.train", description=DESCRIPTION)
+    p = argparse.ArgumentParser(prog="python -m evalstop_gym.agents.train", description=DESCRIPTION)
     add_arguments(p)
     args = p.parse_args(argv)
     try:
         return run(args)
     except ConfigError as e:
-        print(f"agents.train: error: {e}", file=sys.stderr)
+        print(f"evalstop_gym.agents.train: error: {e}", file=sys.stderr)
         return 2
 
 

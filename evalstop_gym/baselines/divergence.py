@@ -5,7 +5,7 @@ proxy is about linear in ``d = sqrt(KL)`` and keeps rising while the true
 score passes its peak and falls (Gao, Schulman, Hilton 2023, arXiv:2210.10760).
 A healthy run whose eval score wobbles on a plateau has a flat proxy. So for
 a job with a public proxy reward (RLHF) the rule stops at a *weaker* eval-drop
-test (:class:`~baselines.droptest.DropTest` with ``fast_z`` and ``fast_min_drop``)
+test (:class:`~evalstop_gym.baselines.droptest.DropTest` with ``fast_z`` and ``fast_min_drop``)
 provided the proxy rose by more than ``proxy_rise`` over the last ``lag``
 evals; a job without a proxy (LoRA, DPO) gets the plain DropTest.
 

@@ -6,7 +6,7 @@ more than ``threshold`` standard errors, ``slope < -threshold * sigma /
 sqrt(sum (x - mean x)^2)``. A line through ``window`` points averages the
 noise of all of them, where EvalStop looks at single steps; a healthy run,
 which rises for all its length, keeps a positive slope. Sigma is estimated from
-the observed scores (:mod:`baselines.noise`) unless given. The test starts once
+the observed scores (:mod:`evalstop_gym.baselines.noise`) unless given. The test starts once
 ``window`` evals exist. Works on every job type.
 
 Defaults ``window = 6`` evals and ``threshold = 0``: stop as soon as the

@@ -6,7 +6,7 @@ which decisions a hand-coded rule takes instead of the agent.
 
 * :class:`WorkloadSeeds` (training and validation only): owns the workload seed
   of every episode, so training, validation and held-out test seeds are
-  disjoint by construction (see :mod:`agents.seeds`).
+  disjoint by construction (see :mod:`evalstop_gym.agents.seeds`).
 * :class:`JobFeatures`: the stop-policy sees only the job at the checkpoint,
   a chosen subset of its row (no cluster features), so a policy trained on
   one-job episodes sees the same kind of input on a 200-job cluster.
@@ -94,7 +94,7 @@ class HandCodedStops(gym.Wrapper):
     """EvalStop-Cluster-v0 with a hand-coded stopper answering every eval checkpoint.
 
     After each agent action, eval checkpoints are answered by ``stopper``
-    (a name in ``baselines.STOPPERS`` with ``params``) until the next
+    (a name in ``evalstop_gym.baselines.STOPPERS`` with ``params``) until the next
     scheduling decision or the episode's end; their rewards are added to the
     step's. With ``work_conserving`` commit is masked while a waiting job in
     the window fits in the free GPUs; with ``preempt=False`` running jobs
@@ -105,7 +105,7 @@ class HandCodedStops(gym.Wrapper):
 
     def __init__(self, env: gym.Env, stopper: str = "evalstop", params: dict[str, Any] | None = None,
                  work_conserving: bool = False, preempt: bool = True):
-        from baselines import make_policy
+        from evalstop_gym.baselines import make_policy
 
         super().__init__(env)
         if not isinstance(env.unwrapped, ClusterEnv):
@@ -177,7 +177,7 @@ WRAPPERS = {"JobFeatures": JobFeatures, "HandCodedStops": HandCodedStops}
 
 
 def parse_wrappers(spec: Any) -> list[tuple[str, dict[str, Any]]]:
-    """RL Zoo's ``env_wrapper``: a dotted path (``agents.wrappers.JobFeatures``; the bare class name
+    """RL Zoo's ``env_wrapper``: a dotted path (``evalstop_gym.agents.wrappers.JobFeatures``; the bare class name
     is accepted too, as saved in ``config.json``), a ``{path: kwargs}``, or a list of them."""
     if spec is None:
         return []

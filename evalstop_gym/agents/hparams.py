@@ -1,6 +1,6 @@
 """Hyperparameter files: RL Zoo's format, read by ``evalstop-gym train`` and by rl_zoo3's own scripts.
 
-``agents/hyperparams/<algo>.yml`` holds one entry per env id exactly as RL Zoo
+``evalstop_gym/agents/hyperparams/<algo>.yml`` holds one entry per env id exactly as RL Zoo
 (rl_zoo3's ``ExperimentManager``) reads it: ``n_timesteps``, ``n_envs``,
 ``policy``, ``policy_kwargs``, ``env_wrapper`` (dotted paths, with keyword
 arguments as ``{path: {...}}``), ``env_kwargs`` (the ``gym.make`` keywords of
@@ -141,7 +141,7 @@ def policy_class(name: str, algo: str, where: str = "policy"):
         if name in cls.policy_aliases:
             return name
         raise ConfigError(where, name, f"must be one of {', '.join(cls.policy_aliases)} or the dotted path "
-                          "of a policy class (e.g. agents.networks.SlotScorerPolicy)")
+                          "of a policy class (e.g. evalstop_gym.agents.networks.SlotScorerPolicy)")
     module, _, attr = name.rpartition(".")
     try:
         return getattr(importlib.import_module(module), attr)
