@@ -35,6 +35,7 @@ def one_line_error(capsys, argv, *needles):
     assert len(lines) == 1 and "Traceback" not in err, err
     for n in needles:
         assert n in lines[0], lines[0]
+    assert "\x1b" not in lines[0]   # no terminal colour codes (torch colours some of its messages)
     return lines[0]
 
 

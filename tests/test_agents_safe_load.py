@@ -12,7 +12,7 @@ pytest.importorskip("sb3_contrib")
 
 from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
-from evalstop_gym.cli import main  # noqa: E402
+from test_agents_cli import one_line_error  # noqa: E402
 
 STOP_ID = "EvalStop-StopControl-v0"
 TINY = {"n_steps": 128, "batch_size": 64, "n_epochs": 1, "eval_freq": 256, "n_eval_episodes": 1,
@@ -64,14 +64,6 @@ def crafted(model_dir, tmp_path, **kw):
     return folder
 
 
-def one_line_error(capsys, argv, *needles):
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in lines[0], lines[0]
-    assert "\x1b" not in lines[0]
 
 
 def test_a_pickle_under_a_new_key_is_refused_and_never_run(model_dir, tmp_path, capsys):
