@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -60,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"evalstop-gym {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:   # the reader went away (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # no second error at exit
+        return 141   # 128 + SIGPIPE, the shell's code for a process ended by a closed pipe
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The command line: JSON output, determinism, and one-line errors with exit code 2."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -87,3 +88,30 @@ def test_bad_input_one_line_error_exit_2(args, field):
     lines = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
     assert field in lines[-1]
     assert r.stdout == ""
+
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path, monkeypatch):
+    """`evalstop-gym simulate | head -1`: stdout's reader left, so writing raises BrokenPipeError; the
+    command ends with the shell's exit code for SIGPIPE instead of a traceback."""
+    from evalstop_gym.cli import main
+
+    class ClosedPipe:
+        def __init__(self, fd):
+            self.fd = fd
+
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+        def fileno(self):
+            return self.fd
+
+    fd = os.open(tmp_path / "stdout", os.O_WRONLY | os.O_CREAT)
+    try:
+        monkeypatch.setattr(sys, "stdout", ClosedPipe(fd))
+        assert main(["simulate", "--jobs", "20"]) == 141
+    finally:
+        os.close(fd)
