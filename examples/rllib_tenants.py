@@ -4,7 +4,7 @@ Every tenant is an agent deciding continue / stop for its own jobs at their
 eval checkpoints (``evalstop_gym.multiagent``, docs/multiagent.md); the
 tenants share one PPO policy. Sampling runs on ``--env-runners`` RLlib env
 runners, which Ray places on the cluster's nodes; the cluster gets this
-checkout's ``evalstop_gym`` and ``baselines`` as its code (``runtime_env``
+checkout's ``evalstop_gym`` as its code (``runtime_env``
 ``py_modules``), as ``reproduce --backend ray`` does.
 
     ray start --head --port 6379                       # a cluster (or use an existing one)
@@ -52,12 +52,11 @@ def main(argv=None) -> int:
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
     from ray.tune.registry import register_env
 
-    import evalstop_gym.baselines
     import evalstop_gym
 
     quiet = dict(logging_level=logging.ERROR, log_to_driver=False)
     if a.ray_address:
-        ray.init(address=a.ray_address, runtime_env={"py_modules": [evalstop_gym, baselines]}, **quiet)
+        ray.init(address=a.ray_address, runtime_env={"py_modules": [evalstop_gym]}, **quiet)
     else:
         ray.init(num_cpus=a.env_runners + 1, include_dashboard=False, **quiet)
     register_env("evalstop_tenants", make_env)

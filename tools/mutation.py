@@ -35,7 +35,7 @@ MODULES = {   # name on the command line -> (mutant name prefix, file)
     "workload": ("evalstop_gym.workload.", "evalstop_gym/workload.py"),
     "curves": ("evalstop_gym.curves.", "evalstop_gym/curves.py"),
     "traces": ("evalstop_gym.traces.", "evalstop_gym/traces.py"),
-    "baselines": ("baselines.", "evalstop_gym/baselines/*.py"),
+    "baselines": ("evalstop_gym.baselines.", "evalstop_gym/baselines/*.py"),
 }
 # mutmut's exit-code meanings (mutmut.stats.status_by_exit_code), folded into three outcomes
 KILLED, SURVIVED = {1, 3, 37}, {0}

@@ -12,7 +12,7 @@ Backends: ``local`` (a :class:`~concurrent.futures.ProcessPoolExecutor`; one
 worker runs in-process) and ``ray``: a local Ray started with ``num_cpus``
 set to the worker count, unless Ray is already initialized, or an existing
 Ray cluster at ``ray_address`` (or ``$RAY_ADDRESS``), which then gets this
-checkout's ``evalstop_gym`` and ``baselines`` as its code (Ray's
+checkout's ``evalstop_gym`` as its code (Ray's
 ``runtime_env`` ``py_modules``), so every node runs what the driver runs. A
 Ray task whose worker process dies is run again (``max_retries``); a run is
 a pure function of its spec, so a retry gives the same record.
@@ -321,7 +321,6 @@ class _RayPool:
     def __init__(self, workers: int, address: str | None = None):
         import logging
 
-        import evalstop_gym.baselines
         import ray
 
         import evalstop_gym
@@ -330,7 +329,7 @@ class _RayPool:
         self.started = not ray.is_initialized()
         address = address or os.environ.get("RAY_ADDRESS") or None
         if self.started and address:  # an existing cluster: its nodes run this checkout's code
-            ray.init(address=address, runtime_env={"py_modules": [evalstop_gym, baselines]},
+            ray.init(address=address, runtime_env={"py_modules": [evalstop_gym]},
                      log_to_driver=False, logging_level=logging.ERROR)
         elif self.started:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
