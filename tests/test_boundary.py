@@ -182,7 +182,7 @@ def test_public_fields_hold_the_public_values_not_the_hidden_ones():
 def test_a_new_cluster_starts_at_time_zero_with_every_gpu_free():
     sim = Simulator(generate(WorkloadConfig(jobs=3, seed=0)))
     c = sim.cluster
-    assert (c.now_h, c.total_gpus, c.free_gpus, c.used_gpus, c.finished) == (0.0, 64, 64, 0, 0)
+    assert (c.now_ticks, c.now_h, c.total_gpus, c.free_gpus, c.used_gpus, c.finished) == (0, 0.0, 64, 64, 0, 0)
     assert c.waiting == {} and c.running == {} and sim.views == [None, None, None]
 
 
