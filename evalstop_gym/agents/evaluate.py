@@ -80,14 +80,31 @@ def policy_point(text: str, scheduler: str = DEFAULT_SCHEDULER):
 _LOADED: dict[str, LearnedPolicy] = {}
 
 
+def loaded(path: str) -> LearnedPolicy:
+    """The model at ``path``, loaded once per process."""
+    return _LOADED.get(path) or _LOADED.setdefault(path, LearnedPolicy.load(path))
+
+
 def run_learned(spec) -> dict[str, Any]:
     """Metrics of one learned run (a :class:`~evalstop_gym.experiments.runner.RunSpec` with stopper ``learned``)."""
     from evalstop_gym.workload import generate
 
-    path = dict(spec.params)["model"]
-    pol = _LOADED.get(path) or _LOADED.setdefault(path, LearnedPolicy.load(path))
-    over = spec.scheduler if spec.scheduler != LEARNED and pol.env_id.endswith("StopControl-v0") else None
-    return pol.run(scheduler=over, workload=generate(spec.config))
+    return learned_on(spec.scheduler, dict(spec.params), generate(spec.config))
+
+
+def learned_on(scheduler: str, params: dict[str, Any], workload) -> dict[str, Any]:
+    """Metrics of a learned arm on a ready workload, on that workload's cluster.
+
+    ``params``: ``model`` (a stop-policy, run over ``scheduler``, or a learned
+    scheduler, ``scheduler == "learned"``) and optionally ``stop_model`` (a
+    stop-policy answering the learned scheduler's checkpoints).
+    """
+    from .combined import learned_metrics
+
+    pol = loaded(params["model"])
+    over = scheduler if scheduler != LEARNED and pol.env_id.endswith("StopControl-v0") else None
+    stop = loaded(params["stop_model"]) if "stop_model" in params else None
+    return learned_metrics(pol, workload, over, stop)
 
 
 def run_spec(spec) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Every arm of an experiment runs on the same seeds (the same workloads), so an
 arm and its no-stopper baseline form pairs. An improvement is reported as the
-mean per-seed relative reduction in percent with a 95% t-interval, plus two
+mean per-seed relative reduction in percent with a 95% t-interval (a score such
+as F1 as the mean per-seed difference, in its own unit), plus two
 two-sided paired tests on the raw values: Student's paired t-test and the
 Wilcoxon signed-rank test (which does not assume normal differences).
 """
@@ -81,21 +82,58 @@ class PairedGain:
 
 def paired_gain(baseline: Sequence[float], treated: Sequence[float]) -> PairedGain:
     """Paired relative reduction of ``treated`` against ``baseline`` (same seeds, same order)."""
-    b = np.asarray(baseline, dtype=float)
-    t = np.asarray(treated, dtype=float)
-    if b.shape != t.shape:
-        raise ValueError(f"paired samples differ in length: {b.size} and {t.size}")
+    b, t = _pairs(baseline, treated)
     if b.size == 0:
         return PairedGain(0, None, None, None, None, None)
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.where(b != 0, 100.0 * (b - t) / b, 0.0)
     _, lo, hi = _t_interval(rel)
-    diff = b - t
+    p_t, p_w = _paired_p(b - t)
+    return PairedGain(int(b.size), float(np.mean(rel)), lo, hi, p_t, p_w)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Mean per-seed difference ``treated - baseline`` (same seeds), in the metric's own unit.
+
+    ``diff``: the mean difference with its 95% t-interval ``ci_lo .. ci_hi``;
+    ``p_t`` and ``p_wilcoxon`` as in :class:`PairedGain` (``None`` when undefined).
+    """
+
+    n: int
+    diff: float | None
+    ci_lo: float | None
+    ci_hi: float | None
+    p_t: float | None
+    p_wilcoxon: float | None
+
+
+def paired_difference(baseline: Sequence[float], treated: Sequence[float]) -> PairedDifference:
+    """Paired absolute difference ``treated - baseline`` (for scores such as F1, where higher is better)."""
+    b, t = _pairs(baseline, treated)
+    if b.size == 0:
+        return PairedDifference(0, None, None, None, None, None)
+    d = t - b
+    _, lo, hi = _t_interval(d)
+    p_t, p_w = _paired_p(d)
+    return PairedDifference(int(b.size), float(np.mean(d)), lo, hi, p_t, p_w)
+
+
+def _pairs(baseline: Sequence[float], treated: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    b = np.asarray(baseline, dtype=float)
+    t = np.asarray(treated, dtype=float)
+    if b.shape != t.shape:
+        raise ValueError(f"paired samples differ in length: {b.size} and {t.size}")
+    return b, t
+
+
+def _paired_p(diff: np.ndarray) -> tuple[float | None, float | None]:
+    """Two-sided p-values of the paired t-test and the Wilcoxon signed-rank test on differences ``diff``."""
     p_t = p_w = None
-    if b.size >= 2 and np.ptp(diff) > 0:   # the t statistic is undefined for constant differences
-        p_t = float(_scipy_stats().ttest_rel(b, t).pvalue)
-    if b.size >= 2 and np.any(diff != 0):
+    if diff.size >= 2 and np.ptp(diff) > 0:   # the t statistic is undefined for constant differences
+        p_t = float(_scipy_stats().ttest_1samp(diff, 0.0).pvalue)
+    if diff.size >= 2 and np.any(diff != 0):
         with warnings.catch_warnings():     # scipy warns on ties / tiny samples; the p-value is still valid
             warnings.simplefilter("ignore")
             p_w = float(_scipy_stats().wilcoxon(diff).pvalue)
-    return PairedGain(int(b.size), float(np.mean(rel)), lo, hi, p_t, p_w)
+    return p_t, p_w

@@ -46,7 +46,7 @@ HEADERS = {
 }
 DIGITS = {"avg_jct_h": 2, "p50_jct_h": 2, "p99_jct_h": 1, "avg_queue_h": 2, "makespan_h": 1,
           "compute_waste_gpu_h": 0, "gpu_hours": 0, "detection_delay_evals": 2, "fragmentation_gpus": 2,
-          "spread_lost_gpu_h": 0}
+          "spread_lost_gpu_h": 0, "preemptions": 1}
 
 
 def aggregate(exp: Experiment, results: Mapping[str, Mapping[str, Any]], base: WorkloadConfig,

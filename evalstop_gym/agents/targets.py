@@ -1,0 +1,600 @@
+"""Learned policies against the best hand-coded ones, fairly: the targets and the generalisation table.
+
+    >>> from evalstop_gym.agents.targets import targets
+    >>> report = targets(WorkloadConfig(calibration="realistic"), scheduler_model="runs/scheduler",
+    ...                  stop_model="runs/stop", generalisation=True)
+    >>> print(report.markdown())
+
+The protocol (``docs/evaluation.md``):
+
+1. **Selection, on validation seeds only** (:mod:`evalstop_gym.agents.selection`):
+   the scheduler x stopper pair with the lowest average JCT, and the stopper
+   with the highest F1 over the default base scheduler.
+2. **Targets, on held-out test seeds** (``0 ..``; every arm plays the same
+   workloads, so arms pair per seed):
+
+   (a) the learned scheduler with the learned stop-policy answering its
+       checkpoints has an average JCT at least :data:`TARGET_JCT_GAIN_PCT`
+       percent lower than the chosen pair (mean per-seed reduction, with both
+       paired tests, t and Wilcoxon, significant at :data:`ALPHA`), and no more
+       preemptions per episode than SRTF-Est + EvalStop k=2;
+   (b) the learned stop-policy, over the default base scheduler, has a mean
+       F1 at least the chosen detector's, at equal or lower mean compute waste.
+3. **Generalisation**: both comparisons again, with the same models and the
+   same chosen policies, on other worlds (:func:`generalisation_settings`): a
+   larger cluster, the other workload presets, other eval noise, a replayed
+   trace. A model that cannot run in a world (its inputs are sized by the
+   cluster) gets a row saying why.
+
+Generated worlds' runs are stored in ``<out>/runs.jsonl`` with the selection's
+and reused on the next call; a replayed trace's runs are played again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from evalstop_gym.api import DEFAULT_SCHEDULER
+from evalstop_gym.config import PRESETS, ConfigError, WorkloadConfig, check_range
+
+from .selection import VALIDATION_FIRST, RUNS_FILE, Selection, f1_counts, rows_with_f1, select
+
+TARGET_JCT_GAIN_PCT = 3.0                     # (a): average JCT at least this many percent lower
+ALPHA = 0.05                                  # (a): both paired tests below this
+PREEMPTION_REFERENCE = ("srtf-est", "evalstop")   # (a): at most this pair's preemptions per episode
+LARGE_CLUSTER = {"gpus": 128, "jobs": 400}    # generalisation: twice the default cluster and workload
+NOISE_LEVELS = (0.02, 0.05)                   # generalisation: Gaussian eval noise added on top of the world's
+ARM_COLUMNS = ("avg_jct_h", "preemptions", "f1", "compute_waste_gpu_h", "delivered_quality_regret")
+
+
+# -- verdicts: pure functions of the paired statistics -------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    met: bool
+    why: str
+
+    def __str__(self) -> str:
+        return ("met" if self.met else "missed") + f": {self.why}"
+
+
+def jct_verdict(gain, learned_preemptions: float, reference_preemptions: float, *,
+                target_pct: float = TARGET_JCT_GAIN_PCT, alpha: float = ALPHA) -> Verdict:
+    """Target (a) from the paired JCT reduction ``gain`` (:class:`~evalstop_gym.experiments.stats.PairedGain`,
+    positive when the learned arm is lower) and mean preemptions per episode."""
+    from evalstop_gym.experiments.tables import fmt_p
+
+    if gain.gain_pct is None:
+        return Verdict(False, "no paired seeds")
+    p = f"p {fmt_p(gain.p_t)} (t) / {fmt_p(gain.p_wilcoxon)} (Wilcoxon)"
+    missed = []
+    if gain.gain_pct < target_pct:
+        missed.append(f"average JCT {_lower(gain.gain_pct)}, the target is >= {target_pct:g}% lower")
+    if not all(q is not None and q < alpha for q in (gain.p_t, gain.p_wilcoxon)):
+        missed.append(f"the difference is not significant ({p}; both must be < {alpha:g})")
+    if learned_preemptions > reference_preemptions:
+        missed.append(f"{learned_preemptions:.1f} preemptions per episode, more than SRTF-Est's "
+                      f"{reference_preemptions:.1f}")
+    if missed:
+        return Verdict(False, "; ".join(missed))
+    return Verdict(True, f"average JCT {_lower(gain.gain_pct)} ({p}), {learned_preemptions:.1f} preemptions per "
+                         f"episode against SRTF-Est's {reference_preemptions:.1f}")
+
+
+def f1_verdict(f1, learned_waste: float, detector_waste: float) -> Verdict:
+    """Target (b) from the paired F1 difference ``f1`` (:class:`~evalstop_gym.experiments.stats.PairedDifference`,
+    learned minus detector) and mean compute waste (GPU-hours)."""
+    if f1.diff is None:
+        return Verdict(False, "no paired seeds")
+    missed = []
+    if f1.diff < 0:
+        missed.append(f"F1 {f1.diff:+.3f} below the detector's")
+    if learned_waste > detector_waste:
+        missed.append(f"waste {learned_waste:.0f} GPU-h, more than the detector's {detector_waste:.0f}")
+    if missed:
+        return Verdict(False, "; ".join(missed))
+    return Verdict(True, f"F1 {f1.diff:+.3f} against the detector's, waste {learned_waste:.0f} <= "
+                         f"{detector_waste:.0f} GPU-h")
+
+
+def _lower(pct: float) -> str:
+    return f"{pct:.1f}% lower" if pct >= 0 else f"{-pct:.1f}% higher"
+
+
+# -- arms and worlds -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Arms:
+    """The experiment points compared: learned ones (``None`` without a model) and the chosen hand-coded ones."""
+
+    learned: Any            # learned scheduler (+ learned stop-policy at its checkpoints)
+    pair: Any               # best hand-coded pair (validation)
+    reference: Any          # SRTF-Est + EvalStop k=2: its preemptions cap (a)
+    learned_stop: Any       # learned stop-policy over the default base scheduler
+    detector: Any           # best hand-coded detector over the default base scheduler
+
+    def points(self) -> list:
+        return list(dict.fromkeys(p for p in (self.learned, self.pair, self.reference, self.learned_stop,
+                                              self.detector) if p is not None))
+
+
+def learned_points(scheduler_model: str | None, stop_model: str | None, scheduler: str = DEFAULT_SCHEDULER):
+    """``(learned scheduler point, learned stop-policy point)``, ``None`` for a model not given.
+
+    Reads only the models' configs (no torch): a model of the wrong kind is a
+    one-line error naming its flag.
+    """
+    from evalstop_gym.experiments.spec import LEARNED, Arm, Point
+
+    from .policy import learned_arm
+
+    def arm_of(path: str, flag: str, want_stop: bool):
+        try:
+            arm, own = learned_arm(path)
+        except ConfigError as e:
+            raise ConfigError(flag, path, e.allowed) from None
+        if (own is None) != want_stop:
+            raise ConfigError(flag, path, f"is a {arm.label}, not a {'stop-policy' if want_stop else 'scheduler'}")
+        return arm
+
+    sched = stop = None
+    stop_arm = arm_of(stop_model, "stop_model", True) if stop_model is not None else None
+    if stop_arm is not None:
+        stop = Point.of(Arm(f"{stop_arm.label} over {scheduler}", LEARNED, stop_arm.params), scheduler)
+    if scheduler_model is not None:
+        arm = arm_of(scheduler_model, "scheduler_model", False)
+        if stop_arm is not None:
+            with_stop = tuple(sorted((*arm.params, *((f"stop_{k}", v) for k, v in stop_arm.params))))
+            arm = Arm(f"{arm.label.split(' + ')[0]} + {stop_arm.label}", LEARNED, with_stop)
+        sched = Point.of(arm, LEARNED)
+    return sched, stop
+
+
+def hand_coded_point(row: Mapping[str, Any]):
+    """The experiment point of a selection row."""
+    from evalstop_gym.experiments.spec import Arm, Point
+
+    return Point.of(Arm(row["arm"], row["stopper"]), row["scheduler"])
+
+
+def reference_point():
+    from evalstop_gym.experiments.spec import Arm, Point
+
+    sched, stopper = PREEMPTION_REFERENCE
+    return Point.of(Arm(f"{sched} + {stopper}", stopper), sched)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A world the models are judged in: ``WorkloadConfig`` changes on the reference world, or a replayed trace
+    (``trace``: a trace file; its jobs, a seeded sample of ``jobs`` per seed, replace the generated ones)."""
+
+    label: str
+    changes: tuple[tuple[str, Any], ...] = ()
+    trace: str | None = None
+    trace_format: str = "philly"
+
+    def config(self, base: WorkloadConfig) -> WorkloadConfig:
+        cfg = base.replace(**dict(self.changes))
+        if self.trace is not None:   # the trace gives GPU demands: the generator's demand model must not refuse it
+            from evalstop_gym.traces import trace_config
+
+            cfg = cfg.replace(job_types=trace_config().job_types)
+        return cfg
+
+    def workload(self, base: WorkloadConfig, seed: int):
+        cfg = self.config(base).replace(seed=seed)
+        if self.trace is None:
+            from evalstop_gym.workload import generate
+
+            return generate(cfg)
+        from evalstop_gym.traces import read_trace, replay_trace
+
+        table = read_trace(self.trace, self.trace_format)
+        return replay_trace(table, cfg, jobs=cfg.jobs, sample=True, rescale="arrivals", gpu_scale="fit")[0]
+
+
+def generalisation_settings(base: WorkloadConfig, trace: str | None = None, trace_format: str = "philly",
+                            noise_levels: Sequence[float] = NOISE_LEVELS) -> list[Setting]:
+    """The reference world, then a larger cluster, the other presets, other noise levels and (with ``trace``)
+    a replayed trace, each changing one thing."""
+    out = [Setting(f"reference: {base.workload}, {base.gpus} GPUs, {base.jobs} jobs")]
+    if (base.gpus, base.jobs) != (LARGE_CLUSTER["gpus"], LARGE_CLUSTER["jobs"]):
+        out.append(Setting(f"{LARGE_CLUSTER['gpus']} GPUs, {LARGE_CLUSTER['jobs']} jobs",
+                           tuple(sorted(LARGE_CLUSTER.items()))))
+    out += [Setting(f"workload {w}", (("workload", w),)) for w in PRESETS if w != base.workload]
+    out += [Setting(f"added eval noise sigma {s:g}", (("noise", s),)) for s in noise_levels if s != base.noise]
+    if trace is not None:
+        out.append(Setting(f"trace {Path(trace).name} ({base.jobs}-job samples, {base.gpus} GPUs)", trace=trace,
+                           trace_format=trace_format))
+    return out
+
+
+# -- running -------------------------------------------------------------------------
+Runs = dict  # point -> list of per-seed metrics, or a str: why the point cannot run in this world
+
+
+def play(setting: Setting, points: Sequence, base: WorkloadConfig, seeds: Sequence[int], store) -> Runs:
+    """Every point on every seed of ``setting``; a learned point that cannot run there maps to the reason."""
+    from evalstop_gym.experiments.runner import RunSpec, pending_specs, run_sweep
+    from evalstop_gym.experiments.spec import LEARNED
+
+    from .evaluate import learned_on, run_learned_specs
+
+    first = setting.workload(base, seeds[0])
+    runs: Runs = {}
+    for p in points:
+        if p.stopper == LEARNED:
+            why = cannot_run(p, first)
+            if why is not None:
+                runs[p] = why
+    todo = [p for p in points if p not in runs]
+    if setting.trace is not None:
+        from evalstop_gym.api import run_policy
+        from evalstop_gym.baselines import make_policy
+
+        for s in seeds:
+            w = first if s == seeds[0] else setting.workload(base, s)
+            for p in todo:
+                m = (learned_on(p.scheduler, dict(p.params), w) if p.stopper == LEARNED
+                     else run_policy(w, make_policy(p.scheduler, p.stopper, **dict(p.params))))
+                runs.setdefault(p, []).append(m)
+        return runs
+    cfg = setting.config(base)
+    specs = {p: [RunSpec.of(p, cfg, s) for s in seeds] for p in todo}
+    run_sweep([s for p in todo if p.stopper != LEARNED for s in specs[p]], store)
+    run_learned_specs(pending_specs([s for p in todo if p.stopper == LEARNED for s in specs[p]], store), store)
+    for p in todo:
+        runs[p] = [store.metrics[s.run_id] for s in specs[p]]
+    return runs
+
+
+def cannot_run(point, workload) -> str | None:
+    """Why a learned point's models cannot run on ``workload`` (their inputs would change shape), or ``None``."""
+    from .combined import policy_env
+    from .evaluate import loaded
+
+    params = dict(point.params)
+    for key in ("model", "stop_model"):
+        if key in params:
+            try:
+                policy_env(loaded(params[key]), workload).close()
+            except ConfigError as e:
+                return e.allowed
+    return None
+
+
+# -- judging -------------------------------------------------------------------------
+@dataclass
+class Judgement:
+    """Both targets in one world (one row of the generalisation table); ``None`` where not judged, with the
+    reason in ``a_note`` / ``b_note``."""
+
+    setting: str
+    seeds: int
+    learned_jct: float | None = None
+    pair_jct: float | None = None
+    jct: Any = None                          # PairedGain, learned against the pair
+    learned_preemptions: float | None = None
+    reference_preemptions: float | None = None
+    a: Verdict | None = None
+    a_note: str = ""
+    learned_f1: float | None = None
+    detector_f1: float | None = None
+    f1: Any = None                           # PairedDifference, learned minus detector
+    learned_waste: float | None = None
+    detector_waste: float | None = None
+    waste: Any = None                        # PairedDifference, learned minus detector (GPU-h)
+    b: Verdict | None = None
+    b_note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {}
+        for k, v in self.__dict__.items():
+            if isinstance(v, Verdict):
+                out[k] = {"met": v.met, "why": v.why}
+            elif hasattr(v, "__dataclass_fields__"):
+                out[k] = asdict(v)
+            else:
+                out[k] = v
+        return out
+
+
+def _mean(runs: Sequence[Mapping[str, Any]], key: str) -> float:
+    return sum(m[key] for m in runs) / len(runs)
+
+
+def judge(setting: str, runs: Runs, arms: Arms) -> Judgement:
+    """Targets (a) and (b) from the per-seed metrics of ``arms`` in one world."""
+    from evalstop_gym.experiments.stats import paired_difference, paired_gain
+
+    pair, ref = runs[arms.pair], runs[arms.reference]
+    j = Judgement(setting, len(pair), pair_jct=_mean(pair, "avg_jct_h"),
+                  reference_preemptions=_mean(ref, "preemptions"))
+    learned = runs.get(arms.learned) if arms.learned is not None else None
+    if learned is None:
+        j.a_note = "no learned scheduler given (--scheduler-model)"
+    elif isinstance(learned, str):
+        j.a_note = f"not run: {learned}"
+    else:
+        j.learned_jct, j.learned_preemptions = _mean(learned, "avg_jct_h"), _mean(learned, "preemptions")
+        j.jct = paired_gain([m["avg_jct_h"] for m in pair], [m["avg_jct_h"] for m in learned])
+        j.a = jct_verdict(j.jct, j.learned_preemptions, j.reference_preemptions)
+    det = runs[arms.detector]
+    j.detector_waste = _mean(det, "compute_waste_gpu_h")
+    stop = runs.get(arms.learned_stop) if arms.learned_stop is not None else None
+    if stop is None:
+        j.b_note = "no learned stop-policy given (--stop-model)"
+    elif isinstance(stop, str):
+        j.b_note = f"not run: {stop}"
+    else:
+        # seeds where either F1 is undefined (no hacking run, no stop) are left out of the pairs
+        f1 = [(f1_counts(d), f1_counts(s)) for d, s in zip(det, stop)]
+        f1 = [(d, s) for d, s in f1 if d is not None and s is not None]
+        j.f1 = paired_difference([d for d, _ in f1], [s for _, s in f1])
+        if f1:
+            j.detector_f1 = sum(d for d, _ in f1) / len(f1)
+            j.learned_f1 = sum(s for _, s in f1) / len(f1)
+        j.learned_waste = _mean(stop, "compute_waste_gpu_h")
+        j.waste = paired_difference([m["compute_waste_gpu_h"] for m in det],
+                                    [m["compute_waste_gpu_h"] for m in stop])
+        j.b = f1_verdict(j.f1, j.learned_waste, j.detector_waste)
+    return j
+
+
+# -- the report ----------------------------------------------------------------------
+@dataclass
+class TargetsReport:
+    selection: Selection
+    arms: Arms
+    seeds: list[int]
+    base: WorkloadConfig
+    main: Judgement
+    arm_table: str                               # Markdown: every arm on the test seeds, mean ± std
+    rows: list[Judgement] = field(default_factory=list)   # generalisation (empty unless asked for)
+
+    def markdown(self) -> str:
+        from evalstop_gym.agents.evaluate import base_text
+
+        j, a = self.main, self.arms
+        parts = ["## Targets on held-out test seeds", "",
+                 f"{base_text(self.base)}; held-out test seeds {self.seeds[0]}-{self.seeds[-1]} (n = {len(self.seeds)}); "
+                 f"hand-coded policies chosen on validation seeds {self.selection.seeds[0]}-"
+                 f"{self.selection.seeds[-1]}; cells: mean ± std over seeds.", "", self.arm_table, "",
+                 target_table(j, a), "",
+                 f"- (a) learned scheduler + stop-policy: {j.a if j.a is not None else j.a_note}",
+                 f"- (b) learned stop-policy: {j.b if j.b is not None else j.b_note}", ""]
+        if self.rows:
+            parts += ["## Generalisation", "",
+                      "Each row changes one thing in the reference world; the same models, the same hand-coded "
+                      f"pair ({a.pair.arm}) and detector ({a.detector.arm}) chosen on the reference world's "
+                      f"validation seeds, test seeds {self.seeds[0]}-{self.seeds[-1]}. JCT change: the learned "
+                      "pair's average JCT against the hand-coded pair's, (learned - pair) / pair, mean per seed "
+                      "[95% CI] (negative: lower); p: paired t-test / Wilcoxon.", "", generalisation_table(self.rows), ""]
+            notes = [f"- {r.setting}: {n}" for r in self.rows for n in (r.a_note, r.b_note)
+                     if n and not n.startswith("no learned")]
+            if notes:
+                parts += ["Rows not run:", *notes, ""]
+        return "\n".join(parts)
+
+    def as_json(self) -> str:
+        return json.dumps({"seeds": self.seeds, "validation_seeds": self.selection.seeds,
+                           "best_pair": self.arms.pair.arm, "best_detector": self.arms.detector.arm,
+                           "targets": self.main.as_dict(), "generalisation": [r.as_dict() for r in self.rows]},
+                          allow_nan=False, indent=1, default=_finite)
+
+
+def _finite(v):
+    raise TypeError(f"{type(v).__name__} is not JSON")
+
+
+def _ci(lo, hi, digits: int) -> str:
+    return "" if lo is None else f" [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+def jct_change(gain) -> str:
+    """The learned arm's average JCT against the pair's, ``(learned - pair) / pair`` in percent, mean per seed
+    with its 95% CI: negative is lower (better)."""
+    if gain is None or gain.gain_pct is None:
+        return ""
+    ci = _ci(-gain.ci_hi, -gain.ci_lo, 1) if gain.ci_lo is not None else ""
+    return f"{-gain.gain_pct:+.1f}%{ci}"
+
+
+def target_table(j: Judgement, a: Arms) -> str:
+    """The targets as a table: target, learned, hand-coded, paired difference [95% CI], p-values, verdict."""
+    from tabulate import tabulate
+
+    from evalstop_gym.experiments.tables import fmt_p
+    from evalstop_gym.report import fmt
+
+    def p(stat):
+        return f"{fmt_p(stat.p_t)} / {fmt_p(stat.p_wilcoxon)}" if stat is not None else ""
+
+    def verdict(v: Verdict | None, note: str) -> str:
+        return ("met" if v.met else "missed") if v is not None else f"not judged ({note})"
+
+    body = []
+    jct = j.jct
+    body.append([f"(a) avg JCT >= {TARGET_JCT_GAIN_PCT:g}% lower than {a.pair.arm}", fmt(j.learned_jct, 2),
+                 fmt(j.pair_jct, 2), jct_change(jct), p(jct), verdict(j.a, j.a_note)])
+    body.append([f"(a) preemptions <= {a.reference.arm}'s", fmt(j.learned_preemptions, 1),
+                 fmt(j.reference_preemptions, 1), "", "", ""])
+    f1 = j.f1
+    body.append([f"(b) F1 >= {a.detector.arm}'s", fmt(j.learned_f1, 3), fmt(j.detector_f1, 3),
+                 "" if f1 is None or f1.diff is None else f"{f1.diff:+.3f}{_ci(f1.ci_lo, f1.ci_hi, 3)}", p(f1),
+                 verdict(j.b, j.b_note)])
+    w = j.waste
+    body.append(["(b) waste (GPU-h) <= the detector's", fmt(j.learned_waste, 0), fmt(j.detector_waste, 0),
+                 "" if w is None or w.diff is None else f"{w.diff:+.0f}{_ci(w.ci_lo, w.ci_hi, 0)}", p(w), ""])
+    return tabulate(body, headers=["target", "learned", "hand-coded", "difference [95% CI]", "p (t / W)",
+                                   "verdict"], tablefmt="github", disable_numparse=True)
+
+
+def generalisation_table(rows: Sequence[Judgement]) -> str:
+    from tabulate import tabulate
+
+    from evalstop_gym.experiments.tables import fmt_p
+    from evalstop_gym.report import fmt
+
+    def pair(x, y, d):
+        return "" if x is None and y is None else f"{fmt(x, d)} / {fmt(y, d)}"
+
+    body = []
+    for r in rows:
+        g = r.jct
+        body.append([r.setting, pair(r.learned_jct, r.pair_jct, 2),
+                     jct_change(g),
+                     "" if g is None else f"{fmt_p(g.p_t)} / {fmt_p(g.p_wilcoxon)}",
+                     pair(r.learned_preemptions, r.reference_preemptions, 1),
+                     ("met" if r.a.met else "missed") if r.a is not None else "n/a",
+                     pair(r.learned_f1, r.detector_f1, 3), pair(r.learned_waste, r.detector_waste, 0),
+                     ("met" if r.b.met else "missed") if r.b is not None else "n/a"])
+    return tabulate(body, headers=["world", "avg JCT (h) learned / pair", "JCT change [95% CI]", "p (t / W)",
+                                   "preemptions learned / SRTF-Est", "(a)", "F1 learned / detector",
+                                   "waste (GPU-h) learned / detector", "(b)"],
+                    tablefmt="github", disable_numparse=True)
+
+
+def targets(base: WorkloadConfig | None = None, *, scheduler_model: str | None = None,
+            stop_model: str | None = None, seeds: int = 10, first_seed: int = 0, validation_seeds: int = 10,
+            first_validation_seed: int = VALIDATION_FIRST, out: str = "results/targets", workers: int = 1,
+            generalisation: bool = False, trace: str | None = None, trace_format: str = "philly",
+            noise_levels: Sequence[float] = NOISE_LEVELS, settings: Sequence[Setting] | None = None,
+            progress: bool = False) -> TargetsReport:
+    """Select on validation seeds, then judge the models on held-out test seeds (and, with
+    ``generalisation``, in every world of :func:`generalisation_settings`, or of ``settings``)."""
+    from evalstop_gym.experiments.runner import ResultStore, RunSpec, exclusive
+    from evalstop_gym.experiments.spec import Experiment
+
+    from .seeds import check_test_seeds
+
+    check_range("seeds", seeds, 2, integer=True)   # paired tests need two pairs
+    check_test_seeds(first_seed, seeds)
+    for s in noise_levels:
+        check_range("noise_levels", s, 0.0, 1.0)
+    base = base or WorkloadConfig()
+    sched_point, stop_point = learned_points(scheduler_model, stop_model)
+    sel = select(base, seeds=validation_seeds, first_seed=first_validation_seed, out=out, workers=workers,
+                 progress=progress)
+    arms = Arms(sched_point, hand_coded_point(sel.best_pair), reference_point(), stop_point,
+                hand_coded_point(sel.best_detector))
+    seed_list = list(range(first_seed, first_seed + seeds))
+    worlds = list(settings) if settings is not None else (
+        generalisation_settings(base, trace, trace_format, noise_levels) if generalisation
+        else generalisation_settings(base)[:1])
+    with exclusive(out, echo=lambda text: print(text, file=sys.stderr)):
+        store = ResultStore(Path(out) / RUNS_FILE)
+        judged = []
+        for i, world in enumerate(worlds):
+            if progress:
+                print(f"targets: {world.label} ({i + 1}/{len(worlds)})", file=sys.stderr)
+            runs = play(world, arms.points(), base, seed_list, store)
+            judged.append(judge(world.label, runs, arms))
+            if i == 0:
+                ok = [p for p in arms.points() if not isinstance(runs[p], str)]
+                exp = Experiment("targets", "Targets", "", None, tuple(ok), ARM_COLUMNS, ())
+                results = {RunSpec.of(p, world.config(base), s).run_id: m
+                           for p in ok for s, m in zip(seed_list, runs[p])}
+                arm_table = _arm_table(exp, results, world.config(base), seed_list)
+    return TargetsReport(sel, arms, seed_list, base, judged[0], arm_table, judged if generalisation else [])
+
+
+def _arm_table(exp, results, cfg: WorkloadConfig, seeds: Sequence[int]) -> str:
+    from evalstop_gym.experiments.tables import markdown_table
+
+    return markdown_table(exp, rows_with_f1(exp, results, cfg, seeds))
+
+
+# -- command line (`evalstop-gym targets`) -------------------------------------------
+HELP = "judge learned models against the best hand-coded policies (chosen on validation seeds)"
+DESCRIPTION = ("Choose the best hand-coded scheduler x stopper pair (average JCT) and detector (F1) on "
+               "validation seeds, then compare a learned scheduler + stop-policy and a learned stop-policy with "
+               "them on held-out test seeds, paired per seed, with a met / missed verdict per target "
+               "(docs/evaluation.md). Without models, prints the selection only. Runs are kept in "
+               "OUT/runs.jsonl and reused.")
+
+
+def add_arguments(p) -> None:
+    from evalstop_gym.commands.common import add_workload_flags
+
+    p.add_argument("--scheduler-model", default=None, metavar="DIR",
+                   help="a learned scheduler saved by `train` (EvalStop-Cluster-v0); with --stop-model, that "
+                        "stop-policy answers its eval checkpoints")
+    p.add_argument("--stop-model", default=None, metavar="DIR",
+                   help="a learned stop-policy saved by `train` (EvalStop-StopControl-v0)")
+    p.add_argument("--seeds", type=int, default=10,
+                   help="held-out test seeds --seed .. --seed+N-1 (default %(default)s)")
+    p.add_argument("--validation-seeds", type=int, default=10,
+                   help="validation seeds of the selection (default %(default)s)")
+    p.add_argument("--validation-seed", type=int, default=VALIDATION_FIRST,
+                   help="first validation seed (default %(default)s; test seeds are refused)")
+    p.add_argument("--generalisation", action="store_true",
+                   help=f"also judge the models on {LARGE_CLUSTER['gpus']} GPUs / {LARGE_CLUSTER['jobs']} jobs, "
+                        "the other workload presets, other eval noise and (with --trace) a replayed trace")
+    p.add_argument("--noise-levels", default=",".join(f"{s:g}" for s in NOISE_LEVELS), metavar="LIST",
+                   help="with --generalisation: Gaussian eval noise sigmas added on top of the world's "
+                        "(default %(default)s)")
+    p.add_argument("--trace", default=None, metavar="PATH",
+                   help="with --generalisation: a job trace (docs/traces.md) replayed as one more world")
+    p.add_argument("--trace-format", default=None, metavar="NAME", help="layout of --trace (default philly)")
+    p.add_argument("--workers", type=int, default=1, help="parallel workers of the selection (default %(default)s)")
+    p.add_argument("--out", default="results/targets", metavar="DIR",
+                   help="folder for runs.jsonl, selection.md, targets.md and targets.json (default %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress messages")
+    add_workload_flags(p)
+    p.set_defaults(calibration="realistic")   # the targets are set in the realistic world
+
+
+def _floats(flag: str, text: str) -> tuple[float, ...]:
+    try:
+        out = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ConfigError(flag, text, "must be comma-separated numbers, e.g. 0.02,0.05") from None
+    if not out or not all(math.isfinite(x) for x in out):
+        raise ConfigError(flag, text, "must be comma-separated numbers, e.g. 0.02,0.05")
+    return out
+
+
+def run(args) -> int:
+    from evalstop_gym.commands.common import workload_kwargs
+    from evalstop_gym.config import UsageError
+    from evalstop_gym.files import prepare_out
+    from evalstop_gym.traces import TRACE_FORMATS
+
+    if not args.generalisation:
+        for flag, given in (("--trace", args.trace), ("--trace-format", args.trace_format)):
+            if given is not None:
+                raise UsageError(f"{flag} does nothing without --generalisation")
+    if args.trace_format is not None and args.trace is None:
+        raise UsageError("--trace-format does nothing without --trace")
+    fmt = args.trace_format or "philly"
+    if fmt not in TRACE_FORMATS:
+        raise ConfigError("trace_format", fmt, f"must be one of {', '.join(TRACE_FORMATS)}")
+    if args.trace is not None and not Path(args.trace).is_file():
+        raise ConfigError("trace", args.trace, "no such file")
+    noise_levels = _floats("noise_levels", args.noise_levels)
+    wl = workload_kwargs(args)
+    first = wl.pop("seed")
+    base = WorkloadConfig(**wl)
+    prepare_out(args.out)
+    if args.scheduler_model is None and args.stop_model is None:
+        sel = select(base, seeds=args.validation_seeds, first_seed=args.validation_seed, out=args.out,
+                     workers=args.workers, progress=not args.no_progress)
+        text = sel.markdown()
+    else:
+        report = targets(base, scheduler_model=args.scheduler_model, stop_model=args.stop_model, seeds=args.seeds,
+                         first_seed=first, validation_seeds=args.validation_seeds,
+                         first_validation_seed=args.validation_seed, out=args.out, workers=args.workers,
+                         generalisation=args.generalisation, trace=args.trace, trace_format=fmt,
+                         noise_levels=noise_levels, progress=not args.no_progress)
+        sel = report.selection
+        text = report.markdown()
+        (Path(args.out) / "targets.md").write_text(text, encoding="utf-8")
+        (Path(args.out) / "targets.json").write_text(report.as_json() + "\n", encoding="utf-8")
+    (Path(args.out) / "selection.md").write_text(sel.markdown(), encoding="utf-8")
+    print(text)
+    return 0
