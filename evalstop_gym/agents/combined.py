@@ -115,13 +115,13 @@ def learned_metrics(model: LearnedPolicy, workload, scheduler: str | None = None
     env = policy_env(model, workload, scheduler)
     try:
         if stop_model is not None:
-            _answer_checkpoints_with(env, LearnedStop(Policy(), stop_model), model)
+            answer_checkpoints_with(env, LearnedStop(Policy(), stop_model), model)
         return rollout(env, model.agent(env), options={"workload": workload})["metrics"]
     finally:
         env.close()
 
 
-def _answer_checkpoints_with(env: gym.Env, rule: Policy, model: LearnedPolicy) -> None:
+def answer_checkpoints_with(env: gym.Env, rule: Policy, model: LearnedPolicy) -> None:
     """Make the :class:`HandCodedStops` wrapper of a learned scheduler's env ask ``rule`` at checkpoints."""
     e = env
     while isinstance(e, gym.Wrapper):

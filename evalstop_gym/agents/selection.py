@@ -107,7 +107,7 @@ def select(base: WorkloadConfig | None = None, *, seeds: int = 10, first_seed: i
     from evalstop_gym.experiments.spec import Experiment
     from evalstop_gym.files import prepare_out
 
-    check_range("seeds", seeds, 1, integer=True)
+    check_range("validation_seeds", seeds, 1, integer=True)
     check_validation_seeds(first_seed, seeds)
     check_range("workers", workers, 1, integer=True)
     base = base or WorkloadConfig()

@@ -1,0 +1,354 @@
+"""The evaluation protocol for learned policies (docs/evaluation.md): selection on validation seeds only,
+the targets' verdicts and paired statistics checked by hand, learned stop-policies as stoppers, learned
+schedulers with a learned stop-policy at their checkpoints, and the generalisation rows."""
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sb3_contrib")
+
+from evalstop_gym import ConfigError, WorkloadConfig, simulate  # noqa: E402
+from evalstop_gym.agents.combined import LearnedStop, answer_checkpoints_with, learned_metrics, policy_env  # noqa: E402
+from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
+from evalstop_gym.agents.seeds import VALIDATION_END, VALIDATION_FIRST  # noqa: E402
+from evalstop_gym.agents.selection import f1_counts, select  # noqa: E402
+from evalstop_gym.agents.targets import Setting, f1_verdict, judge, jct_verdict, targets  # noqa: E402
+from evalstop_gym.agents.train import train  # noqa: E402
+from evalstop_gym.api import run_policy  # noqa: E402
+from evalstop_gym.baselines import make_policy  # noqa: E402
+from evalstop_gym.envs.adapter import rollout  # noqa: E402
+from evalstop_gym.experiments import runner  # noqa: E402
+from evalstop_gym.experiments.spec import Registry  # noqa: E402
+from evalstop_gym.experiments.stats import PairedDifference, PairedGain, paired_difference, paired_gain  # noqa: E402
+from evalstop_gym.policy import Policy  # noqa: E402
+from evalstop_gym.workload import generate  # noqa: E402
+
+from test_agents_cli import one_line_error  # noqa: E402
+
+REALISTIC = WorkloadConfig(calibration="realistic", jobs=20)   # 64 GPUs in 8 nodes, as the models train on
+PHILLY = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces" / "philly_jobs_pollux.csv"
+# a few hundred steps each: the models are untrained, the tests check the machinery, never their quality
+TINY_STOP = {"n_steps": 128, "batch_size": 64, "n_epochs": 1, "eval_freq": 10**6, "n_eval_episodes": 1,
+             "eval_workload": {"jobs": 10}}
+TINY_SCHEDULER = {**TINY_STOP, "n_steps": 64, "policy": "MlpPolicy", "policy_kwargs": {"net_arch": [16]}}
+SMALL = Registry(("fifo", "sjf-est", "srtf-est"), {"none": (), "evalstop": ("k",), "divergence": ()})
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A stop-policy and a (maskable, MLP) scheduler trained for a few hundred steps in the realistic world."""
+    root = tmp_path_factory.mktemp("targets-models")
+    quiet = dict(n_envs=1, calibration="realistic", echo=lambda _: None)
+    train("EvalStop-StopControl-v0", "ppo", out=root / "stop", timesteps=256, overrides=TINY_STOP, **quiet)
+    train("EvalStop-Cluster-v0", "maskable-ppo", out=root / "sched", timesteps=128, overrides=TINY_SCHEDULER,
+          **quiet)
+    return root / "stop", root / "sched"
+
+
+def stops_about_half(pol: LearnedPolicy) -> LearnedPolicy:
+    """Shift the stop logit of ``pol`` (in memory) to the median over checkpoints of a realistic episode, so its
+    deterministic actions are a mix of stop and continue: an untrained network's are often all one action."""
+    import torch
+
+    seen = []
+    env = pol.make_env(jobs=40)
+    rollout(env, lambda obs: seen.append(obs) or 0, seed=VALIDATION_FIRST)
+    with torch.no_grad():
+        logits = pol.model.policy.get_distribution(torch.as_tensor(np.array(seen))).distribution.logits
+    gap = (logits[:, 1] - logits[:, 0]).numpy()
+    pol.model.policy.action_net.bias.data[1] -= float(np.median(gap)) + 1e-6
+    return pol
+
+
+# -- selection never sees a test seed -------------------------------------------------
+def test_selection_plays_validation_seeds_only_and_picks_by_the_rules(tmp_path, monkeypatch):
+    played = []
+    real = runner.execute
+    monkeypatch.setattr(runner, "execute", lambda spec: played.append(spec.config.seed) or real(spec))
+    sel = select(REALISTIC, seeds=3, out=tmp_path, registry=SMALL)
+    assert len(played) == 3 * 3 * 3 and min(played) >= VALIDATION_FIRST
+    assert sorted(set(played)) == [VALIDATION_FIRST, VALIDATION_FIRST + 1, VALIDATION_FIRST + 2]
+    # the choice, recomputed from the stored records: the lowest mean avg JCT; the highest mean F1 over srtf-est
+    recs = [json.loads(ln) for ln in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert all(r["spec"]["workload"]["seed"] >= VALIDATION_FIRST for r in recs)
+    by = {}
+    for r in recs:
+        by.setdefault((r["spec"]["scheduler"], r["spec"]["stopper"]), []).append(r["metrics"])
+    jct = {k: np.mean([m["avg_jct_h"] for m in v]) for k, v in by.items()}
+    f1 = {k: np.mean([2 * m["true_positives"] / (2 * m["true_positives"] + m["false_positives"]
+                                                 + m["false_negatives"]) for m in v])
+          for k, v in by.items() if k[0] == "srtf-est" and k[1] != "none"}
+    best = min(jct, key=jct.get)
+    assert (sel.best_pair["scheduler"], sel.best_pair["stopper"]) == best
+    assert sel.best_pair["avg_jct_h"] == pytest.approx(jct[best])
+    assert (sel.best_detector["scheduler"], sel.best_detector["stopper"]) == max(f1, key=f1.get)
+    assert [r["stopper"] for r in sel.detectors] == sorted(["evalstop", "divergence"], key=lambda s: -f1[("srtf-est", s)])
+    # a second call reuses every run
+    played.clear()
+    again = select(REALISTIC, seeds=3, out=tmp_path, registry=SMALL)
+    assert played == [] and again.pairs == sel.pairs
+
+
+@pytest.mark.parametrize("first, seeds", [(0, 10), (VALIDATION_FIRST - 1, 2), (VALIDATION_END - 1, 2)])
+def test_selection_refuses_seeds_outside_validation(tmp_path, first, seeds):
+    with pytest.raises(ConfigError, match="validation_seed"):
+        select(REALISTIC, seeds=seeds, first_seed=first, out=tmp_path, registry=SMALL)
+    assert not (tmp_path / "runs.jsonl").exists()
+
+
+# -- verdicts on toy numbers ----------------------------------------------------------
+def gain(pct, p_t=0.01, p_w=0.002):
+    return PairedGain(10, pct, pct - 1, pct + 1, p_t, p_w)
+
+
+@pytest.mark.parametrize("g, learned_pre, srtf_pre, met, says", [
+    (gain(3.5), 0.0, 195.0, True, "3.5% lower"),
+    (gain(3.0), 5.0, 5.0, True, "3.0% lower"),                      # both bounds are inclusive
+    (gain(2.9), 0.0, 195.0, False, "2.9% lower, the target is >= 3% lower"),
+    (gain(-4.0), 0.0, 195.0, False, "4.0% higher"),
+    (gain(5.0, p_w=0.08), 0.0, 195.0, False, "not significant"),
+    (gain(5.0, p_t=None), 0.0, 195.0, False, "not significant"),   # constant differences: no t-test
+    (gain(5.0), 196.0, 195.0, False, "196.0 preemptions per episode, more than SRTF-Est's 195.0"),
+])
+def test_jct_verdict(g, learned_pre, srtf_pre, met, says):
+    v = jct_verdict(g, learned_pre, srtf_pre)
+    assert v.met is met and says in v.why
+
+
+@pytest.mark.parametrize("diff, learned_waste, detector_waste, met, says", [
+    (0.0, 100.0, 100.0, True, "F1 +0.000"),            # equal F1 at equal waste meets "at least"
+    (0.02, 90.0, 100.0, True, "waste 90 <= 100"),
+    (-0.001, 90.0, 100.0, False, "F1 -0.001 below"),
+    (0.05, 101.0, 100.0, False, "waste 101 GPU-h, more than the detector's 100"),
+])
+def test_f1_verdict(diff, learned_waste, detector_waste, met, says):
+    v = f1_verdict(PairedDifference(10, diff, None, None, None, None), learned_waste, detector_waste)
+    assert v.met is met and says in v.why
+
+
+def toy(jct, pre, tp, fp, fn, waste):
+    return {"avg_jct_h": jct, "preemptions": pre, "true_positives": tp, "false_positives": fp,
+            "false_negatives": fn, "compute_waste_gpu_h": waste}
+
+
+def test_judge_on_toy_runs_by_hand():
+    learned, pair, ref, stop, det = "L", "P", "R", "S", "D"
+    from evalstop_gym.agents.targets import Arms
+
+    runs = {
+        pair: [toy(10.0, 0, 0, 0, 0, 0), toy(20.0, 0, 0, 0, 0, 0), toy(10.0, 0, 0, 0, 0, 0)],
+        learned: [toy(9.0, 2, 0, 0, 0, 0), toy(19.0, 4, 0, 0, 0, 0), toy(9.7, 0, 0, 0, 0, 0)],
+        ref: [toy(11.0, 5, 0, 0, 0, 0), toy(21.0, 1, 0, 0, 0, 0), toy(11.0, 3, 0, 0, 0, 0)],
+        # F1 = 2TP / (2TP + FP + FN): detector 18/20, 16/20, 0/2 (stops only healthy runs: 0, not undefined);
+        # learned 20/21, 16/18, and a seed with no hacking run and no stop (undefined: the pair is left out)
+        det: [toy(0, 0, 9, 1, 1, 100.0), toy(0, 0, 8, 2, 2, 200.0), toy(0, 0, 0, 1, 1, 300.0)],
+        stop: [toy(0, 0, 10, 1, 0, 90.0), toy(0, 0, 8, 2, 0, 210.0), toy(0, 0, 0, 0, 0, 330.0)],
+    }
+    j = judge("toy", runs, Arms(learned, pair, ref, stop, det))
+    # per-seed reductions 10%, 5%, 3%: mean 6%; means 37.7/3 vs 40/3; preemptions 2 vs 3
+    assert j.jct.gain_pct == pytest.approx(6.0)
+    assert (j.learned_jct, j.pair_jct) == (pytest.approx(37.7 / 3), pytest.approx(40 / 3))
+    assert (j.learned_preemptions, j.reference_preemptions) == (2.0, 3.0)
+    assert j.a.met is False and "not significant" in j.a.why   # 3 seeds: Wilcoxon p = 0.25 at best
+    assert f1_counts(runs[stop][2]) is None and f1_counts(runs[det][2]) == 0.0
+    assert j.f1.n == 2
+    assert j.learned_f1 == pytest.approx((20 / 21 + 16 / 18) / 2)
+    assert j.detector_f1 == pytest.approx((18 / 20 + 16 / 20) / 2)
+    assert (j.learned_waste, j.detector_waste) == (210.0, 200.0)
+    assert j.b.met is False and "more than the detector's 200" in j.b.why
+
+
+# -- paired statistics against an independent computation ------------------------------
+T975 = {4: 2.776445, 9: 2.262157}   # Student's t, 0.975 quantile, from printed tables
+
+
+def t_test_p(d):
+    """Two-sided paired t-test p-value: t = mean / (sd / sqrt n), p = I_{n-1/(n-1+t^2)}((n-1)/2, 1/2)."""
+    mpmath = pytest.importorskip("mpmath")
+    n = len(d)
+    t = np.mean(d) / (np.std(d, ddof=1) / math.sqrt(n))
+    df = n - 1
+    return float(mpmath.betainc(df / 2, 0.5, 0, df / (df + t * t), regularized=True))
+
+
+def wilcoxon_exact_p(d):
+    """Two-sided exact Wilcoxon signed-rank p by enumerating all 2^n signs (distinct |d|, no zeros)."""
+    ranks = np.argsort(np.argsort(np.abs(d))) + 1
+    w = ranks[np.asarray(d) > 0].sum()
+    sums = [sum(r for r, s in zip(ranks, signs) if s) for signs in itertools.product((0, 1), repeat=len(d))]
+    le, ge = sum(s <= w for s in sums), sum(s >= w for s in sums)
+    return min(1.0, 2 * min(le, ge) / len(sums))
+
+
+BASELINE = [10.0, 12.0, 9.0, 14.0, 11.0, 13.0, 8.0, 15.0, 10.5, 12.5]
+DIFFS = [0.8, 0.1, 0.9, 0.65, 0.7, 0.05, 0.6, 0.5, -0.2, 1.2]   # distinct sizes: the exact Wilcoxon applies
+TREATED = [b - d for b, d in zip(BASELINE, DIFFS)]
+
+
+def test_paired_gain_against_hand_formulas():
+    g = paired_gain(BASELINE, TREATED)
+    rel = [100 * (b - t) / b for b, t in zip(BASELINE, TREATED)]
+    half = T975[9] * np.std(rel, ddof=1) / math.sqrt(10)
+    assert g.n == 10 and g.gain_pct == pytest.approx(np.mean(rel))
+    assert (g.ci_lo, g.ci_hi) == (pytest.approx(np.mean(rel) - half, rel=1e-5), pytest.approx(np.mean(rel) + half, rel=1e-5))
+    d = [b - t for b, t in zip(BASELINE, TREATED)]
+    assert g.p_t == pytest.approx(t_test_p(d), rel=1e-6)
+    assert g.p_wilcoxon == pytest.approx(wilcoxon_exact_p(d), rel=1e-9)
+
+
+def test_paired_difference_against_hand_formulas():
+    base, treated = [0.90, 0.85, 0.88, 0.91, 0.87], [0.93, 0.84, 0.92, 0.96, 0.88]
+    d = [t - b for b, t in zip(base, treated)]   # +0.03 -0.01 +0.04 +0.05 +0.01
+    r = paired_difference(base, treated)
+    assert r.diff == pytest.approx(0.024)
+    half = T975[4] * np.std(d, ddof=1) / math.sqrt(5)
+    assert (r.ci_lo, r.ci_hi) == (pytest.approx(0.024 - half, rel=1e-5), pytest.approx(0.024 + half, rel=1e-5))
+    assert r.p_t == pytest.approx(t_test_p(d), rel=1e-6)
+    # ranks of |d|: 0.01, 0.01 tie, so no exact enumeration here; all but one difference positive
+    assert r.p_wilcoxon is not None and 0 < r.p_wilcoxon < 1
+    assert paired_difference([1.0, 1.0], [1.0, 1.0]) == PairedDifference(2, 0.0, 0.0, 0.0, None, None)
+
+
+# -- learned models on any workload -----------------------------------------------------
+def test_a_learned_stop_policy_as_a_stopper_equals_the_model_in_its_env(models):
+    pol = stops_about_half(LearnedPolicy.load(models[0]))
+    w = generate(REALISTIC.replace(jobs=40, seed=3))
+    via_env = pol.run(scheduler="sjf-est", workload=w)
+    direct = run_policy(w, LearnedStop(make_policy("sjf-est"), pol))
+    assert 0 < direct["jobs_stopped"] < direct["jobs"]
+    assert direct == via_env
+
+
+class Recording(Policy):
+    def __init__(self, inner):
+        self.inner, self.stops = inner, 0
+
+    def reset(self):
+        self.inner.reset()
+
+    def should_stop(self, job, cluster):
+        stop = self.inner.should_stop(job, cluster)
+        self.stops += stop
+        return stop
+
+
+def test_a_learned_scheduler_asks_the_given_rule_at_its_checkpoints(models):
+    sched = LearnedPolicy.load(models[1])
+    w = generate(REALISTIC.replace(seed=4))
+    alone = learned_metrics(sched, w)   # its recipe: EvalStop k=2 answers the checkpoints
+    env = policy_env(sched, w)
+    answer_checkpoints_with(env, make_policy("fifo", "evalstop", k=2), sched)
+    assert rollout(env, sched.agent(env), options={"workload": w})["metrics"] == alone
+    rule = Recording(LearnedStop(Policy(), stops_about_half(LearnedPolicy.load(models[0]))))
+    env = policy_env(sched, w)
+    answer_checkpoints_with(env, rule, sched)
+    mixed = rollout(env, sched.agent(env), options={"workload": w})["metrics"]
+    assert mixed["jobs_stopped"] == rule.stops > 0
+    assert learned_metrics(sched, w, stop_model=rule.inner.model) == mixed   # what the targets' arm plays
+    with pytest.raises(ConfigError, match="cannot run on it"):
+        policy_env(sched, generate(REALISTIC.replace(gpus=128, seed=0)))
+
+
+def make_trace(path: Path, rows: int = 40) -> str:
+    rng = np.random.default_rng(0)
+    lines = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    for i in range(rows):
+        d, g = int(rng.integers(600, 20000)), int(rng.choice([1, 2, 4, 8, 16]))
+        lines.append(f"2017-10-01 {i // 6:02d}:{(i % 6) * 10:02d}:00,{d},{g},{d * g},c{i % 3}")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_generalisation_rows_with_tiny_models(models, tmp_path):
+    stop, sched = map(str, models)
+    worlds = [Setting("reference"), Setting("128 GPUs", (("gpus", 128), ("jobs", 40))),
+              Setting("noise 0.05", (("noise", 0.05),)), Setting("trace", trace=make_trace(tmp_path / "t.csv"))]
+    report = targets(REALISTIC, scheduler_model=sched, stop_model=stop, seeds=2, validation_seeds=2,
+                     out=tmp_path / "out", generalisation=True, settings=worlds)
+    ref, big, noisy, trace = report.rows
+    assert [r.setting for r in report.rows] == ["reference", "128 GPUs", "noise 0.05", "trace"]
+    assert report.main is ref and ref.seeds == 2
+    for row in (ref, noisy, trace):
+        assert row.a is not None and row.b is not None and row.jct.n == 2
+    # the scheduler's inputs have one entry per node: 16 nodes instead of 8, so its row says why, not crashes;
+    # the stop-policy sees only its job's features and is judged there too
+    assert big.a is None and "cannot run on it" in big.a_note and "16 node(s)" in big.a_note
+    assert big.b is not None and big.pair_jct is not None
+    # the wiring, recomputed another way: the test seeds 0-1, the chosen pair by `simulate`, the stop-policy
+    # through its own env
+    pair = report.arms.pair
+    assert ref.pair_jct == pytest.approx(np.mean([
+        simulate(pair.scheduler, pair.stopper, config=REALISTIC.replace(seed=s))["avg_jct_h"] for s in (0, 1)]))
+    pol = LearnedPolicy.load(stop)
+    assert ref.learned_waste == pytest.approx(np.mean([
+        pol.run(scheduler="srtf-est", workload=generate(REALISTIC.replace(seed=s)))["compute_waste_gpu_h"]
+        for s in (0, 1)]))
+    text = report.markdown()
+    assert "cannot run on it" in text and "## Generalisation" in text
+    json.loads(report.as_json())
+
+
+@pytest.mark.skipif(not PHILLY.exists(), reason="../shared/traces/philly_jobs_pollux.csv is not here")
+def test_a_replayed_philly_sample_is_a_world(models, tmp_path):
+    from evalstop_gym.agents.targets import generalisation_settings
+
+    world = generalisation_settings(REALISTIC, trace=str(PHILLY))[-1]
+    assert world.trace == str(PHILLY)
+    w0, w1 = world.workload(REALISTIC, 0), world.workload(REALISTIC, 1)
+    assert w0.n == w1.n == REALISTIC.jobs and w0.total_gpus == 64
+    assert not np.array_equal(w0.submit_h, w1.submit_h)   # a fresh sample per seed
+    report = targets(REALISTIC, stop_model=str(models[0]), seeds=2, validation_seeds=2, out=tmp_path,
+                     generalisation=True, settings=[world])
+    assert report.main.b is not None and report.main.a_note.startswith("no learned scheduler")
+
+
+# -- the command line -------------------------------------------------------------------
+def test_targets_command_writes_the_report(models, tmp_path, capsys):
+    from evalstop_gym.cli import main
+
+    out = tmp_path / "out"
+    argv = ["targets", "--stop-model", str(models[0]), "--scheduler-model", str(models[1]), "--seeds", "2",
+            "--validation-seeds", "2", "--jobs", "20", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "(a) avg JCT >= 3% lower than" in printed and "(b) F1 >= srtf-est + " in printed
+    assert (out / "targets.md").read_text().strip() == printed.strip()
+    data = json.loads((out / "targets.json").read_text())
+    assert data["validation_seeds"][0] == VALIDATION_FIRST and data["seeds"] == [0, 1]
+    assert "Best scheduler x stopper pair" in (out / "selection.md").read_text()
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--validation-seed", "5"], "validation_seed=5"),
+    (["--validation-seeds", "0"], "validation_seeds=0"),
+    (["--seeds", "1"], "seeds=1"),
+    (["--seed", "899995"], "seed=899995"),
+    (["--workers", "0"], "workers=0"),
+    (["--calibration", "nope"], "calibration='nope'"),
+    (["--trace", "x.csv"], "--trace does nothing without --generalisation"),
+    (["--generalisation", "--trace", "/no/such.csv"], "trace='/no/such.csv'"),
+    (["--generalisation", "--trace-format", "philly"], "--trace-format does nothing without --trace"),
+    (["--generalisation", "--noise-levels", "abc"], "noise_levels='abc'"),
+    (["--generalisation", "--noise-levels", "0.02,2"], "noise_levels=2.0"),
+])
+def test_bad_flags_are_one_line_errors_naming_the_flag(models, tmp_path, capsys, extra, needle):
+    argv = ["targets", "--stop-model", str(models[0]), "--jobs", "20", "--out", str(tmp_path / "o"), *extra]
+    one_line_error(capsys, argv, needle)
+
+
+@pytest.mark.parametrize("flag, which, needle", [
+    ("--stop-model", "missing", "stop_model="),
+    ("--scheduler-model", "missing", "scheduler_model="),
+    ("--stop-model", "sched", "is a learned scheduler"),
+    ("--scheduler-model", "stop", "is a learned stop-policy (ppo), not a scheduler"),
+])
+def test_wrong_models_are_one_line_errors_naming_the_flag(models, tmp_path, capsys, flag, which, needle):
+    path = {"missing": str(tmp_path / "nothing"), "stop": str(models[0]), "sched": str(models[1])}[which]
+    line = one_line_error(capsys, ["targets", flag, path, "--out", str(tmp_path / "o")], needle)
+    assert line.startswith("evalstop-gym targets: error: " + flag[2:].replace("-", "_"))
+    assert not (tmp_path / "o" / "runs.jsonl").exists()   # refused before any run
