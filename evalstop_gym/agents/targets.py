@@ -307,6 +307,16 @@ def _mean(runs: Sequence[Mapping[str, Any]], key: str) -> float:
     return sum(m[key] for m in runs) / len(runs)
 
 
+def _played(runs: Runs, point, what: str, flag: str) -> tuple[list | None, str]:
+    """A learned point's per-seed metrics and ``""``, or ``None`` and why it was not judged."""
+    got = runs.get(point) if point is not None else None
+    if got is None:
+        return None, f"no {what} given ({flag})"
+    if isinstance(got, str):
+        return None, f"not run: {got}"
+    return got, ""
+
+
 def judge(setting: str, runs: Runs, arms: Arms) -> Judgement:
     """Targets (a) and (b) from the per-seed metrics of ``arms`` in one world."""
     from evalstop_gym.experiments.stats import paired_difference, paired_gain
@@ -314,23 +324,15 @@ def judge(setting: str, runs: Runs, arms: Arms) -> Judgement:
     pair, ref = runs[arms.pair], runs[arms.reference]
     j = Judgement(setting, len(pair), pair_jct=_mean(pair, "avg_jct_h"),
                   reference_preemptions=_mean(ref, "preemptions"))
-    learned = runs.get(arms.learned) if arms.learned is not None else None
-    if learned is None:
-        j.a_note = "no learned scheduler given (--scheduler-model)"
-    elif isinstance(learned, str):
-        j.a_note = f"not run: {learned}"
-    else:
+    learned, j.a_note = _played(runs, arms.learned, "learned scheduler", "--scheduler-model")
+    if learned is not None:
         j.learned_jct, j.learned_preemptions = _mean(learned, "avg_jct_h"), _mean(learned, "preemptions")
         j.jct = paired_gain([m["avg_jct_h"] for m in pair], [m["avg_jct_h"] for m in learned])
         j.a = jct_verdict(j.jct, j.learned_preemptions, j.reference_preemptions)
     det = runs[arms.detector]
     j.detector_waste = _mean(det, "compute_waste_gpu_h")
-    stop = runs.get(arms.learned_stop) if arms.learned_stop is not None else None
-    if stop is None:
-        j.b_note = "no learned stop-policy given (--stop-model)"
-    elif isinstance(stop, str):
-        j.b_note = f"not run: {stop}"
-    else:
+    stop, j.b_note = _played(runs, arms.learned_stop, "learned stop-policy", "--stop-model")
+    if stop is not None:
         # seeds where either F1 is undefined (no hacking run, no stop) are left out of the pairs
         f1 = [(f1_counts(d), f1_counts(s)) for d, s in zip(det, stop)]
         f1 = [(d, s) for d, s in f1 if d is not None and s is not None]
