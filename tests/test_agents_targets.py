@@ -333,6 +333,7 @@ def test_targets_command_writes_the_report(models, tmp_path, capsys):
     (["--trace", "x.csv"], "--trace does nothing without --generalisation"),
     (["--generalisation", "--trace", "/no/such.csv"], "trace='/no/such.csv'"),
     (["--generalisation", "--trace-format", "philly"], "--trace-format does nothing without --trace"),
+    (["--noise-levels", "0.1"], "--noise-levels does nothing without --generalisation"),
     (["--generalisation", "--noise-levels", "abc"], "noise_levels='abc'"),
     (["--generalisation", "--noise-levels", "0.02,2"], "noise_levels=2.0"),
 ])

@@ -173,7 +173,8 @@ def evaluate(policies: Sequence[str], *, scheduler: str = DEFAULT_SCHEDULER, see
 HELP = "compare policies by name or saved model on held-out seeds"
 DESCRIPTION = ("Run each policy (a hand-coded one by name, or a model saved by `train` by path) on the same "
                "held-out seeds and print reproduce's metrics table: mean ± std over seeds of average JCT, "
-               "compute waste, precision, recall, FPR, F1 and delivered-quality regret.")
+               "compute waste, precision, recall, FPR, F1 and delivered-quality regret. To judge models against "
+               "the best hand-coded policies chosen on validation seeds, with verdicts: `evalstop-gym targets`.")
 
 
 def add_arguments(p) -> None:

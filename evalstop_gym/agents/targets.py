@@ -537,9 +537,9 @@ def add_arguments(p) -> None:
     p.add_argument("--generalisation", action="store_true",
                    help=f"also judge the models on {LARGE_CLUSTER['gpus']} GPUs / {LARGE_CLUSTER['jobs']} jobs, "
                         "the other workload presets, other eval noise and (with --trace) a replayed trace")
-    p.add_argument("--noise-levels", default=",".join(f"{s:g}" for s in NOISE_LEVELS), metavar="LIST",
+    p.add_argument("--noise-levels", default=None, metavar="LIST",
                    help="with --generalisation: Gaussian eval noise sigmas added on top of the world's "
-                        "(default %(default)s)")
+                        f"(default {','.join(f'{s:g}' for s in NOISE_LEVELS)})")
     p.add_argument("--trace", default=None, metavar="PATH",
                    help="with --generalisation: a job trace (docs/traces.md) replayed as one more world")
     p.add_argument("--trace-format", default=None, metavar="NAME", help="layout of --trace (default philly)")
@@ -568,7 +568,8 @@ def run(args) -> int:
     from evalstop_gym.traces import TRACE_FORMATS
 
     if not args.generalisation:
-        for flag, given in (("--trace", args.trace), ("--trace-format", args.trace_format)):
+        for flag, given in (("--trace", args.trace), ("--trace-format", args.trace_format),
+                            ("--noise-levels", args.noise_levels)):
             if given is not None:
                 raise UsageError(f"{flag} does nothing without --generalisation")
     if args.trace_format is not None and args.trace is None:
@@ -578,7 +579,7 @@ def run(args) -> int:
         raise ConfigError("trace_format", fmt, f"must be one of {', '.join(TRACE_FORMATS)}")
     if args.trace is not None and not Path(args.trace).is_file():
         raise ConfigError("trace", args.trace, "no such file")
-    noise_levels = _floats("noise_levels", args.noise_levels)
+    noise_levels = NOISE_LEVELS if args.noise_levels is None else _floats("noise_levels", args.noise_levels)
     wl = workload_kwargs(args)
     first = wl.pop("seed")
     base = WorkloadConfig(**wl)
