@@ -19,6 +19,7 @@ from evalstop_gym.agents.seeds import VALIDATION_END, VALIDATION_FIRST  # noqa: 
 from evalstop_gym.agents.selection import f1_counts, select  # noqa: E402
 from evalstop_gym.agents.targets import Setting, f1_verdict, judge, jct_verdict, targets  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
+from evalstop_gym.agents.wrappers import HandCodedStops  # noqa: E402
 from evalstop_gym.api import run_policy  # noqa: E402
 from evalstop_gym.baselines import make_policy  # noqa: E402
 from evalstop_gym.envs.adapter import rollout  # noqa: E402
@@ -241,17 +242,53 @@ def test_a_learned_scheduler_asks_the_given_rule_at_its_checkpoints(models):
     sched = LearnedPolicy.load(models[1])
     w = generate(REALISTIC.replace(seed=4))
     alone = learned_metrics(sched, w)   # its recipe: EvalStop k=2 answers the checkpoints
-    env = policy_env(sched, w)
+    env, _ = policy_env(sched, w)
     answer_checkpoints_with(env, make_policy("fifo", "evalstop", k=2), sched)
     assert rollout(env, sched.agent(env), options={"workload": w})["metrics"] == alone
     rule = Recording(LearnedStop(Policy(), stops_about_half(LearnedPolicy.load(models[0]))))
-    env = policy_env(sched, w)
+    env, _ = policy_env(sched, w)
     answer_checkpoints_with(env, rule, sched)
     mixed = rollout(env, sched.agent(env), options={"workload": w})["metrics"]
     assert mixed["jobs_stopped"] == rule.stops > 0
     assert learned_metrics(sched, w, stop_model=rule.inner.model) == mixed   # what the targets' arm plays
     with pytest.raises(ConfigError, match="cannot run on it"):
         policy_env(sched, generate(REALISTIC.replace(gpus=128, seed=0)))
+    # a scheduler with a stop-policy of its own is not given a second one
+    env, _ = policy_env(sched, w)
+    hand = env
+    while not isinstance(hand, HandCodedStops):
+        hand = hand.env
+    hand.stop_model = "runs/own-stop"
+    with pytest.raises(ConfigError, match="stop-policy of its own"):
+        answer_checkpoints_with(env, rule, sched)
+
+
+def test_a_network_that_takes_any_cluster_size_is_rebuilt_for_the_world(models, monkeypatch):
+    """The contract with the networks module: ``transfer(model, env)`` gives a model for ``env``'s spaces,
+    or raises ValueError; a fake stands in for it here."""
+    from sb3_contrib import MaskablePPO
+
+    import evalstop_gym.agents.networks as networks
+
+    sched = LearnedPolicy.load(models[1])
+    big = generate(REALISTIC.replace(gpus=128, jobs=40, seed=2))
+    calls = []
+
+    def rebuilt(model, env):
+        calls.append(env.observation_space.shape)
+        return MaskablePPO("MlpPolicy", env, policy_kwargs={"net_arch": [8]}, n_steps=64, device="cpu", seed=0)
+
+    monkeypatch.setattr(networks, "transfer", rebuilt, raising=False)
+    metrics = learned_metrics(sched, big)
+    assert calls == [(sched.model.observation_space.shape[0] + 8,)]   # 8 more nodes
+    assert metrics["jobs"] == 40 and metrics["preemptions"] == 0      # the recipe's masks still hold
+
+    def refuses(model, env):
+        raise ValueError("transfer needs a set-based network")
+
+    monkeypatch.setattr(networks, "transfer", refuses)
+    with pytest.raises(ConfigError, match="cannot run on it .transfer needs a set-based network"):
+        learned_metrics(sched, big)
 
 
 def make_trace(path: Path, rows: int = 40) -> str:

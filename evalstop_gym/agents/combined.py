@@ -12,9 +12,10 @@ or the rule that answers a learned scheduler's checkpoints
 the metrics of the model played through its env over ``s`` (tested).
 
 A model runs on a workload's own cluster: its env is rebuilt with that
-cluster (:func:`policy_env`), and a model whose observations would change
-shape there (a learned scheduler's observation has one entry per node) is
-refused with a :class:`~evalstop_gym.config.ConfigError` that says why.
+cluster (:func:`policy_env`). Where the observation changes shape there (a
+learned scheduler's has one entry per node), a network that takes any number
+of slots and nodes is rebuilt for it; any other model is refused with a
+:class:`~evalstop_gym.config.ConfigError` that says why.
 """
 
 from __future__ import annotations
@@ -90,16 +91,31 @@ def _is_gym_bookkeeping(env: gym.Wrapper) -> bool:
     return type(env).__module__.startswith("gymnasium.")
 
 
-def policy_env(pol: LearnedPolicy, workload, scheduler: str | None = None) -> gym.Env:
-    """The model's env stack on ``workload``'s cluster; a model whose inputs would change shape is refused."""
+def policy_env(pol: LearnedPolicy, workload, scheduler: str | None = None) -> tuple[gym.Env, LearnedPolicy]:
+    """The model's env stack on ``workload``'s cluster, and the model to play it with.
+
+    Where the env's observations have another shape than the model was
+    trained on (a learned scheduler sees one entry per node), a network that
+    takes any number of slots and nodes is rebuilt for the new shape by
+    ``transfer(model, env)`` of :mod:`evalstop_gym.agents.networks`, if that
+    module provides one; any other model is refused with the reason.
+    """
+    from . import networks
+
     env = pol.make_env(scheduler, gpus=workload.total_gpus, cluster=workload.spec)
     want, have = pol.model.observation_space.shape, env.observation_space.shape
-    if want != have:
+    if want == have:
+        return env, pol
+    why = (f"observes {want[0]} features, but on {workload.spec.describe()} its env gives {have[0]}: this "
+           f"{pol.label} takes inputs sized by the cluster ({topology_shape(workload.spec) or 1} node(s) here)")
+    transfer = getattr(networks, "transfer", None)
+    try:
+        if transfer is None:
+            raise ValueError("its network cannot be rebuilt for another size")
+        return env, LearnedPolicy(transfer(pol.model, env), pol.config, pol.path)
+    except ValueError as e:
         env.close()
-        raise ConfigError("model", str(pol.path), f"observes {want[0]} features, but on {workload.spec.describe()} "
-                          f"its env gives {have[0]}: this {pol.label} takes inputs sized by the cluster "
-                          f"({topology_shape(workload.spec) or 1} node(s) here) and cannot run on it")
-    return env
+        raise ConfigError("model", str(pol.path), f"{why} and cannot run on it ({e})") from None
 
 
 def learned_metrics(model: LearnedPolicy, workload, scheduler: str | None = None,
@@ -112,7 +128,7 @@ def learned_metrics(model: LearnedPolicy, workload, scheduler: str | None = None
     """
     from evalstop_gym.envs.adapter import rollout
 
-    env = policy_env(model, workload, scheduler)
+    env, model = policy_env(model, workload, scheduler)
     try:
         if stop_model is not None:
             answer_checkpoints_with(env, LearnedStop(Policy(), stop_model), model)
@@ -126,6 +142,9 @@ def answer_checkpoints_with(env: gym.Env, rule: Policy, model: LearnedPolicy) ->
     e = env
     while isinstance(e, gym.Wrapper):
         if isinstance(e, HandCodedStops):
+            if getattr(e, "stop_model", None) is not None:
+                raise ConfigError("scheduler_model", str(model.path), "has a stop-policy of its own at its "
+                                  f"checkpoints ({e.stop_model}): leave out the second one")
             e._rule = rule   # the wrapper asks its rule only reset() and should_stop(job, cluster)
             return
         e = e.env

@@ -261,7 +261,7 @@ def cannot_run(point, workload) -> str | None:
     for key in ("model", "stop_model"):
         if key in params:
             try:
-                policy_env(loaded(params[key]), workload).close()
+                policy_env(loaded(params[key]), workload)[0].close()
             except ConfigError as e:
                 return e.allowed
     return None
