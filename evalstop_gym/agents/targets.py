@@ -416,19 +416,19 @@ def target_table(j: Judgement, a: Arms) -> str:
     def p(stat):
         return f"{fmt_p(stat.p_t)} / {fmt_p(stat.p_wilcoxon)}" if stat is not None else ""
 
-    def verdict(v: Verdict | None, note: str) -> str:
-        return ("met" if v.met else "missed") if v is not None else f"not judged ({note})"
+    def verdict(v: Verdict | None) -> str:   # the reasons follow the table, one line per target
+        return ("met" if v.met else "missed") if v is not None else "not judged"
 
     body = []
     jct = j.jct
     body.append([f"(a) avg JCT >= {TARGET_JCT_GAIN_PCT:g}% lower than {a.pair.arm}", fmt(j.learned_jct, 2),
-                 fmt(j.pair_jct, 2), jct_change(jct), p(jct), verdict(j.a, j.a_note)])
+                 fmt(j.pair_jct, 2), jct_change(jct), p(jct), verdict(j.a)])
     body.append([f"(a) preemptions <= {a.reference.arm}'s", fmt(j.learned_preemptions, 1),
                  fmt(j.reference_preemptions, 1), "", "", ""])
     f1 = j.f1
     body.append([f"(b) F1 >= {a.detector.arm}'s", fmt(j.learned_f1, 3), fmt(j.detector_f1, 3),
                  "" if f1 is None or f1.diff is None else f"{f1.diff:+.3f}{_ci(f1.ci_lo, f1.ci_hi, 3)}", p(f1),
-                 verdict(j.b, j.b_note)])
+                 verdict(j.b)])
     w = j.waste
     body.append(["(b) waste (GPU-h) <= the detector's", fmt(j.learned_waste, 0), fmt(j.detector_waste, 0),
                  "" if w is None or w.diff is None else f"{w.diff:+.0f}{_ci(w.ci_lo, w.ci_hi, 0)}", p(w), ""])
