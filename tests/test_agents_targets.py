@@ -390,3 +390,15 @@ def test_wrong_models_are_one_line_errors_naming_the_flag(models, tmp_path, caps
     line = one_line_error(capsys, ["targets", flag, path, "--out", str(tmp_path / "o")], needle)
     assert line.startswith("evalstop-gym targets: error: " + flag[2:].replace("-", "_"))
     assert not (tmp_path / "o" / "runs.jsonl").exists()   # refused before any run
+
+
+def test_an_interrupted_selection_says_how_to_resume(tmp_path, capsys, monkeypatch):
+    from evalstop_gym.agents import targets as module
+    from evalstop_gym.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "select", interrupted)
+    assert main(["targets", "--out", str(tmp_path)]) == 130
+    assert "run the same command again to resume" in capsys.readouterr().err

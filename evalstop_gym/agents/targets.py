@@ -584,20 +584,29 @@ def run(args) -> int:
     first = wl.pop("seed")
     base = WorkloadConfig(**wl)
     prepare_out(args.out)
-    if args.scheduler_model is None and args.stop_model is None:
-        sel = select(base, seeds=args.validation_seeds, first_seed=args.validation_seed, out=args.out,
-                     workers=args.workers, progress=not args.no_progress)
-        text = sel.markdown()
-    else:
-        report = targets(base, scheduler_model=args.scheduler_model, stop_model=args.stop_model, seeds=args.seeds,
-                         first_seed=first, validation_seeds=args.validation_seeds,
-                         first_validation_seed=args.validation_seed, out=args.out, workers=args.workers,
-                         generalisation=args.generalisation, trace=args.trace, trace_format=fmt,
-                         noise_levels=noise_levels, progress=not args.no_progress)
-        sel = report.selection
-        text = report.markdown()
-        (Path(args.out) / "targets.md").write_text(text, encoding="utf-8")
-        (Path(args.out) / "targets.json").write_text(report.as_json() + "\n", encoding="utf-8")
-    (Path(args.out) / "selection.md").write_text(sel.markdown(), encoding="utf-8")
+    out = Path(args.out)
+    report = None
+    try:
+        if args.scheduler_model is None and args.stop_model is None:
+            sel = select(base, seeds=args.validation_seeds, first_seed=args.validation_seed, out=out,
+                         workers=args.workers, progress=not args.no_progress)
+        else:
+            report = targets(base, scheduler_model=args.scheduler_model, stop_model=args.stop_model,
+                             seeds=args.seeds, first_seed=first, validation_seeds=args.validation_seeds,
+                             first_validation_seed=args.validation_seed, out=args.out, workers=args.workers,
+                             generalisation=args.generalisation, trace=args.trace, trace_format=fmt,
+                             noise_levels=noise_levels, progress=not args.no_progress)
+            sel = report.selection
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished runs are kept in {out / RUNS_FILE}; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    (out / "selection.md").write_text(sel.markdown(), encoding="utf-8")
+    if report is None:
+        print(sel.markdown())
+        return 0
+    text = report.markdown()
+    (out / "targets.md").write_text(text, encoding="utf-8")
+    (out / "targets.json").write_text(report.as_json() + "\n", encoding="utf-8")
     print(text)
     return 0
