@@ -121,6 +121,14 @@ def test_jct_verdict(g, learned_pre, srtf_pre, met, says):
     assert v.met is met and says in v.why
 
 
+@pytest.mark.parametrize("learned_regret, pair_regret, met", [(0.020, 0.021, True), (0.021, 0.021, True),
+                                                             (0.0211, 0.021, False)])
+def test_jct_verdict_refuses_gains_bought_with_quality(learned_regret, pair_regret, met):
+    v = jct_verdict(gain(10.0), 0.0, 195.0, learned_regret=learned_regret, pair_regret=pair_regret)
+    assert v.met is met
+    assert ("worse than the pair's" in v.why) is (not met)
+
+
 @pytest.mark.parametrize("diff, learned_waste, detector_waste, met, says", [
     (0.0, 100.0, 100.0, True, "F1 +0.000"),            # equal F1 at equal waste meets "at least"
     (0.02, 90.0, 100.0, True, "waste 90 <= 100"),
@@ -132,9 +140,9 @@ def test_f1_verdict(diff, learned_waste, detector_waste, met, says):
     assert v.met is met and says in v.why
 
 
-def toy(jct, pre, tp, fp, fn, waste):
+def toy(jct, pre, tp, fp, fn, waste, regret=0.02):
     return {"avg_jct_h": jct, "preemptions": pre, "true_positives": tp, "false_positives": fp,
-            "false_negatives": fn, "compute_waste_gpu_h": waste}
+            "false_negatives": fn, "compute_waste_gpu_h": waste, "delivered_quality_regret": regret}
 
 
 def test_judge_on_toy_runs_by_hand():
@@ -162,6 +170,9 @@ def test_judge_on_toy_runs_by_hand():
     assert j.detector_f1 == pytest.approx((18 / 20 + 16 / 20) / 2)
     assert (j.learned_waste, j.detector_waste) == (210.0, 200.0)
     assert j.b.met is False and "more than the detector's 200" in j.b.why
+    assert "regret" not in j.a.why                               # equal regrets (0.02 each) pass that condition
+    runs[learned][0]["delivered_quality_regret"] = 0.05          # mean 0.03 against the pair's 0.02
+    assert "regret 0.0300, worse than the pair's 0.0200" in judge("toy", runs, Arms(learned, pair, ref, stop, det)).a.why
 
 
 # -- paired statistics against an independent computation ------------------------------

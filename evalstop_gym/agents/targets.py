@@ -63,9 +63,13 @@ class Verdict:
 
 
 def jct_verdict(gain, learned_preemptions: float, reference_preemptions: float, *,
+                learned_regret: float | None = None, pair_regret: float | None = None,
                 target_pct: float = TARGET_JCT_GAIN_PCT, alpha: float = ALPHA) -> Verdict:
     """Target (a) from the paired JCT reduction ``gain`` (:class:`~evalstop_gym.experiments.stats.PairedGain`,
-    positive when the learned arm is lower) and mean preemptions per episode."""
+    positive when the learned arm is lower), mean preemptions per episode and mean delivered-quality regret.
+
+    A lower JCT bought by stopping runs too early is not a scheduling gain: when both regrets are given, the
+    learned arm must deliver no worse quality on average (mean regret <= the pair's) for (a) to be met."""
     from evalstop_gym.experiments.tables import fmt_p
 
     if gain.gain_pct is None:
@@ -79,6 +83,8 @@ def jct_verdict(gain, learned_preemptions: float, reference_preemptions: float, 
     if learned_preemptions > reference_preemptions:
         missed.append(f"{learned_preemptions:.1f} preemptions per episode, more than SRTF-Est's "
                       f"{reference_preemptions:.1f}")
+    if learned_regret is not None and pair_regret is not None and learned_regret > pair_regret:
+        missed.append(f"delivered-quality regret {learned_regret:.4f}, worse than the pair's {pair_regret:.4f}")
     if missed:
         return Verdict(False, "; ".join(missed))
     return Verdict(True, f"average JCT {_lower(gain.gain_pct)} ({p}), {learned_preemptions:.1f} preemptions per "
@@ -328,7 +334,9 @@ def judge(setting: str, runs: Runs, arms: Arms) -> Judgement:
     if learned is not None:
         j.learned_jct, j.learned_preemptions = _mean(learned, "avg_jct_h"), _mean(learned, "preemptions")
         j.jct = paired_gain([m["avg_jct_h"] for m in pair], [m["avg_jct_h"] for m in learned])
-        j.a = jct_verdict(j.jct, j.learned_preemptions, j.reference_preemptions)
+        j.a = jct_verdict(j.jct, j.learned_preemptions, j.reference_preemptions,
+                          learned_regret=_mean(learned, "delivered_quality_regret"),
+                          pair_regret=_mean(pair, "delivered_quality_regret"))
     det = runs[arms.detector]
     j.detector_waste = _mean(det, "compute_waste_gpu_h")
     stop, j.b_note = _played(runs, arms.learned_stop, "learned stop-policy", "--stop-model")
