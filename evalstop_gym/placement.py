@@ -197,18 +197,12 @@ class FlatPool:
     def take(self, v) -> None:
         self.cap -= v.gpus
 
-    def holds(self, v) -> bool:
-        return v.gpus <= self.cap
-
-    keep = take
-
 
 class NodePool:
     """Tentative allocation on nodes: what the greedy allocator fills while it plans.
 
-    ``take`` places a waiting job by the placement policy and records where
-    (:attr:`placed`, handed to the simulator with the plan); ``keep`` keeps a
-    running job on its own nodes (if :meth:`holds`: they still have room).
+    ``take`` places a waiting job by the placement policy on the GPUs still
+    free and records where (:attr:`placed`, handed to the simulator with the plan).
     """
 
     __slots__ = ("placer", "nodes", "cap", "placed", "cluster", "prefer")
@@ -227,15 +221,44 @@ class NodePool:
         self.cap = self.nodes.cap()
         self.placed[v.job_id] = where
 
-    def holds(self, v) -> bool:
-        """Do running job ``v``'s own nodes still have its GPUs free?"""
-        free = self.nodes.free
-        for n, c in v.nodes:
-            if free[n] < c:
-                return False
-        return True
 
-    def keep(self, v) -> None:
-        """Keep running job ``v`` on its nodes (after :meth:`holds`)."""
-        self.nodes.use(v.nodes)
-        self.cap = self.nodes.cap()
+def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=None) -> tuple[dict, set]:
+    """Place a preemptive plan decided on the GPU count, without moving a running job.
+
+    ``nodes``: the cluster's node state now (not changed). ``starts``: waiting
+    jobs the plan starts, in key order; ``candidates``: running jobs it would
+    preempt, in key order; ``prefer(job)``: GPU type ranks (or None). Each
+    start, in turn, is placed by the policy on the GPUs free now (less those
+    taken by earlier starts) if it can be; otherwise on those plus the
+    candidates' GPUs, displacing candidates; otherwise it waits. Then every
+    candidate whose GPUs are all still there, in key order, keeps running.
+    Returns ``(placed, kept)``: job id -> placement of each placed start, and
+    the ids of the candidates that keep running.
+    """
+    free = nodes.copy()  # GPUs free now, less the starts'
+    room = nodes.copy()  # the same plus every candidate's GPUs not taken by a start
+    for v in candidates:
+        room.use(v.nodes, +1)
+    placed: dict[int, Placement] = {}
+    for v in starts:
+        pref = prefer(v) if prefer else None
+        where = placer.place(free.free, v.gpus, pref) if v.gpus <= free.cap() else None
+        if where is not None:
+            free.use(where)
+            room.use(where)
+        else:
+            where = placer.place(room.free, v.gpus, pref) if v.gpus <= room.cap() else None
+            if where is None:
+                continue  # not even on the candidates' GPUs: it waits
+            room.use(where)
+            # the start used the node's free GPUs first, then candidates': free never exceeds room
+            f, r = free.free, room.free
+            free.use(tuple((n, f[n] - r[n]) for n, _ in where if f[n] > r[n]))
+        placed[v.job_id] = where
+    kept = set()
+    r = room.free
+    for v in candidates:
+        if all(r[n] >= c for n, c in v.nodes):
+            room.use(v.nodes)
+            kept.add(v.job_id)
+    return placed, kept
