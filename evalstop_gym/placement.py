@@ -42,6 +42,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .cluster import ClusterSpec
+from .config import JOB_TYPES
 
 Placement = tuple  # ((node, gpus), ...) sorted by node
 
@@ -56,6 +57,10 @@ class Placer:
         self.strict = spec.placement == "consolidate"
         self.policy = spec.placement
         self._rates: dict[tuple, tuple] = {}  # (job type, placement) -> run_facts
+        # every run at speed 1, never spread (one GPU type at speed 1, consolidated placement only):
+        # work is then service, as on the flat pool
+        self.uniform_speed = self.strict and len(spec.gpu_types) == 1 and all(
+            spec.speed(spec.gpu_types[0], t) == 1 for t in JOB_TYPES)
 
     # -- fitting -----------------------------------------------------------------------
     def nodes(self, free: list[int]) -> "Nodes":
@@ -71,23 +76,35 @@ class Placer:
         """The largest demand that can be placed on nodes with ``free`` GPUs each."""
         return self.nodes(list(free)).cap()
 
-    def place(self, free: Sequence[int], gpus: int, prefer: dict[str, int] | None = None) -> Placement | None:
+    def place(self, free: Sequence[int], gpus: int, prefer: dict[str, int] | None = None,
+              counts: Sequence[int] | None = None) -> Placement | None:
         """Nodes for a job of ``gpus`` GPUs (``((node, count), ...)``), or None if it does not fit.
 
         ``prefer`` ranks GPU types (lower first): nodes of a better-ranked
-        type are chosen first, then the policy's own order decides.
+        type are chosen first, then the policy's own order decides. ``counts``:
+        the number of nodes at each free count (:class:`Nodes` keeps it), if known.
         """
         g = self.gpn
         if not prefer:  # the common cases, with the same choice as the general path below, faster
+            if counts is None:
+                counts = [0] * (g + 1)
+                for f in free:
+                    counts[f] += 1
             if gpus < g:  # one partly used node
-                fits = ((f if self.policy != "spread" else -f, n) for n, f in enumerate(free) if f >= gpus)
-                best = next(fits, None) if self.policy == "first-fit" else min(fits, default=None)
-                if best is not None:
-                    return ((best[1], gpus),)
-            elif gpus % g == 0:  # whole nodes: every policy orders equally free nodes by number
-                full = [n for n, f in enumerate(free) if f == g][:gpus // g]
-                if len(full) == gpus // g:
-                    return tuple((n, g) for n in full)
+                if self.policy == "first-fit":
+                    for n, f in enumerate(free):
+                        if f >= gpus:
+                            return ((n, gpus),)
+                else:  # best fit: the fewest free GPUs that hold the job; worst fit: the most
+                    for f in range(gpus, g + 1) if self.strict else range(g, gpus - 1, -1):
+                        if counts[f]:
+                            return ((free.index(f), gpus),)  # the lowest-numbered such node
+            elif gpus % g == 0 and counts[g] >= gpus // g:  # whole nodes, the lowest-numbered free ones
+                n, whole = -1, []
+                for _ in range(gpus // g):
+                    n = free.index(g, n + 1)
+                    whole.append((n, g))
+                return tuple(whole)
         rank = (lambda n: prefer.get(self.node_type[n], len(prefer))) if prefer else (lambda n: 0)
         if self.policy == "consolidate":
             order = lambda n: (rank(n), free[n], n)        # best fit  # noqa: E731
@@ -147,12 +164,13 @@ class Placer:
 
 class Nodes:
     """Free GPUs per node, with the number of nodes at each free count, so that
-    :meth:`cap` costs ``O(gpus_per_node)`` rather than ``O(nodes)``."""
+    :meth:`cap` costs ``O(gpus_per_node)`` rather than ``O(nodes)`` (and nothing
+    again until the next change)."""
 
-    __slots__ = ("free", "counts", "total", "gpn", "strict")
+    __slots__ = ("free", "counts", "total", "gpn", "strict", "_cap")
 
     def __init__(self, free: list[int], gpn: int, strict: bool, counts: list[int] | None = None,
-                 total: int | None = None):
+                 total: int | None = None, cap: int | None = None):
         self.free, self.gpn, self.strict = free, gpn, strict
         if counts is None:
             counts = [0] * (gpn + 1)
@@ -160,19 +178,22 @@ class Nodes:
                 counts[f] += 1
         self.counts = counts
         self.total = sum(free) if total is None else total
+        self._cap = cap  # None: not known since the last change
 
     def copy(self) -> "Nodes":
-        return Nodes(list(self.free), self.gpn, self.strict, list(self.counts), self.total)
+        return Nodes(list(self.free), self.gpn, self.strict, list(self.counts), self.total, self._cap)
 
     def cap(self) -> int:
         """The largest demand that can be placed (see the module docstring)."""
         if not self.strict:
             return self.total
-        counts, g = self.counts, self.gpn
-        f = g - 1
-        while f and not counts[f]:  # the fullest partly free node
-            f -= 1
-        return counts[g] * g + f
+        if self._cap is None:
+            counts, g = self.counts, self.gpn
+            f = g - 1
+            while f and not counts[f]:  # the fullest partly free node
+                f -= 1
+            self._cap = counts[g] * g + f
+        return self._cap
 
     def use(self, where: Placement, sign: int = -1) -> None:
         """Take (``sign=-1``) or give back (``+1``) the GPUs of ``where``."""
@@ -183,6 +204,7 @@ class Nodes:
             counts[f] -= 1
             counts[f + sign * c] += 1
             self.total += sign * c
+        self._cap = None
 
 
 class FlatPool:
@@ -216,7 +238,8 @@ class NodePool:
 
     def take(self, v) -> None:
         """Place waiting job ``v`` (it must fit: ``v.gpus <= cap``)."""
-        where = self.placer.place(self.nodes.free, v.gpus, self.prefer and self.prefer(v, self.cluster))
+        nodes = self.nodes
+        where = self.placer.place(nodes.free, v.gpus, self.prefer and self.prefer(v, self.cluster), nodes.counts)
         self.nodes.use(where)
         self.cap = self.nodes.cap()
         self.placed[v.job_id] = where
@@ -242,12 +265,12 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
     placed: dict[int, Placement] = {}
     for v in starts:
         pref = prefer(v) if prefer else None
-        where = placer.place(free.free, v.gpus, pref) if v.gpus <= free.cap() else None
+        where = placer.place(free.free, v.gpus, pref, free.counts) if v.gpus <= free.cap() else None
         if where is not None:
             free.use(where)
             room.use(where)
         else:
-            where = placer.place(room.free, v.gpus, pref) if v.gpus <= room.cap() else None
+            where = placer.place(room.free, v.gpus, pref, room.counts) if v.gpus <= room.cap() else None
             if where is None:
                 continue  # not even on the candidates' GPUs: it waits
             room.use(where)

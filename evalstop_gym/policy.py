@@ -202,19 +202,18 @@ class Scheduler(Policy):
         """
         queue = self._kept_queue(cluster)
         if not self.preemptive:
-            if not cluster.free_gpus:
+            e = queue.best(cluster.largest_fit()) if cluster.free_gpus else None
+            if e is None:  # nothing fits: no tentative state needed
                 return NO_CHANGE
             pool = cluster.pool(self.type_preference if self._ranks_types else None)
             taken = []
-            while pool.cap > 0:
-                e = queue.best(pool.cap)
-                if e is None:
-                    break
+            while e is not None:
                 queue.take(e)
                 taken.append(e)
                 pool.take(e[3])
+                e = queue.best(pool.cap) if pool.cap > 0 else None
             queue.put_back(taken)
-            return Plan((), [e[2] for e in taken], None, pool.placed) if taken else NO_CHANGE
+            return Plan((), [e[2] for e in taken], None, pool.placed)
         key = self.key
         # running jobs rank before waiting ones on equal keys, then in dict order
         running = [(key(v, cluster), i, v) for i, v in enumerate(cluster.running.values())]

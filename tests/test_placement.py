@@ -75,6 +75,17 @@ def test_spread_spills_over_the_emptiest_nodes_when_nothing_consolidated_fits():
     assert Placer(spec(placement="consolidate")).place([5, 5, 2, 0], 8) is None
 
 
+@pytest.mark.parametrize("placement", ["consolidate", "first-fit", "spread"])
+def test_the_fast_search_chooses_as_the_general_one(placement):
+    # a preference that ranks the only GPU type first changes no choice but takes the general path
+    p = Placer(spec(nodes=6, per=4, placement=placement))
+    rng = random.Random(7)
+    for _ in range(300):
+        free = [rng.randint(0, 4) for _ in range(6)]
+        for gpus in range(1, 25):
+            assert p.place(free, gpus) == p.place(free, gpus, {"gpu": 0}), (free, gpus)
+
+
 def test_type_preference_ranks_nodes_before_the_policy_does():
     s = two_types(4, 8)   # nodes 0-1 "new", 2-3 "old"
     p = Placer(s)
