@@ -77,12 +77,13 @@ class Placer:
         return self.nodes(list(free)).cap()
 
     def place(self, free: Sequence[int], gpus: int, prefer: dict[str, int] | None = None,
-              counts: Sequence[int] | None = None) -> Placement | None:
+              counts: Sequence[int] | None = None, spill: bool = True) -> Placement | None:
         """Nodes for a job of ``gpus`` GPUs (``((node, count), ...)``), or None if it does not fit.
 
         ``prefer`` ranks GPU types (lower first): nodes of a better-ranked
         type are chosen first, then the policy's own order decides. ``counts``:
         the number of nodes at each free count (:class:`Nodes` keeps it), if known.
+        ``spill=False``: consolidated placements only, under any policy.
         """
         g = self.gpn
         if not prefer:  # the common cases, with the same choice as the general path below, faster
@@ -129,7 +130,7 @@ class Placer:
             else:
                 taken = None
         if taken is None:  # no consolidated placement
-            if self.strict or sum(free) < gpus:
+            if self.strict or not spill or sum(free) < gpus:
                 return None
             taken, need = {}, gpus
             for n in sorted((n for n in nodes if free[n] > 0), key=order):
@@ -251,10 +252,12 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
     ``nodes``: the cluster's node state now (not changed). ``starts``: waiting
     jobs the plan starts, in key order; ``candidates``: running jobs it would
     preempt, in key order; ``prefer(job)``: GPU type ranks (or None). Each
-    start, in turn, is placed by the policy on the GPUs free now (less those
-    taken by earlier starts) if it can be; otherwise on those plus the
-    candidates' GPUs, displacing candidates; otherwise it waits. Then every
-    candidate whose GPUs are all still there, in key order, keeps running.
+    start, in turn, is placed by the policy consolidated on the GPUs free now
+    (less those taken by earlier starts) if it can be; otherwise consolidated
+    on those plus the candidates' GPUs, displacing candidates; otherwise
+    (``first-fit``, ``spread``) spread, likewise in that order; otherwise it
+    waits. Then every candidate whose GPUs are all still there, in key order,
+    keeps running.
     Returns ``(placed, kept)``: job id -> placement of each placed start, and
     the ids of the candidates that keep running.
     """
@@ -262,19 +265,22 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
     room = nodes.copy()  # the same plus every candidate's GPUs not taken by a start
     for v in candidates:
         room.use(v.nodes, +1)
+    # consolidated on free GPUs, then on candidates' too; only then (first-fit, spread) spread likewise
+    tries = ((free, False), (room, False)) if placer.strict else ((free, False), (room, False), (free, True), (room, True))
     placed: dict[int, Placement] = {}
     for v in starts:
         pref = prefer(v) if prefer else None
-        where = placer.place(free.free, v.gpus, pref, free.counts) if v.gpus <= free.cap() else None
-        if where is not None:
-            free.use(where)
-            room.use(where)
+        for state, spill in tries:
+            if v.gpus <= state.cap():
+                where = placer.place(state.free, v.gpus, pref, state.counts, spill)
+                if where is not None:
+                    break
         else:
-            where = placer.place(room.free, v.gpus, pref, room.counts) if v.gpus <= room.cap() else None
-            if where is None:
-                continue  # not even on the candidates' GPUs: it waits
-            room.use(where)
-            # the start used the node's free GPUs first, then candidates': free never exceeds room
+            continue  # not even on the candidates' GPUs: it waits
+        room.use(where)
+        if state is free:
+            free.use(where)
+        else:  # the start used the node's free GPUs first, then candidates': free never exceeds room
             f, r = free.free, room.free
             free.use(tuple((n, f[n] - r[n]) for n, _ in where if f[n] > r[n]))
         placed[v.job_id] = where

@@ -195,7 +195,7 @@ def test_per_type_utilization_and_the_heterogeneity_aware_baseline():
 
 
 # -- preemptive plans on nodes: decided on the GPU count, placed without moving running jobs ------
-def preemptive_plan(per_node, nodes, running, waiting):
+def preemptive_plan(per_node, nodes, running, waiting, placement="consolidate"):
     """SRTF-Est's plan once ``running`` jobs run where given and ``waiting`` jobs have arrived.
 
     ``running``: ``(gpus, est_h, where)``, started at t=0 on ``where``; ``waiting``:
@@ -203,7 +203,8 @@ def preemptive_plan(per_node, nodes, running, waiting):
     """
     jobs = [dict(submit_h=0.0, gpus=g, length_h=100.0, est_length_h=e) for g, e, _ in running]
     jobs += [dict(submit_h=0.5, gpus=g, length_h=100.0, est_length_h=e) for g, e in waiting]
-    sim = Simulator(workload_from_jobs(jobs, total_gpus=nodes * per_node, cluster=spec(nodes=nodes, per=per_node)))
+    s = spec(nodes=nodes, per=per_node, placement=placement)
+    sim = Simulator(workload_from_jobs(jobs, total_gpus=nodes * per_node, cluster=s))
     assert sim.advance() != DONE
     for j, (_, _, where) in enumerate(running):
         sim.start(j, where)
@@ -247,6 +248,16 @@ def test_starts_are_placed_in_key_order():
     # X would have taken node 0's tightest spot and Z found no node with 3 free.)
     assert preemptive_plan(4, 2, [(1, 0.5, ((0, 1),))], [(1, 9.0), (3, 2.0), (3, 3.0)]) == (
         [], [1, 2, 3], {1: ((1, 1),), 2: ((0, 3),), 3: ((1, 3),)})
+
+
+def test_a_start_is_consolidated_on_a_candidates_gpus_before_it_is_spread():
+    # first fit, 3 nodes x 4. A (1 GPU, est 5 h) on node 0, B (1, est 5.5 h) on node 1, C (4, est 9 h) on
+    # node 2; 3 + 3 GPUs free. W1 (4 GPUs, est 1 h) and W2 (3, est 2 h) arrive. On the count (12): W1 4,
+    # W2 3, A 1, B 1 keep 9; C (4) is the candidate. W1 has no node with 4 free GPUs, but node 2 has
+    # with C's: it goes there rather than spread over nodes 0 and 1; W2 then takes node 0's 3 free GPUs.
+    running = [(1, 5.0, ((0, 1),)), (1, 5.5, ((1, 1),)), (4, 9.0, ((2, 4),))]
+    assert preemptive_plan(4, 3, running, [(4, 1.0), (3, 2.0)], "first-fit") == (
+        [2], [3, 4], {3: ((2, 4),), 4: ((0, 3),)})
 
 
 def test_fifo_on_nodes_lets_small_jobs_pass_a_job_that_cannot_be_consolidated():
