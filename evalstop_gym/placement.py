@@ -261,29 +261,43 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
     Returns ``(placed, kept)``: job id -> placement of each placed start, and
     the ids of the candidates that keep running.
     """
-    free = nodes.copy()  # GPUs free now, less the starts'
-    room = nodes.copy()  # the same plus every candidate's GPUs not taken by a start
-    for v in candidates:
-        room.use(v.nodes, +1)
-    # consolidated on free GPUs, then on candidates' too; only then (first-fit, spread) spread likewise
-    tries = ((free, False), (room, False)) if placer.strict else ((free, False), (room, False), (free, True), (room, True))
+    free = nodes         # GPUs free now, less the starts' (copied before its first change)
+    room = None          # the same plus the candidates' GPUs not taken by a start (made when needed)
+    spills = (False,) if placer.strict else (False, True)  # consolidated first; spread only then
     placed: dict[int, Placement] = {}
-    for v in starts:
+    last = len(starts) - 1
+    for i, v in enumerate(starts):
         pref = prefer(v) if prefer else None
-        for state, spill in tries:
-            if v.gpus <= state.cap():
-                where = placer.place(state.free, v.gpus, pref, state.counts, spill)
+        for spill in spills:
+            where = placer.place(free.free, v.gpus, pref, free.counts, spill) if v.gpus <= free.cap() else None
+            if where is not None:
+                on_free = True
+                break
+            if candidates:
+                if room is None:
+                    room = free.copy()
+                    for c in candidates:
+                        room.use(c.nodes, +1)
+                where = placer.place(room.free, v.gpus, pref, room.counts, spill) if v.gpus <= room.cap() else None
                 if where is not None:
+                    on_free = False
                     break
         else:
             continue  # not even on the candidates' GPUs: it waits
-        room.use(where)
-        if state is free:
+        placed[v.job_id] = where
+        if i == last and room is None:
+            break  # nothing reads the state after the last start, and no candidate was displaced
+        if free is nodes:
+            free = nodes.copy()
+        if room is not None:
+            room.use(where)
+        if on_free:
             free.use(where)
         else:  # the start used the node's free GPUs first, then candidates': free never exceeds room
             f, r = free.free, room.free
             free.use(tuple((n, f[n] - r[n]) for n, _ in where if f[n] > r[n]))
-        placed[v.job_id] = where
+    if room is None:  # no start went onto a candidate's GPUs: every candidate keeps running
+        return placed, {c.job_id for c in candidates}
     kept = set()
     r = room.free
     for v in candidates:

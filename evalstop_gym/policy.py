@@ -186,8 +186,12 @@ class Scheduler(Policy):
         key = self.key
         waiting, running = cluster.waiting, cluster.running
         # stable sorts: equal keys keep queue order (starts) and start order (candidates)
-        starts = sorted((waiting[j] for j in plan.start), key=lambda v: key(v, cluster))
-        candidates = sorted((running[j] for j in plan.preempt), key=lambda v: key(v, cluster))
+        starts = [waiting[j] for j in plan.start]
+        candidates = [running[j] for j in plan.preempt]
+        if len(starts) > 1:
+            starts.sort(key=lambda v: key(v, cluster))
+        if len(candidates) > 1:
+            candidates.sort(key=lambda v: key(v, cluster))
         placed, kept = cluster.place_preemptive(starts, candidates,
                                                 self.type_preference if self._ranks_types else None)
         if not placed and len(kept) == len(candidates):
