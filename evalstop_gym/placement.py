@@ -163,6 +163,17 @@ class Placer:
         return len(where) > -(-sum(c for _, c in where) // self.gpn)
 
 
+def consolidated_cap(counts: Sequence[int], gpn: int) -> int:
+    """The largest consolidated demand: whole free nodes plus the fullest partly free node's GPUs.
+
+    ``counts[f]``: how many nodes have ``f`` free GPUs (``0 <= f <= gpn``).
+    """
+    f = gpn - 1
+    while f and not counts[f]:
+        f -= 1
+    return counts[gpn] * gpn + f
+
+
 class Nodes:
     """Free GPUs per node, with the number of nodes at each free count, so that
     :meth:`cap` costs ``O(gpus_per_node)`` rather than ``O(nodes)`` (and nothing
@@ -189,11 +200,7 @@ class Nodes:
         if not self.strict:
             return self.total
         if self._cap is None:
-            counts, g = self.counts, self.gpn
-            f = g - 1
-            while f and not counts[f]:  # the fullest partly free node
-                f -= 1
-            self._cap = counts[g] * g + f
+            self._cap = consolidated_cap(self.counts, self.gpn)
         return self._cap
 
     def use(self, where: Placement, sign: int = -1) -> None:
@@ -219,6 +226,40 @@ class FlatPool:
 
     def take(self, v) -> None:
         self.cap -= v.gpus
+
+
+class BestFitPool:
+    """Tentative allocation under ``consolidate`` with no GPU type preference: node counts alone.
+
+    Best fit with ties to the lowest-numbered node changes only how many nodes
+    have each free count (a job of ``r < gpus_per_node`` GPUs moves one node
+    from the smallest free count ``f >= r`` to ``f - r``; whole nodes move
+    from full to empty), and capacity depends on nothing else. So the plan
+    need not name nodes (:attr:`placed` is None): the simulator, starting
+    the jobs in plan order on the same state, chooses the nodes
+    :class:`NodePool` would have chosen, once (tested).
+    """
+
+    __slots__ = ("counts", "gpn", "cap")
+    placed = None
+
+    def __init__(self, nodes: Nodes):
+        self.counts, self.gpn, self.cap = list(nodes.counts), nodes.gpn, nodes.cap()
+
+    def take(self, v) -> None:
+        """Place waiting job ``v`` (it must fit: ``v.gpus <= cap``)."""
+        counts, g = self.counts, self.gpn
+        whole, rem = divmod(v.gpus, g)
+        if whole:
+            counts[g] -= whole
+            counts[0] += whole
+        if rem:
+            f = rem
+            while not counts[f]:  # the tightest node that holds the remainder
+                f += 1
+            counts[f] -= 1
+            counts[f - rem] += 1
+        self.cap = consolidated_cap(counts, g)
 
 
 class NodePool:

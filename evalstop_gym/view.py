@@ -11,7 +11,7 @@ its own picture, never the simulation.
 
 from __future__ import annotations
 
-from .placement import FlatPool, NodePool, place_preemptive
+from .placement import BestFitPool, FlatPool, NodePool, place_preemptive
 from .timebase import TICKS_PER_HOUR
 
 WAITING, RUNNING, COMPLETED, STOPPED = "waiting", "running", "completed", "stopped"
@@ -168,6 +168,8 @@ class ClusterView:
             pool = self._flat  # one reusable pool: plans are made one at a time
             pool.cap = self.free_gpus
             return pool
+        if prefer is None and self._placer.strict:
+            return BestFitPool(self._nodes)
         return NodePool(self._placer, self._nodes.copy(), self, prefer)
 
     def place_preemptive(self, starts, candidates, prefer=None) -> tuple[dict, set]:

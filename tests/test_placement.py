@@ -86,6 +86,30 @@ def test_the_fast_search_chooses_as_the_general_one(placement):
             assert p.place(free, gpus) == p.place(free, gpus, {"gpu": 0}), (free, gpus)
 
 
+def test_best_fit_on_node_counts_follows_the_placements_it_stands_for():
+    # the allocator plans consolidate on node counts alone; placing each job for real must pass through
+    # the same counts and capacities
+    from evalstop_gym.placement import BestFitPool, NodePool, Nodes
+
+    class Job:
+        def __init__(self, i, gpus):
+            self.job_id, self.gpus = i, gpus
+
+    p = Placer(spec(nodes=6, per=4))
+    rng = random.Random(3)
+    for _ in range(200):
+        nodes = Nodes([rng.randint(0, 4) for _ in range(6)], 4, True)
+        counts, real = BestFitPool(nodes), NodePool(p, nodes.copy())
+        assert counts.cap == real.cap
+        for i in range(8):
+            if counts.cap == 0:
+                break
+            job = Job(i, rng.randint(1, counts.cap))
+            counts.take(job)
+            real.take(job)
+            assert (counts.counts, counts.cap) == (real.nodes.counts, real.cap)
+
+
 def test_type_preference_ranks_nodes_before_the_policy_does():
     s = two_types(4, 8)   # nodes 0-1 "new", 2-3 "old"
     p = Placer(s)
