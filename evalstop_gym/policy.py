@@ -179,9 +179,11 @@ class Scheduler(Policy):
         ``plan`` preempts the running jobs outside the keep set (candidates)
         and starts the waiting jobs inside it. Kept running jobs stay where
         they are; jobs to start are placed, in key order, on GPUs free now if
-        they can be, otherwise on those plus the candidates' GPUs; a job that
-        cannot be placed either way waits. A candidate whose GPUs no started
-        job took keeps running (:func:`evalstop_gym.placement.place_preemptive`).
+        they can be, otherwise on those plus the candidates' GPUs (a
+        consolidated placement before a spread one); a job that cannot be
+        placed waits. A candidate whose GPUs no started job took keeps
+        running (:func:`evalstop_gym.placement.place_preemptive`,
+        ``docs/cluster.md``).
         """
         key = self.key
         waiting, running = cluster.waiting, cluster.running
