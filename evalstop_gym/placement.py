@@ -287,12 +287,13 @@ class NodePool:
         self.placed[v.job_id] = where
 
 
-def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=None) -> tuple[dict, set]:
+def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=None, rank=None) -> tuple[dict, set]:
     """Place a preemptive plan decided on the GPU count, without moving a running job.
 
     ``nodes``: the cluster's node state now (not changed). ``starts``: waiting
     jobs the plan starts, in key order; ``candidates``: running jobs it would
-    preempt, in key order; ``prefer(job)``: GPU type ranks (or None). Each
+    preempt, in start order; ``rank(job)``: their key (sorted by it, stably,
+    only where it matters); ``prefer(job)``: GPU type ranks (or None). Each
     start, in turn, is placed by the policy consolidated on the GPUs free now
     (less those taken by earlier starts) if it can be; otherwise consolidated
     on those plus the candidates' GPUs, displacing candidates; otherwise
@@ -306,6 +307,7 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
     room = None          # the same plus the candidates' GPUs not taken by a start (made when needed)
     spills = (False,) if placer.strict else (False, True)  # consolidated first; spread only then
     placed: dict[int, Placement] = {}
+    displaced = False    # a start took some candidate's GPUs
     last = len(starts) - 1
     for i, v in enumerate(starts):
         pref = prefer(v) if prefer else None
@@ -317,8 +319,11 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
             if candidates:
                 if room is None:
                     room = free.copy()
+                    held: dict[int, int] = {}  # the candidates' GPUs per node, given back at once
                     for c in candidates:
-                        room.use(c.nodes, +1)
+                        for n, g in c.nodes:
+                            held[n] = held.get(n, 0) + g
+                    room.use(tuple(held.items()), +1)
                 where = placer.place(room.free, v.gpus, pref, room.counts, spill) if v.gpus <= room.cap() else None
                 if where is not None:
                     on_free = False
@@ -335,13 +340,14 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
         if on_free:
             free.use(where)
         else:  # the start used the node's free GPUs first, then candidates': free never exceeds room
+            displaced = True
             f, r = free.free, room.free
             free.use(tuple((n, f[n] - r[n]) for n, _ in where if f[n] > r[n]))
-    if room is None:  # no start went onto a candidate's GPUs: every candidate keeps running
+    if not displaced:  # no start went onto a candidate's GPUs: every candidate keeps running
         return placed, {c.job_id for c in candidates}
     kept = set()
     r = room.free
-    for v in candidates:
+    for v in (sorted(candidates, key=rank) if rank else candidates):
         if all(r[n] >= c for n, c in v.nodes):
             room.use(v.nodes)
             kept.add(v.job_id)

@@ -189,13 +189,11 @@ class Scheduler(Policy):
         waiting, running = cluster.waiting, cluster.running
         # stable sorts: equal keys keep queue order (starts) and start order (candidates)
         starts = [waiting[j] for j in plan.start]
-        candidates = [running[j] for j in plan.preempt]
         if len(starts) > 1:
             starts.sort(key=lambda v: key(v, cluster))
-        if len(candidates) > 1:
-            candidates.sort(key=lambda v: key(v, cluster))
-        placed, kept = cluster.place_preemptive(starts, candidates,
-                                                self.type_preference if self._ranks_types else None)
+        candidates = [running[j] for j in plan.preempt]
+        prefer = self.type_preference if self._ranks_types else None
+        placed, kept = cluster.place_preemptive(starts, candidates, prefer, lambda v: key(v, cluster))
         if not placed and len(kept) == len(candidates):
             return NO_CHANGE
         return Plan([j for j in plan.preempt if j not in kept], [j for j in plan.start if j in placed], None, placed)

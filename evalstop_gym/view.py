@@ -172,7 +172,7 @@ class ClusterView:
             return BestFitPool(self._nodes)
         return NodePool(self._placer, self._nodes.copy(), self, prefer)
 
-    def place_preemptive(self, starts, candidates, prefer=None) -> tuple[dict, set]:
+    def place_preemptive(self, starts, candidates, prefer=None, rank=None) -> tuple[dict, set]:
         """On nodes: place a preemptive plan's ``starts`` without moving running jobs.
 
         Returns ``(placed, kept)``: where each placed start goes, and the ids of
@@ -180,7 +180,7 @@ class ClusterView:
         running; see :func:`evalstop_gym.placement.place_preemptive`.
         """
         return place_preemptive(self._placer, self._nodes, starts, candidates,
-                                prefer and (lambda v: prefer(v, self)))
+                                prefer and (lambda v: prefer(v, self)), rank)
 
     @property
     def used_gpus(self) -> int:
