@@ -42,6 +42,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .cluster import ClusterSpec
+from .config import JOB_TYPES
 
 Placement = tuple  # ((node, gpus), ...) sorted by node
 
@@ -56,6 +57,10 @@ class Placer:
         self.strict = spec.placement == "consolidate"
         self.policy = spec.placement
         self._rates: dict[tuple, tuple] = {}  # (job type, placement) -> run_facts
+        # every run at speed 1, never spread (one GPU type at speed 1, consolidated placement only):
+        # work is then service, as on the flat pool
+        self.uniform_speed = self.strict and len(spec.gpu_types) == 1 and all(
+            spec.speed(spec.gpu_types[0], t) == 1 for t in JOB_TYPES)
 
     # -- fitting -----------------------------------------------------------------------
     def nodes(self, free: list[int]) -> "Nodes":
@@ -71,23 +76,36 @@ class Placer:
         """The largest demand that can be placed on nodes with ``free`` GPUs each."""
         return self.nodes(list(free)).cap()
 
-    def place(self, free: Sequence[int], gpus: int, prefer: dict[str, int] | None = None) -> Placement | None:
+    def place(self, free: Sequence[int], gpus: int, prefer: dict[str, int] | None = None,
+              counts: Sequence[int] | None = None, spill: bool = True) -> Placement | None:
         """Nodes for a job of ``gpus`` GPUs (``((node, count), ...)``), or None if it does not fit.
 
         ``prefer`` ranks GPU types (lower first): nodes of a better-ranked
-        type are chosen first, then the policy's own order decides.
+        type are chosen first, then the policy's own order decides. ``counts``:
+        the number of nodes at each free count (:class:`Nodes` keeps it), if known.
+        ``spill=False``: consolidated placements only, under any policy.
         """
         g = self.gpn
         if not prefer:  # the common cases, with the same choice as the general path below, faster
+            if counts is None:
+                counts = [0] * (g + 1)
+                for f in free:
+                    counts[f] += 1
             if gpus < g:  # one partly used node
-                fits = ((f if self.policy != "spread" else -f, n) for n, f in enumerate(free) if f >= gpus)
-                best = next(fits, None) if self.policy == "first-fit" else min(fits, default=None)
-                if best is not None:
-                    return ((best[1], gpus),)
-            elif gpus % g == 0:  # whole nodes: every policy orders equally free nodes by number
-                full = [n for n, f in enumerate(free) if f == g][:gpus // g]
-                if len(full) == gpus // g:
-                    return tuple((n, g) for n in full)
+                if self.policy == "first-fit":
+                    for n, f in enumerate(free):
+                        if f >= gpus:
+                            return ((n, gpus),)
+                else:  # best fit: the fewest free GPUs that hold the job; worst fit: the most
+                    for f in range(gpus, g + 1) if self.strict else range(g, gpus - 1, -1):
+                        if counts[f]:
+                            return ((free.index(f), gpus),)  # the lowest-numbered such node
+            elif gpus % g == 0 and counts[g] >= gpus // g:  # whole nodes, the lowest-numbered free ones
+                n, whole = -1, []
+                for _ in range(gpus // g):
+                    n = free.index(g, n + 1)
+                    whole.append((n, g))
+                return tuple(whole)
         rank = (lambda n: prefer.get(self.node_type[n], len(prefer))) if prefer else (lambda n: 0)
         if self.policy == "consolidate":
             order = lambda n: (rank(n), free[n], n)        # best fit  # noqa: E731
@@ -112,7 +130,7 @@ class Placer:
             else:
                 taken = None
         if taken is None:  # no consolidated placement
-            if self.strict or sum(free) < gpus:
+            if self.strict or not spill or sum(free) < gpus:
                 return None
             taken, need = {}, gpus
             for n in sorted((n for n in nodes if free[n] > 0), key=order):
@@ -145,14 +163,26 @@ class Placer:
         return len(where) > -(-sum(c for _, c in where) // self.gpn)
 
 
+def consolidated_cap(counts: Sequence[int], gpn: int) -> int:
+    """The largest consolidated demand: whole free nodes plus the fullest partly free node's GPUs.
+
+    ``counts[f]``: how many nodes have ``f`` free GPUs (``0 <= f <= gpn``).
+    """
+    f = gpn - 1
+    while f and not counts[f]:
+        f -= 1
+    return counts[gpn] * gpn + f
+
+
 class Nodes:
     """Free GPUs per node, with the number of nodes at each free count, so that
-    :meth:`cap` costs ``O(gpus_per_node)`` rather than ``O(nodes)``."""
+    :meth:`cap` costs ``O(gpus_per_node)`` rather than ``O(nodes)`` (and nothing
+    again until the next change)."""
 
-    __slots__ = ("free", "counts", "total", "gpn", "strict")
+    __slots__ = ("free", "counts", "total", "gpn", "strict", "_cap")
 
     def __init__(self, free: list[int], gpn: int, strict: bool, counts: list[int] | None = None,
-                 total: int | None = None):
+                 total: int | None = None, cap: int | None = None):
         self.free, self.gpn, self.strict = free, gpn, strict
         if counts is None:
             counts = [0] * (gpn + 1)
@@ -160,19 +190,18 @@ class Nodes:
                 counts[f] += 1
         self.counts = counts
         self.total = sum(free) if total is None else total
+        self._cap = cap  # None: not known since the last change
 
     def copy(self) -> "Nodes":
-        return Nodes(list(self.free), self.gpn, self.strict, list(self.counts), self.total)
+        return Nodes(list(self.free), self.gpn, self.strict, list(self.counts), self.total, self._cap)
 
     def cap(self) -> int:
         """The largest demand that can be placed (see the module docstring)."""
         if not self.strict:
             return self.total
-        counts, g = self.counts, self.gpn
-        f = g - 1
-        while f and not counts[f]:  # the fullest partly free node
-            f -= 1
-        return counts[g] * g + f
+        if self._cap is None:
+            self._cap = consolidated_cap(self.counts, self.gpn)
+        return self._cap
 
     def use(self, where: Placement, sign: int = -1) -> None:
         """Take (``sign=-1``) or give back (``+1``) the GPUs of ``where``."""
@@ -183,6 +212,7 @@ class Nodes:
             counts[f] -= 1
             counts[f + sign * c] += 1
             self.total += sign * c
+        self._cap = None
 
 
 class FlatPool:
@@ -197,18 +227,46 @@ class FlatPool:
     def take(self, v) -> None:
         self.cap -= v.gpus
 
-    def holds(self, v) -> bool:
-        return v.gpus <= self.cap
 
-    keep = take
+class BestFitPool:
+    """Tentative allocation under ``consolidate`` with no GPU type preference: node counts alone.
+
+    Best fit with ties to the lowest-numbered node changes only how many nodes
+    have each free count (a job of ``r < gpus_per_node`` GPUs moves one node
+    from the smallest free count ``f >= r`` to ``f - r``; whole nodes move
+    from full to empty), and capacity depends on nothing else. So the plan
+    need not name nodes (:attr:`placed` is None): the simulator, starting
+    the jobs in plan order on the same state, chooses the nodes
+    :class:`NodePool` would have chosen, once (tested).
+    """
+
+    __slots__ = ("counts", "gpn", "cap")
+    placed = None
+
+    def __init__(self, nodes: Nodes):
+        self.counts, self.gpn, self.cap = list(nodes.counts), nodes.gpn, nodes.cap()
+
+    def take(self, v) -> None:
+        """Place waiting job ``v`` (it must fit: ``v.gpus <= cap``)."""
+        counts, g = self.counts, self.gpn
+        whole, rem = divmod(v.gpus, g)
+        if whole:
+            counts[g] -= whole
+            counts[0] += whole
+        if rem:
+            f = rem
+            while not counts[f]:  # the tightest node that holds the remainder
+                f += 1
+            counts[f] -= 1
+            counts[f - rem] += 1
+        self.cap = consolidated_cap(counts, g)
 
 
 class NodePool:
     """Tentative allocation on nodes: what the greedy allocator fills while it plans.
 
-    ``take`` places a waiting job by the placement policy and records where
-    (:attr:`placed`, handed to the simulator with the plan); ``keep`` keeps a
-    running job on its own nodes (if :meth:`holds`: they still have room).
+    ``take`` places a waiting job by the placement policy on the GPUs still
+    free and records where (:attr:`placed`, handed to the simulator with the plan).
     """
 
     __slots__ = ("placer", "nodes", "cap", "placed", "cluster", "prefer")
@@ -222,20 +280,75 @@ class NodePool:
 
     def take(self, v) -> None:
         """Place waiting job ``v`` (it must fit: ``v.gpus <= cap``)."""
-        where = self.placer.place(self.nodes.free, v.gpus, self.prefer and self.prefer(v, self.cluster))
+        nodes = self.nodes
+        where = self.placer.place(nodes.free, v.gpus, self.prefer and self.prefer(v, self.cluster), nodes.counts)
         self.nodes.use(where)
         self.cap = self.nodes.cap()
         self.placed[v.job_id] = where
 
-    def holds(self, v) -> bool:
-        """Do running job ``v``'s own nodes still have its GPUs free?"""
-        free = self.nodes.free
-        for n, c in v.nodes:
-            if free[n] < c:
-                return False
-        return True
 
-    def keep(self, v) -> None:
-        """Keep running job ``v`` on its nodes (after :meth:`holds`)."""
-        self.nodes.use(v.nodes)
-        self.cap = self.nodes.cap()
+def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=None, rank=None) -> tuple[dict, set]:
+    """Place a preemptive plan decided on the GPU count, without moving a running job.
+
+    ``nodes``: the cluster's node state now (not changed). ``starts``: waiting
+    jobs the plan starts, in key order; ``candidates``: running jobs it would
+    preempt, in start order; ``rank(job)``: their key (sorted by it, stably,
+    only where it matters); ``prefer(job)``: GPU type ranks (or None). Each
+    start, in turn, is placed by the policy consolidated on the GPUs free now
+    (less those taken by earlier starts) if it can be; otherwise consolidated
+    on those plus the candidates' GPUs, displacing candidates; otherwise
+    (``first-fit``, ``spread``) spread, likewise in that order; otherwise it
+    waits. Then every candidate whose GPUs are all still there, in key order,
+    keeps running.
+    Returns ``(placed, kept)``: job id -> placement of each placed start, and
+    the ids of the candidates that keep running.
+    """
+    free = nodes         # GPUs free now, less the starts' (copied before its first change)
+    room = None          # the same plus the candidates' GPUs not taken by a start (made when needed)
+    spills = (False,) if placer.strict else (False, True)  # consolidated first; spread only then
+    placed: dict[int, Placement] = {}
+    displaced = False    # a start took some candidate's GPUs
+    last = len(starts) - 1
+    for i, v in enumerate(starts):
+        pref = prefer(v) if prefer else None
+        for spill in spills:
+            where = placer.place(free.free, v.gpus, pref, free.counts, spill) if v.gpus <= free.cap() else None
+            if where is not None:
+                on_free = True
+                break
+            if candidates:
+                if room is None:
+                    room = free.copy()
+                    held: dict[int, int] = {}  # the candidates' GPUs per node, given back at once
+                    for c in candidates:
+                        for n, g in c.nodes:
+                            held[n] = held.get(n, 0) + g
+                    room.use(tuple(held.items()), +1)
+                where = placer.place(room.free, v.gpus, pref, room.counts, spill) if v.gpus <= room.cap() else None
+                if where is not None:
+                    on_free = False
+                    break
+        else:
+            continue  # not even on the candidates' GPUs: it waits
+        placed[v.job_id] = where
+        if i == last and room is None:
+            break  # nothing reads the state after the last start, and no candidate was displaced
+        if free is nodes:
+            free = nodes.copy()
+        if room is not None:
+            room.use(where)
+        if on_free:
+            free.use(where)
+        else:  # the start used the node's free GPUs first, then candidates': free never exceeds room
+            displaced = True
+            f, r = free.free, room.free
+            free.use(tuple((n, f[n] - r[n]) for n, _ in where if f[n] > r[n]))
+    if not displaced:  # no start went onto a candidate's GPUs: every candidate keeps running
+        return placed, {c.job_id for c in candidates}
+    kept = set()
+    r = room.free
+    for v in (sorted(candidates, key=rank) if rank else candidates):
+        if all(r[n] >= c for n, c in v.nodes):
+            room.use(v.nodes)
+            kept.add(v.job_id)
+    return placed, kept

@@ -58,14 +58,17 @@ class Scheduler(Policy):
 
     Non-preemptive schedulers start waiting jobs in key order, skipping any job
     that does not fit in the free GPUs (first-fit). Preemptive ones rank every
-    active job, keep the best set that fits, preempt running jobs outside it
-    and start waiting jobs inside it. Ties keep running jobs first, then
-    waiting jobs in the order they started waiting.
+    active job, keep the best set that fits in the cluster's GPU count
+    (first-fit), preempt running jobs outside it and start waiting jobs inside
+    it. Ties keep running jobs first, then waiting jobs in the order they
+    started waiting.
 
-    "Fits" is the cluster's: on the flat pool, enough free GPUs; on nodes,
-    a placement under the cluster's placement policy (``ClusterView.pool``,
-    :mod:`evalstop_gym.placement`), where a running job is kept only on its
-    own nodes. A scheduler may rank GPU types per job (:meth:`type_preference`).
+    On nodes, "fits" for a non-preemptive scheduler is a placement under the
+    cluster's placement policy on the free GPUs (``ClusterView.pool``,
+    :mod:`evalstop_gym.placement`). A preemptive scheduler decides its keep
+    set on the GPU count as above, then places it without moving running jobs
+    (:meth:`_place_on_nodes`). A scheduler may rank GPU types per job
+    (:meth:`type_preference`).
     """
 
     preemptive = False
@@ -135,39 +138,65 @@ class Scheduler(Policy):
 
     def allocate(self, cluster: ClusterView) -> Plan:
         """The greedy allocation in ``key`` order (see the class docstring)."""
-        if self._kept_running and cluster.node_free is None:  # counts GPUs: the flat pool's shortcut
-            return self._allocate_from_kept_orders(cluster)
+        if self.preemptive:  # the keep set on the GPU count, by the fastest path the key allows
+            plan = (self._allocate_from_kept_orders(cluster) if self._kept_running
+                    else self._allocate_from_queue(cluster) if self.static_key
+                    else self._allocate_sorted(cluster))
+            if cluster.node_free is None or plan is NO_CHANGE:
+                return plan
+            return self._place_on_nodes(cluster, plan)
         if self.static_key:
             return self._allocate_from_queue(cluster)
+        if cluster.free_gpus == 0 or not cluster.waiting:
+            return NO_CHANGE
         key = self.key
-        if not self.preemptive:
-            if cluster.free_gpus == 0 or not cluster.waiting:
-                return NO_CHANGE
-            pool = cluster.pool(self.type_preference if self._ranks_types else None)
-            start = []
-            for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
-                if v.gpus <= pool.cap:
-                    start.append(v.job_id)
-                    pool.take(v)
-                    if pool.cap == 0:
-                        break
-            return Plan((), start, None, pool.placed)
-        pool = cluster.pool(self.type_preference if self._ranks_types else None, empty=True)
-        keep = set()
-        active = [*cluster.running.values(), *cluster.waiting.values()]
-        running = cluster.running
-        for v in sorted(active, key=lambda v: key(v, cluster)):
-            if v.job_id in running:
-                if pool.holds(v):
-                    keep.add(v.job_id)
-                    pool.keep(v)
-            elif v.gpus <= pool.cap:
-                keep.add(v.job_id)
+        pool = cluster.pool(self.type_preference if self._ranks_types else None)
+        start = []
+        for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
+            if v.gpus <= pool.cap:
+                start.append(v.job_id)
                 pool.take(v)
-            if pool.cap == 0:
-                break
-        return Plan([j for j in cluster.running if j not in keep],
-                    [j for j in cluster.waiting if j in keep], None, pool.placed)
+                if pool.cap == 0:
+                    break
+        return Plan((), start, None, pool.placed)
+
+    def _allocate_sorted(self, cluster: ClusterView) -> Plan:
+        """Preemptive: every active job keyed and sorted, kept first-fit on the GPU count."""
+        key = self.key
+        cap, keep = cluster.total_gpus, set()
+        active = [*cluster.running.values(), *cluster.waiting.values()]
+        for v in sorted(active, key=lambda v: key(v, cluster)):
+            if v.gpus <= cap:
+                keep.add(v.job_id)
+                cap -= v.gpus
+                if cap == 0:
+                    break
+        return Plan([j for j in cluster.running if j not in keep], [j for j in cluster.waiting if j in keep])
+
+    def _place_on_nodes(self, cluster: ClusterView, plan: Plan) -> Plan:
+        """A preemptive plan decided on the GPU count, placed on nodes without moving a running job.
+
+        ``plan`` preempts the running jobs outside the keep set (candidates)
+        and starts the waiting jobs inside it. Kept running jobs stay where
+        they are; jobs to start are placed, in key order, on GPUs free now if
+        they can be, otherwise on those plus the candidates' GPUs (a
+        consolidated placement before a spread one); a job that cannot be
+        placed waits. A candidate whose GPUs no started job took keeps
+        running (:func:`evalstop_gym.placement.place_preemptive`,
+        ``docs/cluster.md``).
+        """
+        key = self.key
+        waiting, running = cluster.waiting, cluster.running
+        # stable sorts: equal keys keep queue order (starts) and start order (candidates)
+        starts = [waiting[j] for j in plan.start]
+        if len(starts) > 1:
+            starts.sort(key=lambda v: key(v, cluster))
+        candidates = [running[j] for j in plan.preempt]
+        prefer = self.type_preference if self._ranks_types else None
+        placed, kept = cluster.place_preemptive(starts, candidates, prefer, lambda v: key(v, cluster))
+        if not placed and len(kept) == len(candidates):
+            return NO_CHANGE
+        return Plan([j for j in plan.preempt if j not in kept], [j for j in plan.start if j in placed], None, placed)
 
     def _allocate_from_queue(self, cluster: ClusterView) -> Plan:
         """The same allocation as the sorting path, reading waiting jobs from the kept queue.
@@ -177,47 +206,44 @@ class Scheduler(Policy):
         """
         queue = self._kept_queue(cluster)
         if not self.preemptive:
-            if not cluster.free_gpus:
+            e = queue.best(cluster.largest_fit()) if cluster.free_gpus else None
+            if e is None:  # nothing fits: no tentative state needed
                 return NO_CHANGE
             pool = cluster.pool(self.type_preference if self._ranks_types else None)
             taken = []
-            while pool.cap > 0:
-                e = queue.best(pool.cap)
-                if e is None:
-                    break
+            while e is not None:
                 queue.take(e)
                 taken.append(e)
                 pool.take(e[3])
+                e = queue.best(pool.cap) if pool.cap > 0 else None
             queue.put_back(taken)
-            return Plan((), [e[2] for e in taken], None, pool.placed) if taken else NO_CHANGE
+            return Plan((), [e[2] for e in taken], None, pool.placed)
         key = self.key
         # running jobs rank before waiting ones on equal keys, then in dict order
         running = [(key(v, cluster), i, v) for i, v in enumerate(cluster.running.values())]
         running.sort()  # (key, dict position): positions are unique, views never compared
-        pool = cluster.pool(self.type_preference if self._ranks_types else None, empty=True)
-        r, n_run, keep, taken = 0, len(running), set(), []
-        w = queue.best(pool.cap)
-        while pool.cap > 0:
-            # a running job stays on its own nodes: once it no longer fits, it never will
-            while r < n_run and not pool.holds(running[r][2]):
+        cap, r, n_run, keep, taken = cluster.total_gpus, 0, len(running), set(), []
+        w = queue.best(cap)
+        while cap > 0:
+            # the GPU count only falls: a running job that no longer fits never will
+            while r < n_run and running[r][2].gpus > cap:
                 r += 1
             if r < n_run and (w is None or running[r][0] <= w[0]):  # ties: running first
                 keep.add(running[r][2].job_id)
-                pool.keep(running[r][2])
+                cap -= running[r][2].gpus
                 r += 1
-                if w is not None and w[3].gpus > pool.cap:
-                    w = queue.best(pool.cap)  # still fitting, w stays the best that fits
+                if w is not None and w[3].gpus > cap:
+                    w = queue.best(cap)  # still fitting, w stays the best that fits
             elif w is not None:
                 queue.take(w)
                 taken.append(w)
-                pool.take(w[3])
-                w = queue.best(pool.cap)
+                cap -= w[3].gpus
+                w = queue.best(cap)
             else:
                 break
         queue.put_back(taken)
         started = {e[2] for e in taken}
-        return Plan([j for j in cluster.running if j not in keep],
-                    [j for j in cluster.waiting if j in started], None, pool.placed)
+        return Plan([j for j in cluster.running if j not in keep], [j for j in cluster.waiting if j in started])
 
     def _kept_queue(self, cluster: ClusterView) -> WaitingQueue:
         if getattr(self, "_queue", None) is None:  # a subclass's reset() did not call ours

@@ -128,7 +128,9 @@ class Simulator:
         spec = w.spec
         self._placer = None if spec.trivial else Placer(spec)
         self.cluster = ClusterView(w.total_gpus, spec, self._placer)
-        if self._placer is not None:
+        # runs at rates other than 1, or spread (else work is service: the flat pool's event path)
+        self._rated = self._placer is not None and not self._placer.uniform_speed
+        if self._rated:
             self._job_type = [JOB_TYPES[t] for t in w.job_type.tolist()]
             self._rate: list[tuple[int, int] | None] = [None] * n  # exact speed of the current run
             self._work = [0] * n                                  # work done, ticks at speed 1
@@ -289,7 +291,8 @@ class Simulator:
         c = self.cluster
         if v.status == RUNNING:
             if self._placer is not None:
-                self._settle(j, v, c.now_ticks)
+                if self._rated:
+                    self._settle(j, v, c.now_ticks)
                 self._release(v)
             v._service_ticks += c.now_ticks - v._run_since_ticks
             v._run_since_ticks = None
@@ -348,7 +351,8 @@ class Simulator:
         if v.status != RUNNING:
             raise SimulationError(f"cannot preempt job {j}: it is not running")
         if self._placer is not None:
-            self._settle(j, v, c.now_ticks)
+            if self._rated:
+                self._settle(j, v, c.now_ticks)
             self._release(v)
         v._service_ticks += c.now_ticks - v._run_since_ticks
         v._run_since_ticks = None
@@ -362,7 +366,7 @@ class Simulator:
     def _place(self, j: int, v: JobView, where: tuple | None) -> None:
         free = self.cluster.node_free
         if where is None:
-            where = self._placer.place(free, v.gpus)
+            where = self._placer.place(free, v.gpus, None, self.cluster._nodes.counts)
             if where is None:
                 raise SimulationError(f"cannot start job {j}: no placement of {v.gpus} GPUs on nodes "
                                       f"with {free} free under {self._placer.policy!r}")
@@ -379,9 +383,10 @@ class Simulator:
                                       f"on distinct nodes with room (free per node: {free})")
         self.cluster._nodes.use(where)
         v.nodes = where
-        rate, spread, held = self._placer.run_facts(self._job_type[j], where)
-        self._rate[j] = rate
-        self._held[j] = (self.cluster.now_ticks, spread, held)
+        if self._rated:
+            rate, spread, held = self._placer.run_facts(self._job_type[j], where)
+            self._rate[j] = rate
+            self._held[j] = (self.cluster.now_ticks, spread, held)
 
     def _settle(self, j: int, v: JobView, now: int) -> None:
         """At the end of a run: work since the last checkpoint at the job's rate (checkpoints set
@@ -464,8 +469,8 @@ class Simulator:
             first_start_ticks=np.array(self._first_start, dtype=np.int64),
             preemptions=self._preemptions,
             peak_service_ticks=np.array(self._peak_service, dtype=np.int64),
-            spread_ticks=np.array(self._spread, dtype=np.int64) if self._placer else np.zeros(self._n, np.int64),
-            type_gpu_ticks=(dict(self._type_ticks) if self._placer else
+            spread_ticks=np.array(self._spread, dtype=np.int64) if self._rated else np.zeros(self._n, np.int64),
+            type_gpu_ticks=(dict(self._type_ticks) if self._rated else
                             {self.cluster.spec.gpu_types[0]: int(np.sum(
                                 np.array([v._service_ticks for v in views], dtype=np.int64) * self._w.gpus))}),
             fragmentation_gpu_ticks=self._frag if self._placer is not None else None,

@@ -11,7 +11,7 @@ its own picture, never the simulation.
 
 from __future__ import annotations
 
-from .placement import FlatPool, NodePool
+from .placement import BestFitPool, FlatPool, NodePool, place_preemptive
 from .timebase import TICKS_PER_HOUR
 
 WAITING, RUNNING, COMPLETED, STOPPED = "waiting", "running", "completed", "stopped"
@@ -159,19 +159,28 @@ class ClusterView:
         rate = self._placer.rate(job.job_type, job.nodes)
         return 1.0 if rate is None else rate[0] / rate[1]
 
-    def pool(self, prefer=None, empty: bool = False):
-        """Tentative allocation state for planning (:mod:`evalstop_gym.placement`).
+    def pool(self, prefer=None):
+        """Tentative allocation state over the GPUs free now, for planning (:mod:`evalstop_gym.placement`).
 
         ``prefer(job, cluster)``: GPU type ranks for placing a job (or None).
-        ``empty``: as if no job ran (preemptive planning, which keeps running
-        jobs on their nodes one by one); otherwise the GPUs free now.
         """
         if self._placer is None:
             pool = self._flat  # one reusable pool: plans are made one at a time
-            pool.cap = self.total_gpus if empty else self.free_gpus
+            pool.cap = self.free_gpus
             return pool
-        nodes = self._placer.empty() if empty else self._nodes.copy()
-        return NodePool(self._placer, nodes, self, prefer)
+        if prefer is None and self._placer.strict:
+            return BestFitPool(self._nodes)
+        return NodePool(self._placer, self._nodes.copy(), self, prefer)
+
+    def place_preemptive(self, starts, candidates, prefer=None, rank=None) -> tuple[dict, set]:
+        """On nodes: place a preemptive plan's ``starts`` without moving running jobs.
+
+        Returns ``(placed, kept)``: where each placed start goes, and the ids of
+        the ``candidates`` (running jobs the plan would preempt) that keep
+        running; see :func:`evalstop_gym.placement.place_preemptive`.
+        """
+        return place_preemptive(self._placer, self._nodes, starts, candidates,
+                                prefer and (lambda v: prefer(v, self)), rank)
 
     @property
     def used_gpus(self) -> int:

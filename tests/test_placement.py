@@ -75,6 +75,41 @@ def test_spread_spills_over_the_emptiest_nodes_when_nothing_consolidated_fits():
     assert Placer(spec(placement="consolidate")).place([5, 5, 2, 0], 8) is None
 
 
+@pytest.mark.parametrize("placement", ["consolidate", "first-fit", "spread"])
+def test_the_fast_search_chooses_as_the_general_one(placement):
+    # a preference that ranks the only GPU type first changes no choice but takes the general path
+    p = Placer(spec(nodes=6, per=4, placement=placement))
+    rng = random.Random(7)
+    for _ in range(300):
+        free = [rng.randint(0, 4) for _ in range(6)]
+        for gpus in range(1, 25):
+            assert p.place(free, gpus) == p.place(free, gpus, {"gpu": 0}), (free, gpus)
+
+
+def test_best_fit_on_node_counts_follows_the_placements_it_stands_for():
+    # the allocator plans consolidate on node counts alone; placing each job for real must pass through
+    # the same counts and capacities
+    from evalstop_gym.placement import BestFitPool, NodePool, Nodes
+
+    class Job:
+        def __init__(self, i, gpus):
+            self.job_id, self.gpus = i, gpus
+
+    p = Placer(spec(nodes=6, per=4))
+    rng = random.Random(3)
+    for _ in range(200):
+        nodes = Nodes([rng.randint(0, 4) for _ in range(6)], 4, True)
+        counts, real = BestFitPool(nodes), NodePool(p, nodes.copy())
+        assert counts.cap == real.cap
+        for i in range(8):
+            if counts.cap == 0:
+                break
+            job = Job(i, rng.randint(1, counts.cap))
+            counts.take(job)
+            real.take(job)
+            assert (counts.counts, counts.cap) == (real.nodes.counts, real.cap)
+
+
 def test_type_preference_ranks_nodes_before_the_policy_does():
     s = two_types(4, 8)   # nodes 0-1 "new", 2-3 "old"
     p = Placer(s)
@@ -181,6 +216,95 @@ def test_per_type_utilization_and_the_heterogeneity_aware_baseline():
     # an rlhf job (advantage on old 0.55 / 0.667 = 0.825 < 1) stays on the new node
     w = workload_from_jobs([dict(submit_h=0.0, gpus=4, length_h=1.0, job_type="rlhf")], total_gpus=8, cluster=s)
     assert compute_metrics(drive(Simulator(w), MaxThroughput()))["utilization_new"] == 1.0
+
+
+# -- preemptive plans on nodes: decided on the GPU count, placed without moving running jobs ------
+def preemptive_plan(per_node, nodes, running, waiting, placement="consolidate"):
+    """SRTF-Est's plan once ``running`` jobs run where given and ``waiting`` jobs have arrived.
+
+    ``running``: ``(gpus, est_h, where)``, started at t=0 on ``where``; ``waiting``:
+    ``(gpus, est_h)``, arriving at t=0.5 h. Lengths are 100 h (nothing ends first).
+    """
+    jobs = [dict(submit_h=0.0, gpus=g, length_h=100.0, est_length_h=e) for g, e, _ in running]
+    jobs += [dict(submit_h=0.5, gpus=g, length_h=100.0, est_length_h=e) for g, e in waiting]
+    s = spec(nodes=nodes, per=per_node, placement=placement)
+    sim = Simulator(workload_from_jobs(jobs, total_gpus=nodes * per_node, cluster=s))
+    assert sim.advance() != DONE
+    for j, (_, _, where) in enumerate(running):
+        sim.start(j, where)
+    sim.advance()  # the arrivals at 0.5 h
+    assert sim.cluster.now_h == 0.5
+    policy = make_policy("srtf-est")
+    policy.reset()
+    plan = policy.schedule(sim.cluster)
+    return sorted(plan.preempt), sorted(plan.start), dict(plan.placed or {})
+
+
+def test_a_start_takes_free_gpus_rather_than_displace_a_running_job():
+    # 2 nodes x 4. R (3 GPUs, est 10 h) runs on node 0; W (3 GPUs, est 1 h) arrives. 6 <= 8 GPUs: both
+    # are kept, and W goes to node 1, the only node with 3 free GPUs. (Planned from an empty cluster,
+    # best fit would have put W on node 0 and displaced R.)
+    assert preemptive_plan(4, 2, [(3, 10.0, ((0, 3),))], [(3, 1.0)]) == ([], [1], {1: ((1, 3),)})
+
+
+def test_a_start_displaces_the_candidate_whose_gpus_it_needs():
+    # 3 nodes x 4. A (3 GPUs, est 5 h) on node 0, B (3, est 9 h) on node 1, C (4, est 7 h) on node 2;
+    # free: 1 on node 0, 1 on node 1. W (4 GPUs, est 1 h) arrives. On the GPU count (12):
+    # W 4, A 3, C 4 keep 11; B (3) does not fit in the 1 left, so B is the candidate. W fits in no
+    # node's free GPUs; with B's GPUs node 1 has 4: W goes there and B is preempted.
+    running = [(3, 5.0, ((0, 3),)), (3, 9.0, ((1, 3),)), (4, 7.0, ((2, 4),))]
+    assert preemptive_plan(4, 3, running, [(4, 1.0)]) == ([1], [3], {3: ((1, 4),)})
+
+
+def test_a_start_that_cannot_be_placed_waits_and_the_candidate_keeps_running():
+    # 3 nodes x 4. A (3, est 5 h) on node 0, B (2, est 9 h) and D (2, est 6 h) on node 1, C (3, est 7 h)
+    # on node 2; free: 1 on node 0, 1 on node 2. W (3 GPUs, est 1 h) arrives. On the count: W 3, A 3,
+    # D 2, C 3 keep 11; B (2) is the candidate. Even with B's 2 GPUs no node has 3 free (1, 2, 1):
+    # W waits and B, whose GPUs nobody took, keeps running. Nothing changes.
+    running = [(3, 5.0, ((0, 3),)), (2, 9.0, ((1, 2),)), (2, 6.0, ((1, 2),)), (3, 7.0, ((2, 3),))]
+    assert preemptive_plan(4, 3, running, [(3, 1.0)]) == ([], [], {})
+
+
+def test_starts_are_placed_in_key_order():
+    # 2 nodes x 4; R (1 GPU, est 0.5 h) on node 0, so 3 + 4 GPUs are free. X (1 GPU, est 9 h), Y (3, est 2 h)
+    # and Z (3, est 3 h) arrive in that order; on the count all start (1 + 1 + 3 + 3 = 8). In key order
+    # Y takes node 0 (the tightest that holds 3), Z node 1, X the last GPU of node 1. (In queue order
+    # X would have taken node 0's tightest spot and Z found no node with 3 free.)
+    assert preemptive_plan(4, 2, [(1, 0.5, ((0, 1),))], [(1, 9.0), (3, 2.0), (3, 3.0)]) == (
+        [], [1, 2, 3], {1: ((1, 1),), 2: ((0, 3),), 3: ((1, 3),)})
+
+
+def test_a_start_is_consolidated_on_a_candidates_gpus_before_it_is_spread():
+    # first fit, 3 nodes x 4. A (1 GPU, est 5 h) on node 0, B (1, est 5.5 h) on node 1, C (4, est 9 h) on
+    # node 2; 3 + 3 GPUs free. W1 (4 GPUs, est 1 h) and W2 (3, est 2 h) arrive. On the count (12): W1 4,
+    # W2 3, A 1, B 1 keep 9; C (4) is the candidate. W1 has no node with 4 free GPUs, but node 2 has
+    # with C's: it goes there rather than spread over nodes 0 and 1; W2 then takes node 0's 3 free GPUs.
+    running = [(1, 5.0, ((0, 1),)), (1, 5.5, ((1, 1),)), (4, 9.0, ((2, 4),))]
+    assert preemptive_plan(4, 3, running, [(4, 1.0), (3, 2.0)], "first-fit") == (
+        [2], [3, 4], {3: ((2, 4),), 4: ((0, 3),)})
+
+
+def test_fifo_on_nodes_lets_small_jobs_pass_a_job_that_cannot_be_consolidated():
+    # 4 GPUs: flat, or 2 nodes x 2 (consolidate). At t=0 four 1-GPU jobs start, by best fit A, B on
+    # node 0 and C, F on node 1; A and C end at 1 h, B and F at 3 h. D (2 GPUs, 2 h) is submitted at
+    # 0.5 h, then E and G (1 GPU, 1 h) at 0.6 h and 0.7 h. At 1 h two GPUs are free, one per node.
+    # Flat: D starts at 1 h (done 3 h), E and G at 3 h (done 4 h).
+    # Nodes: D fits in no node and is skipped (FIFO is first-fit); E and G run 1-2 h; D waits, with
+    # two GPUs idle from 2 h, until B and F end at 3 h (done 5 h).
+    jobs = [dict(submit_h=0.0, gpus=1, length_h=1.0), dict(submit_h=0.0, gpus=1, length_h=3.0),
+            dict(submit_h=0.0, gpus=1, length_h=1.0), dict(submit_h=0.0, gpus=1, length_h=3.0),
+            dict(submit_h=0.5, gpus=2, length_h=2.0), dict(submit_h=0.6, gpus=1, length_h=1.0),
+            dict(submit_h=0.7, gpus=1, length_h=1.0)]
+    flat = drive(Simulator(workload_from_jobs(jobs, total_gpus=4)), make_policy("fifo"))
+    nodes = drive(Simulator(workload_from_jobs(jobs, total_gpus=4, cluster=spec(nodes=2, per=2))),
+                  make_policy("fifo"))
+    assert flat.finish_ticks[4:].tolist() == [3 * H, 4 * H, 4 * H]
+    assert nodes.finish_ticks[4:].tolist() == [5 * H, 2 * H, 2 * H]
+    # D, E, G: JCT (2.5 + 3.4 + 3.3) h flat against (4.5 + 1.4 + 1.3) h on nodes: the mean falls by
+    # 2/3 h a job while the nodes idle 2 GPU-hours more (utilization down, makespan 5 h against 4 h)
+    fm, nm = compute_metrics(flat), compute_metrics(nodes)
+    assert nm["avg_jct_h"] < fm["avg_jct_h"] and nm["utilization"] < fm["utilization"]
+    assert nm["makespan_h"] == 5.0 and fm["makespan_h"] == 4.0
 
 
 # -- invariants under random legal decisions ----------------------------------------------------

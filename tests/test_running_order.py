@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from evalstop_gym.baselines import SCHEDULERS
 from evalstop_gym import WorkloadConfig, generate
+from evalstop_gym.cluster import PLACEMENTS, uniform
 from evalstop_gym.policy import Scheduler, apply_plan
 from evalstop_gym.simulator import DONE, EVAL, Simulator
 
@@ -55,7 +56,20 @@ def twins(cls):
 
 
 def plan_tuple(plan):
-    return tuple(plan.preempt), tuple(plan.start), plan.wakeup_h
+    return tuple(plan.preempt), tuple(plan.start), plan.wakeup_h, sorted((plan.placed or {}).items())
+
+
+def check_nodes(c):
+    """No node over-allocated; each running job's GPUs sum to its demand; the counts add up."""
+    if c.node_free is None:
+        return
+    used = [0] * len(c.node_free)
+    for v in c.running.values():
+        assert sum(g for _, g in v.nodes) == v.gpus
+        for n, g in v.nodes:
+            used[n] += g
+    per = c.spec.gpus_per_node
+    assert all(0 <= f == per - u for f, u in zip(c.node_free, used)) and sum(c.node_free) == c.free_gpus
 
 
 def lockstep(workload, cls, k=None, meddle=0.0, seed=0):
@@ -85,15 +99,17 @@ def lockstep(workload, cls, k=None, meddle=0.0, seed=0):
         points += 1
         if rnd.random() >= meddle:
             apply_plan(sim, plan)
+            check_nodes(c)
             continue
         for j in list(c.running):
             if rnd.random() < 0.3:
                 sim.preempt(j)
         for j in list(c.waiting):
-            if c.waiting[j].gpus <= c.free_gpus and rnd.random() < 0.7:
+            if c.waiting[j].gpus <= c.largest_fit() and rnd.random() < 0.7:
                 sim.start(j)
         if not c.running and c.waiting:  # keep the episode moving
             apply_plan(sim, cls().schedule(c))
+        check_nodes(c)
 
 
 def test_srtf_est_keeps_its_running_jobs_in_order():
@@ -118,6 +134,17 @@ def test_plans_equal_after_decisions_the_scheduler_did_not_make(cls, jobs, seed,
     # a driver may preempt, restart and start jobs between calls (the environments do)
     w = generate(WorkloadConfig(jobs=jobs, load=2.0, gpus=16, seed=seed, workload="balanced"))
     lockstep(w, cls, meddle=meddle, seed=seed)
+
+
+@settings(max_examples=20, deadline=None)
+@given(cls=st.sampled_from(KEPT), jobs=st.integers(1, 120), load=st.floats(0.5, 3.0), seed=st.integers(0, 10_000),
+       placement=st.sampled_from(PLACEMENTS), per=st.sampled_from([4, 8]), stop=st.booleans(),
+       meddle=st.sampled_from([0.0, 0.3]))
+def test_plans_and_placements_equal_on_nodes(cls, jobs, load, seed, placement, per, stop, meddle):
+    # the keep set is decided on the GPU count by either path, then placed by the same code
+    s = uniform(32 // per, per, placement)
+    w = generate(WorkloadConfig(jobs=jobs, load=load, gpus=32, seed=seed, workload="balanced", cluster=s))
+    lockstep(w, cls, k=2 if stop else None, meddle=meddle, seed=seed)
 
 
 def test_the_lockstep_check_sees_many_preemptions():
