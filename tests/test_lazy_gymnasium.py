@@ -1,0 +1,50 @@
+"""Importing the package and running ``simulate`` leave Gymnasium unimported; the env ids are still
+there for ``gym.make`` whichever of the two packages is imported first (each case in a fresh process,
+since this one has imported Gymnasium already)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LOADED = "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'gymnasium')))"
+
+
+def run(code: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", "import json, sys\n" + code], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
+def test_import_does_not_import_gymnasium():
+    assert run("import evalstop_gym, evalstop_gym.envs.registration\n" + LOADED) == ["[]"]
+
+
+def test_simulate_command_does_not_import_gymnasium():
+    code = ("import contextlib, io\nfrom evalstop_gym.cli import main\nbuf = io.StringIO()\n"
+            "with contextlib.redirect_stdout(buf):\n    rc = main(['simulate', '--json', '--jobs', '20'])\n"
+            "print(rc, sorted(json.loads(buf.getvalue()))[:1])\n" + LOADED)
+    assert run(code) == ["0 ['avg_jct_h']", "[]"]
+
+
+@pytest.mark.parametrize("imports", ["import evalstop_gym\nimport gymnasium as gym",
+                                     "import gymnasium as gym\nimport evalstop_gym",
+                                     "import evalstop_gym\nimport gymnasium.spaces\nimport gymnasium as gym"])
+def test_env_ids_registered_in_either_import_order(imports):
+    code = imports + ("\nenv = gym.make('EvalStop-Cluster-v0', jobs=5)\n"
+                      "print(env.unwrapped.spec.id, gym.spec('EvalStop-StopControl-v0').entry_point)")
+    assert run(code) == ["EvalStop-Cluster-v0 evalstop_gym.envs.stop_env:StopControlEnv"]
+
+
+def test_env_classes_load_on_first_use():
+    out = run("import evalstop_gym.envs as envs\n" + LOADED + "\nprint(envs.ClusterEnv.__name__, envs.STOP)\n"
+              "print(sorted({'EvalStop-Cluster-v0'} & set(sys.modules['gymnasium'].registry)))")
+    assert out == ["[]", "ClusterEnv 1", "['EvalStop-Cluster-v0']"]
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        import evalstop_gym.envs
+
+        evalstop_gym.envs.Nope  # noqa: B018
