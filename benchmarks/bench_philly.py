@@ -13,6 +13,16 @@ total queueing hours over the makespan), which is what the scheduling cost
 grows with. CPU time is the figure to compare on a shared machine; the load
 average is printed before and after.
 
+A second table splits the cost: events per job (arrivals, checkpoints, the
+checkpoints voided by preemptions and stops, wake-ups), scheduling points per
+job, changes per job (starts and preemptions the plans ask for), CPU
+microseconds per scheduling point (in the policy's ``schedule``: its share of
+the wall time applied to the CPU time) and per event (everything else, over
+the events), each beside its ratio to the smallest
+size. When the samples grow more contended, events and changes per job grow
+with them; the per-event and per-scheduling-point costs say whether the work
+per unit grew too.
+
 ``--rekeying`` adds SRTF-Est re-keying every running job at every scheduling
 point (the allocator without its kept running order), for the speed-up in one
 run; its metrics must equal the kept order's (checked, printed).
@@ -43,7 +53,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # this checkout's code, not an installed copy
 
 from evalstop_gym.baselines import SCHEDULERS, EvalStop, make_policy  # noqa: E402
-from evalstop_gym import run_policy  # noqa: E402
+from evalstop_gym import Simulator, compute_metrics, drive, run_policy  # noqa: E402
 from evalstop_gym.cluster import uniform  # noqa: E402
 from evalstop_gym.traces import read_trace, replay_trace, trace_config  # noqa: E402
 
@@ -59,6 +69,41 @@ def policies(rekeying: bool = False) -> dict:
         slow = type(cls.__name__ + "Rekeying", (cls,), {"run_invariant_key": False})
         pols[f"{sched}(rekeying)+evalstop"] = lambda: EvalStop(slow(), k=2)
     return pols
+
+
+def run_counted(workload, policy) -> tuple[dict, dict]:
+    """Metrics of one run, and its counts: events, scheduling points, changes, wall s in ``schedule``
+    (``perf_counter``: ``process_time`` costs 10x more per call, a few percent of the run)."""
+    counts = {"points": 0, "changes": 0, "schedule_s": 0.0}
+    schedule = policy.schedule
+
+    def counted(cluster):
+        c = time.perf_counter()
+        plan = schedule(cluster)
+        counts["schedule_s"] += time.perf_counter() - c
+        counts["points"] += 1
+        counts["changes"] += len(plan.preempt) + len(plan.start)
+        return plan
+
+    policy.schedule = counted  # drive() reads the bound method once, at its start
+    sim = Simulator(workload)
+    m = compute_metrics(drive(sim, policy))
+    counts["events"] = sim.events
+    return m, counts
+
+
+def print_split(split: list) -> None:
+    """Per job: events, scheduling points, changes; CPU us per scheduling point and per event; x: vs the first size."""
+    print(f"\n{'policy':<28} {'jobs':>6} {'events/job':>10} {'x':>5} {'points/job':>10} {'x':>5} "
+          f"{'changes/job':>11} {'x':>5} {'us/point':>8} {'x':>5} {'us/event':>8} {'x':>5} {'sched share':>11}")
+    first = {}
+    for name, n, cpu_s, k in split:
+        row = (k["events"] / n, k["points"] / n, k["changes"] / n,
+               k["schedule_s"] / max(k["points"], 1) * 1e6, (cpu_s - k["schedule_s"]) / k["events"] * 1e6)
+        f = first.setdefault(name, row)
+        cells = " ".join(f"{v:>{wd}.{dp}f} {v / f[i] if f[i] else 1:>5.2f}"
+                         for i, (v, wd, dp) in enumerate(zip(row, (10, 10, 11, 8, 8), (2, 2, 2, 1, 2))))
+        print(f"{name:<28} {n:>6} {cells} {k['schedule_s'] / cpu_s:>11.2f}")
 
 
 def load() -> str:
@@ -112,7 +157,7 @@ def main(argv=None) -> int:
     print(f"{'policy':<28} {'cluster':<14} {'jobs':>6} {'gpus':>5} {'build s':>7} {'wall s':>7} {'cpu s':>7} "
           f"{'jobs/cpu s':>10} {'cpu/job vs first':>16} {'n log n':>7} {'preempt/job':>11} {'mean waiting':>12} "
           f"{'avg JCT h':>9} {'cpu vs flat':>11}")
-    results = {}
+    results, split = {}, []
     for name, make in pols.items():
         first = None
         for n in sizes:
@@ -122,18 +167,21 @@ def main(argv=None) -> int:
                 w, rep = replay_trace(table, cfg, jobs=n if n < table.n else None, sample=True, rescale="cluster")
                 build_s = time.perf_counter() - t
                 t, c = time.perf_counter(), time.process_time()
-                m = run_policy(w, make())
+                m, counts = run_counted(w, make())
                 wall_s, cpu_s = time.perf_counter() - t, time.process_time() - c
                 if topo == "flat":
                     results[name, n] = m
                     flat_s = cpu_s
                     per_job = cpu_s / n
                     first = first or (per_job, n)
+                    counts["schedule_s"] *= cpu_s / wall_s  # its share of the wall time, in CPU time
+                    split.append((name, n, cpu_s, counts))
                 waiting = m["avg_queue_h"] * n / m["makespan_h"]
                 print(f"{name:<28} {topo:<14} {n:>6} {rep.total_gpus:>5} {build_s:>7.2f} {wall_s:>7.2f} "
                       f"{cpu_s:>7.2f} {n / cpu_s:>10.0f} {cpu_s / n / first[0]:>16.2f} "
                       f"{math.log(n) / math.log(first[1]):>7.2f} {m['preemptions'] / n:>11.2f} {waiting:>12.0f} "
                       f"{m['avg_jct_h']:>9.2f} {cpu_s / flat_s:>11.2f}", flush=True)
+    print_split(split)
     for (name, n), m in results.items():
         if "(rekeying)" in name:
             same = m == results[name.replace("(rekeying)", ""), n]
