@@ -16,9 +16,9 @@ average is printed before and after.
 A second table splits the cost: events per job (arrivals, checkpoints, the
 checkpoints voided by preemptions and stops, wake-ups), scheduling points per
 job, changes per job (starts and preemptions the plans ask for), CPU
-microseconds per scheduling point (in the policy's ``schedule``: its share of
-the wall time applied to the CPU time) and per event (everything else, over
-the events), each beside its ratio to the smallest
+microseconds per scheduling point (in the policy's ``schedule``), per change, per scheduling point that
+changed nothing (and the share of such points), and per event (everything
+else, over the events), each beside its ratio to the smallest
 size. When the samples grow more contended, events and changes per job grow
 with them; the per-event and per-scheduling-point costs say whether the work
 per unit grew too.
@@ -72,17 +72,22 @@ def policies(rekeying: bool = False) -> dict:
 
 
 def run_counted(workload, policy) -> tuple[dict, dict]:
-    """Metrics of one run, and its counts: events, scheduling points, changes, wall s in ``schedule``
-    (``perf_counter``: ``process_time`` costs 10x more per call, a few percent of the run)."""
-    counts = {"points": 0, "changes": 0, "schedule_s": 0.0}
-    schedule = policy.schedule
+    """Metrics of one run, and its counts: events, scheduling points, changes, CPU s in ``schedule``
+    (less the cost of reading the CPU clock, :func:`clock_cost`)."""
+    counts = {"points": 0, "changes": 0, "schedule_s": 0.0, "idle": 0, "idle_s": 0.0}
+    schedule, clock = policy.schedule, CLOCK_COST
 
     def counted(cluster):
-        c = time.perf_counter()
+        c = time.process_time()
         plan = schedule(cluster)
-        counts["schedule_s"] += time.perf_counter() - c
+        c = time.process_time() - c - clock
+        changes = len(plan.preempt) + len(plan.start)
+        counts["schedule_s"] += c
         counts["points"] += 1
-        counts["changes"] += len(plan.preempt) + len(plan.start)
+        counts["changes"] += changes
+        if not changes:  # a point where nothing changed
+            counts["idle"] += 1
+            counts["idle_s"] += c
         return plan
 
     policy.schedule = counted  # drive() reads the bound method once, at its start
@@ -92,18 +97,35 @@ def run_counted(workload, policy) -> tuple[dict, dict]:
     return m, counts
 
 
+def clock_cost(reps: int = 20000) -> float:
+    """CPU seconds of one ``process_time()`` pair around nothing (about 1 us: a few percent of a
+    run, so it is subtracted from the time in ``schedule`` and from the run's CPU time)."""
+    c = time.process_time()
+    for _ in range(reps):
+        d = time.process_time()
+        d = time.process_time() - d
+    return (time.process_time() - c) / reps
+
+
+CLOCK_COST = clock_cost()
+
+
 def print_split(split: list) -> None:
-    """Per job: events, scheduling points, changes; CPU us per scheduling point and per event; x: vs the first size."""
-    print(f"\n{'policy':<28} {'jobs':>6} {'events/job':>10} {'x':>5} {'points/job':>10} {'x':>5} "
-          f"{'changes/job':>11} {'x':>5} {'us/point':>8} {'x':>5} {'us/event':>8} {'x':>5} {'sched share':>11}")
+    """Per job: events, scheduling points, changes; CPU us per scheduling point, per change, per
+    scheduling point that changed nothing (idle), and per event; x: against the first size."""
+    cols = (("events/job", 2), ("points/job", 2), ("changes/job", 2), ("us/point", 1), ("us/change", 1),
+            ("idle share", 2), ("us/idle pt", 1), ("us/event", 2))
+    print("\n" + f"{'policy':<28} {'jobs':>6} " + " ".join(f"{c:>11} {'x':>5}" for c, _ in cols)
+          + f" {'sched share':>11} {'n log n':>7}")
     first = {}
     for name, n, cpu_s, k in split:
         row = (k["events"] / n, k["points"] / n, k["changes"] / n,
-               k["schedule_s"] / max(k["points"], 1) * 1e6, (cpu_s - k["schedule_s"]) / k["events"] * 1e6)
-        f = first.setdefault(name, row)
-        cells = " ".join(f"{v:>{wd}.{dp}f} {v / f[i] if f[i] else 1:>5.2f}"
-                         for i, (v, wd, dp) in enumerate(zip(row, (10, 10, 11, 8, 8), (2, 2, 2, 1, 2))))
-        print(f"{name:<28} {n:>6} {cells} {k['schedule_s'] / cpu_s:>11.2f}")
+               k["schedule_s"] / max(k["points"], 1) * 1e6, k["schedule_s"] / max(k["changes"], 1) * 1e6,
+               k["idle"] / max(k["points"], 1), k["idle_s"] / max(k["idle"], 1) * 1e6,
+               (cpu_s - k["schedule_s"]) / k["events"] * 1e6)
+        f = first.setdefault(name, (row, n))
+        cells = " ".join(f"{v:>11.{dp}f} {v / f[0][i] if f[0][i] else 1:>5.2f}" for i, (v, (_, dp)) in enumerate(zip(row, cols)))
+        print(f"{name:<28} {n:>6} {cells} {k['schedule_s'] / cpu_s:>11.2f} {math.log(n) / math.log(f[1]):>7.2f}")
 
 
 def load() -> str:
@@ -168,13 +190,12 @@ def main(argv=None) -> int:
                 build_s = time.perf_counter() - t
                 t, c = time.perf_counter(), time.process_time()
                 m, counts = run_counted(w, make())
-                wall_s, cpu_s = time.perf_counter() - t, time.process_time() - c
+                wall_s, cpu_s = time.perf_counter() - t, time.process_time() - c - counts["points"] * CLOCK_COST
                 if topo == "flat":
                     results[name, n] = m
                     flat_s = cpu_s
                     per_job = cpu_s / n
                     first = first or (per_job, n)
-                    counts["schedule_s"] *= cpu_s / wall_s  # its share of the wall time, in CPU time
                     split.append((name, n, cpu_s, counts))
                 waiting = m["avg_queue_h"] * n / m["makespan_h"]
                 print(f"{name:<28} {topo:<14} {n:>6} {rep.total_gpus:>5} {build_s:>7.2f} {wall_s:>7.2f} "
