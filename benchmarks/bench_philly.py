@@ -16,12 +16,13 @@ average is printed before and after.
 A second table splits the cost: events per job (arrivals, checkpoints, the
 checkpoints voided by preemptions and stops, wake-ups), scheduling points per
 job, changes per job (starts and preemptions the plans ask for), CPU
-microseconds per scheduling point (in the policy's ``schedule``), per change, per scheduling point that
-changed nothing (and the share of such points), and per event (everything
-else, over the events), each beside its ratio to the smallest
-size. When the samples grow more contended, events and changes per job grow
-with them; the per-event and per-scheduling-point costs say whether the work
-per unit grew too.
+microseconds per scheduling point (in the policy's ``schedule``), per change,
+per scheduling point that changed nothing (and the share of such points), per
+event (everything else, over the events), and the garbage collector's CPU
+time per job (``gc.callbacks``; kept out of the other figures), each beside
+its ratio to the smallest size. When the samples grow more contended, events
+and changes per job grow with them; the per-event and per-change costs say
+whether the work per unit grew too.
 
 ``--rekeying`` adds SRTF-Est re-keying every running job at every scheduling
 point (the allocator without its kept running order), for the speed-up in one
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import math
 import os
 import pstats
@@ -74,13 +76,16 @@ def policies(rekeying: bool = False) -> dict:
 def run_counted(workload, policy) -> tuple[dict, dict]:
     """Metrics of one run, and its counts: events, scheduling points, changes, CPU s in ``schedule``
     (less the cost of reading the CPU clock, :func:`clock_cost`)."""
-    counts = {"points": 0, "changes": 0, "schedule_s": 0.0, "idle": 0, "idle_s": 0.0}
+    counts = {"points": 0, "changes": 0, "schedule_s": 0.0, "idle": 0, "idle_s": 0.0, "gc_s": 0.0}
     schedule, clock = policy.schedule, CLOCK_COST
+    gc_s = [0.0, 0.0, 0.0]  # start of the current collection; collections inside schedule(); in all
 
     def counted(cluster):
-        c = time.process_time()
+        g, c = gc_s[2], time.process_time()
         plan = schedule(cluster)
         c = time.process_time() - c - clock
+        gc_s[1] += gc_s[2] - g
+        c -= gc_s[2] - g  # the garbage collector's passes are counted apart
         changes = len(plan.preempt) + len(plan.start)
         counts["schedule_s"] += c
         counts["points"] += 1
@@ -90,10 +95,21 @@ def run_counted(workload, policy) -> tuple[dict, dict]:
             counts["idle_s"] += c
         return plan
 
+    def collecting(phase, info):
+        if phase == "start":
+            gc_s[0] = time.process_time()
+        else:
+            gc_s[2] += time.process_time() - gc_s[0]
+
     policy.schedule = counted  # drive() reads the bound method once, at its start
-    sim = Simulator(workload)
-    m = compute_metrics(drive(sim, policy))
-    counts["events"] = sim.events
+    gc.collect()
+    gc.callbacks.append(collecting)
+    try:
+        sim = Simulator(workload)
+        m = compute_metrics(drive(sim, policy))
+    finally:
+        gc.callbacks.remove(collecting)
+    counts["events"], counts["gc_s"] = sim.events, gc_s[2]
     return m, counts
 
 
@@ -114,7 +130,7 @@ def print_split(split: list) -> None:
     """Per job: events, scheduling points, changes; CPU us per scheduling point, per change, per
     scheduling point that changed nothing (idle), and per event; x: against the first size."""
     cols = (("events/job", 2), ("points/job", 2), ("changes/job", 2), ("us/point", 1), ("us/change", 1),
-            ("idle share", 2), ("us/idle pt", 1), ("us/event", 2))
+            ("idle share", 2), ("us/idle pt", 1), ("us/event", 2), ("GC us/job", 1))
     print("\n" + f"{'policy':<28} {'jobs':>6} " + " ".join(f"{c:>11} {'x':>5}" for c, _ in cols)
           + f" {'sched share':>11} {'n log n':>7}")
     first = {}
@@ -122,7 +138,7 @@ def print_split(split: list) -> None:
         row = (k["events"] / n, k["points"] / n, k["changes"] / n,
                k["schedule_s"] / max(k["points"], 1) * 1e6, k["schedule_s"] / max(k["changes"], 1) * 1e6,
                k["idle"] / max(k["points"], 1), k["idle_s"] / max(k["idle"], 1) * 1e6,
-               (cpu_s - k["schedule_s"]) / k["events"] * 1e6)
+               (cpu_s - k["schedule_s"] - k["gc_s"]) / k["events"] * 1e6, k["gc_s"] / n * 1e6)
         f = first.setdefault(name, (row, n))
         cells = " ".join(f"{v:>11.{dp}f} {v / f[0][i] if f[0][i] else 1:>5.2f}" for i, (v, (_, dp)) in enumerate(zip(row, cols)))
         print(f"{name:<28} {n:>6} {cells} {k['schedule_s'] / cpu_s:>11.2f} {math.log(n) / math.log(f[1]):>7.2f}")
