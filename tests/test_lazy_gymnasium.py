@@ -36,8 +36,12 @@ def test_simulate_command_does_not_import_gymnasium():
                                      "import evalstop_gym\nimport gymnasium.spaces\nimport gymnasium as gym"])
 def test_env_ids_registered_in_either_import_order(imports):
     code = imports + ("\nenv = gym.make('EvalStop-Cluster-v0', jobs=5)\n"
-                      "print(env.unwrapped.spec.id, gym.spec('EvalStop-StopControl-v0').entry_point)")
-    assert run(code) == ["EvalStop-Cluster-v0 evalstop_gym.envs.stop_env:StopControlEnv"]
+                      "print(env.unwrapped.spec.id, gym.spec('EvalStop-StopControl-v0').entry_point)\n"
+                      # Gymnasium keeps its own loader (the hook only wraps it while Gymnasium loads)
+                      "print(gym.__loader__ is gym.__spec__.loader, type(gym.__loader__).__name__)")
+    out = run(code)
+    assert out[0] == "EvalStop-Cluster-v0 evalstop_gym.envs.stop_env:StopControlEnv"
+    assert out[1].startswith("True ") and "ThenRegister" not in out[1]
 
 
 def test_env_classes_load_on_first_use():
