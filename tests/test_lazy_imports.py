@@ -1,6 +1,7 @@
-"""Importing the package and running ``simulate`` leave Gymnasium unimported; the env ids are still
-there for ``gym.make`` whichever of the two packages is imported first (each case in a fresh process,
-since this one has imported Gymnasium already)."""
+"""Importing the package and running ``simulate`` leave Gymnasium unimported (and ``simulate`` without
+``--trace`` / ``--curves`` the trace and curve readers); the env ids are still there for ``gym.make``
+whichever of the two packages is imported first (each case in a fresh process, since this one has
+imported Gymnasium already)."""
 
 import json
 import subprocess
@@ -24,11 +25,27 @@ def test_import_does_not_import_gymnasium():
     assert run("import evalstop_gym, evalstop_gym.envs.registration\n" + LOADED) == ["[]"]
 
 
-def test_simulate_command_does_not_import_gymnasium():
+def test_simulate_command_does_not_import_gymnasium_or_the_readers():
     code = ("import contextlib, io\nfrom evalstop_gym.cli import main\nbuf = io.StringIO()\n"
             "with contextlib.redirect_stdout(buf):\n    rc = main(['simulate', '--json', '--jobs', '20'])\n"
-            "print(rc, sorted(json.loads(buf.getvalue()))[:1])\n" + LOADED)
-    assert run(code) == ["0 ['avg_jct_h']", "[]"]
+            "print(rc, sorted(json.loads(buf.getvalue()))[:1])\n" + LOADED + "\n"
+            "print([m for m in ('evalstop_gym.traces', 'evalstop_gym.curvelog') if m in sys.modules])")
+    assert run(code) == ["0 ['avg_jct_h']", "[]", "[]"]
+
+
+def test_lazy_choices_are_checked_and_listed(capsys):
+    from evalstop_gym.cli import main
+    from evalstop_gym.commands.common import LazyChoices
+
+    formats = LazyChoices("evalstop_gym.curvelog", "CURVE_FORMATS")
+    assert "jsonl" in formats and "xml" not in formats and list(formats)[0] == "auto"
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", "--trace", "t.csv", "--trace-format", "nope"])
+    assert e.value.code == 2
+    assert "--trace-format: invalid choice: 'nope' (choose from 'philly', 'helios', 'acme')" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    assert "trace layout: philly, helios, acme (default philly)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("imports", ["import evalstop_gym\nimport gymnasium as gym",
