@@ -28,6 +28,22 @@ configs = st.builds(
 )
 
 
+def random_decisions(sim: Simulator, kind: int, rnd: random.Random, stop: float) -> None:
+    """Seeded random legal decisions: at an eval, stop with probability ``stop``; at a scheduling
+    point, preempt some running jobs and start some waiting ones that fit."""
+    c = sim.cluster
+    if kind == EVAL:
+        if rnd.random() < stop:
+            sim.stop(sim.decision_job.job_id)
+        return
+    for j in list(c.running):
+        if rnd.random() < 0.2:
+            sim.preempt(j)
+    for j, v in list(c.waiting.items()):
+        if v.gpus <= c.free_gpus and (rnd.random() < 0.7 or not c.running):
+            sim.start(j)
+
+
 def random_rollout(cfg, decision_seed):
     """Drive the simulator with random legal decisions, checking invariants at every step."""
     rnd = random.Random(decision_seed)
@@ -48,16 +64,7 @@ def random_rollout(cfg, decision_seed):
         assert all(v.status == WAITING for v in c.waiting.values())
         if kind == DONE:
             break
-        if kind == EVAL:
-            if rnd.random() < 0.1:
-                sim.stop(sim.decision_job.job_id)
-            continue
-        for j in list(c.running):
-            if rnd.random() < 0.2:
-                sim.preempt(j)
-        for j, v in list(c.waiting.items()):
-            if v.gpus <= c.free_gpus and (rnd.random() < 0.7 or not c.running):
-                sim.start(j)
+        random_decisions(sim, kind, rnd, stop=0.1)
     out = sim.outcome()
     statuses = [v.status for v in sim.views]
     assert all(s in (COMPLETED, STOPPED) for s in statuses)            # every job ended ...
@@ -135,17 +142,8 @@ def decision_log(sim: Simulator, decision_seed: int, policy=None) -> list:
             else:
                 apply_plan(sim, policy.schedule(c))
             continue
-        if kind == EVAL:
-            if rnd.random() < 0.2:
-                sim.stop(sim.decision_job.job_id)
-            continue
-        for j in list(c.running):
-            if rnd.random() < 0.2:
-                sim.preempt(j)
-        for j, v in list(c.waiting.items()):
-            if v.gpus <= c.free_gpus and (rnd.random() < 0.7 or not c.running):
-                sim.start(j)
-        if rnd.random() < 0.3:
+        random_decisions(sim, kind, rnd, stop=0.2)
+        if kind != EVAL and rnd.random() < 0.3:
             sim.request_wakeup(c.now_h + rnd.choice([0.001, 0.5, 2.0]))
     out = sim.outcome()
     return log + [a.tolist() for a in (out.finish_ticks, out.service_ticks, out.first_start_ticks)]
