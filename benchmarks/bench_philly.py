@@ -140,7 +140,8 @@ def print_split(split: list) -> None:
                k["idle"] / max(k["points"], 1), k["idle_s"] / max(k["idle"], 1) * 1e6,
                (cpu_s - k["schedule_s"] - k["gc_s"]) / k["events"] * 1e6, k["gc_s"] / n * 1e6)
         f = first.setdefault(name, (row, n))
-        cells = " ".join(f"{v:>11.{dp}f} {v / f[0][i] if f[0][i] else 1:>5.2f}" for i, (v, (_, dp)) in enumerate(zip(row, cols)))
+        cells = " ".join(f"{v:>11.{dp}f} {v / f[0][i] if f[0][i] else 1:>5.2f}"
+                         for i, (v, (_, dp)) in enumerate(zip(row, cols)))
         print(f"{name:<28} {n:>6} {cells} {k['schedule_s'] / cpu_s:>11.2f} {math.log(n) / math.log(f[1]):>7.2f}")
 
 

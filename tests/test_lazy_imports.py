@@ -42,7 +42,8 @@ def test_lazy_choices_are_checked_and_listed(capsys):
     with pytest.raises(SystemExit) as e:
         main(["simulate", "--trace", "t.csv", "--trace-format", "nope"])
     assert e.value.code == 2
-    assert "--trace-format: invalid choice: 'nope' (choose from 'philly', 'helios', 'acme')" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--trace-format: invalid choice: 'nope' (choose from 'philly', 'helios', 'acme')" in err
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])
     assert "trace layout: philly, helios, acme (default philly)" in capsys.readouterr().out
