@@ -13,6 +13,17 @@ total queueing hours over the makespan), which is what the scheduling cost
 grows with. CPU time is the figure to compare on a shared machine; the load
 average is printed before and after.
 
+A second table splits the cost: events per job (arrivals, checkpoints, the
+checkpoints voided by preemptions and stops, wake-ups), scheduling points per
+job, changes per job (starts and preemptions the plans ask for), CPU
+microseconds per scheduling point (in the policy's ``schedule``), per change,
+per scheduling point that changed nothing (and the share of such points), per
+event (everything else, over the events), and the garbage collector's CPU
+time per job (``gc.callbacks``; kept out of the other figures), each beside
+its ratio to the smallest size. When the samples grow more contended, events
+and changes per job grow with them; the per-event and per-change costs say
+whether the work per unit grew too.
+
 ``--rekeying`` adds SRTF-Est re-keying every running job at every scheduling
 point (the allocator without its kept running order), for the speed-up in one
 run; its metrics must equal the kept order's (checked, printed).
@@ -33,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import math
 import os
 import pstats
@@ -43,7 +55,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)  # this checkout's code, not an installed copy
 
 from evalstop_gym.baselines import SCHEDULERS, EvalStop, make_policy  # noqa: E402
-from evalstop_gym import run_policy  # noqa: E402
+from evalstop_gym import Simulator, compute_metrics, drive, run_policy  # noqa: E402
 from evalstop_gym.cluster import uniform  # noqa: E402
 from evalstop_gym.traces import read_trace, replay_trace, trace_config  # noqa: E402
 
@@ -59,6 +71,78 @@ def policies(rekeying: bool = False) -> dict:
         slow = type(cls.__name__ + "Rekeying", (cls,), {"run_invariant_key": False})
         pols[f"{sched}(rekeying)+evalstop"] = lambda: EvalStop(slow(), k=2)
     return pols
+
+
+def run_counted(workload, policy) -> tuple[dict, dict]:
+    """Metrics of one run, and its counts: events, scheduling points, changes, CPU s in ``schedule``
+    (less the cost of reading the CPU clock, :func:`clock_cost`)."""
+    counts = {"points": 0, "changes": 0, "schedule_s": 0.0, "idle": 0, "idle_s": 0.0, "gc_s": 0.0}
+    schedule, clock = policy.schedule, CLOCK_COST
+    gc_s = [0.0, 0.0, 0.0]  # start of the current collection; collections inside schedule(); in all
+
+    def counted(cluster):
+        g, c = gc_s[2], time.process_time()
+        plan = schedule(cluster)
+        c = time.process_time() - c - clock
+        gc_s[1] += gc_s[2] - g
+        c -= gc_s[2] - g  # the garbage collector's passes are counted apart
+        changes = len(plan.preempt) + len(plan.start)
+        counts["schedule_s"] += c
+        counts["points"] += 1
+        counts["changes"] += changes
+        if not changes:  # a point where nothing changed
+            counts["idle"] += 1
+            counts["idle_s"] += c
+        return plan
+
+    def collecting(phase, info):
+        if phase == "start":
+            gc_s[0] = time.process_time()
+        else:
+            gc_s[2] += time.process_time() - gc_s[0]
+
+    policy.schedule = counted  # drive() reads the bound method once, at its start
+    gc.collect()
+    gc.callbacks.append(collecting)
+    try:
+        sim = Simulator(workload)
+        m = compute_metrics(drive(sim, policy))
+    finally:
+        gc.callbacks.remove(collecting)
+    counts["events"], counts["gc_s"] = sim.events, gc_s[2]
+    return m, counts
+
+
+def clock_cost(reps: int = 20000) -> float:
+    """CPU seconds of one ``process_time()`` pair around nothing (about 1 us: a few percent of a
+    run, so it is subtracted from the time in ``schedule`` and from the run's CPU time)."""
+    c = time.process_time()
+    for _ in range(reps):
+        d = time.process_time()
+        d = time.process_time() - d
+    return (time.process_time() - c) / reps
+
+
+CLOCK_COST = clock_cost()
+
+
+def print_split(split: list) -> None:
+    """Per job: events, scheduling points, changes; CPU us per scheduling point, per change, per
+    scheduling point that changed nothing (idle), and per event; x: against the first size."""
+    cols = (("events/job", 2), ("points/job", 2), ("changes/job", 2), ("us/point", 1), ("us/change", 1),
+            ("idle share", 2), ("us/idle pt", 1), ("us/event", 2), ("GC us/job", 1))
+    print("\n" + f"{'policy':<28} {'jobs':>6} " + " ".join(f"{c:>11} {'x':>5}" for c, _ in cols)
+          + f" {'sched share':>11} {'n log n':>7}")
+    first = {}
+    for name, n, cpu_s, k in split:
+        row = (k["events"] / n, k["points"] / n, k["changes"] / n,
+               k["schedule_s"] / max(k["points"], 1) * 1e6, k["schedule_s"] / max(k["changes"], 1) * 1e6,
+               k["idle"] / max(k["points"], 1), k["idle_s"] / max(k["idle"], 1) * 1e6,
+               (cpu_s - k["schedule_s"] - k["gc_s"]) / k["events"] * 1e6, k["gc_s"] / n * 1e6)
+        f = first.setdefault(name, (row, n))
+        cells = " ".join(f"{v:>11.{dp}f} {v / f[0][i] if f[0][i] else 1:>5.2f}"
+                         for i, (v, (_, dp)) in enumerate(zip(row, cols)))
+        print(f"{name:<28} {n:>6} {cells} {k['schedule_s'] / cpu_s:>11.2f} {math.log(n) / math.log(f[1]):>7.2f}")
 
 
 def load() -> str:
@@ -112,7 +196,7 @@ def main(argv=None) -> int:
     print(f"{'policy':<28} {'cluster':<14} {'jobs':>6} {'gpus':>5} {'build s':>7} {'wall s':>7} {'cpu s':>7} "
           f"{'jobs/cpu s':>10} {'cpu/job vs first':>16} {'n log n':>7} {'preempt/job':>11} {'mean waiting':>12} "
           f"{'avg JCT h':>9} {'cpu vs flat':>11}")
-    results = {}
+    results, split = {}, []
     for name, make in pols.items():
         first = None
         for n in sizes:
@@ -122,18 +206,20 @@ def main(argv=None) -> int:
                 w, rep = replay_trace(table, cfg, jobs=n if n < table.n else None, sample=True, rescale="cluster")
                 build_s = time.perf_counter() - t
                 t, c = time.perf_counter(), time.process_time()
-                m = run_policy(w, make())
-                wall_s, cpu_s = time.perf_counter() - t, time.process_time() - c
+                m, counts = run_counted(w, make())
+                wall_s, cpu_s = time.perf_counter() - t, time.process_time() - c - counts["points"] * CLOCK_COST
                 if topo == "flat":
                     results[name, n] = m
                     flat_s = cpu_s
                     per_job = cpu_s / n
                     first = first or (per_job, n)
+                    split.append((name, n, cpu_s, counts))
                 waiting = m["avg_queue_h"] * n / m["makespan_h"]
                 print(f"{name:<28} {topo:<14} {n:>6} {rep.total_gpus:>5} {build_s:>7.2f} {wall_s:>7.2f} "
                       f"{cpu_s:>7.2f} {n / cpu_s:>10.0f} {cpu_s / n / first[0]:>16.2f} "
                       f"{math.log(n) / math.log(first[1]):>7.2f} {m['preemptions'] / n:>11.2f} {waiting:>12.0f} "
                       f"{m['avg_jct_h']:>9.2f} {cpu_s / flat_s:>11.2f}", flush=True)
+    print_split(split)
     for (name, n), m in results.items():
         if "(rekeying)" in name:
             same = m == results[name.replace("(rekeying)", ""), n]

@@ -4,8 +4,9 @@ Each command runs ``--runs`` times, the commands taking turns, so a change in
 the machine's load hits all of them alike; CPU time (user + system of the
 child, from ``os.wait4``) is the steadier figure on a shared machine. The
 default commands are the floor (``python -c pass``, then what ``import
-evalstop_gym`` cannot avoid: numpy and Gymnasium) and ``simulate --json`` on
-the default episode, run from this checkout.
+evalstop_gym`` cannot avoid: numpy; Gymnasium is imported only by the
+environments, shown beside it for scale), ``import evalstop_gym`` and
+``simulate --json`` on the default episode, run from this checkout.
 
     python benchmarks/bench_startup.py [--runs 12] [COMMAND ...]
 """
@@ -21,7 +22,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
-DEFAULT = [f"{PY} -c pass", f"{PY} -c 'import numpy, gymnasium'", f"{PY} -m evalstop_gym.cli simulate --json"]
+DEFAULT = [f"{PY} -c pass", f"{PY} -c 'import numpy'", f"{PY} -c 'import numpy, gymnasium'",
+           f"{PY} -c 'import evalstop_gym'", f"{PY} -m evalstop_gym.cli simulate --json"]
 
 
 def main(argv=None) -> int:

@@ -11,9 +11,9 @@ from .workload import Workload, generate
 
 __version__ = "0.1.0"
 
-from .envs.registration import register_envs as _register_envs  # noqa: E402
+from .envs.registration import register_when_gymnasium_loads as _register  # noqa: E402
 
-_register_envs()  # Gymnasium ids EvalStop-Cluster-v0, EvalStop-StopControl-v0
+_register()  # Gymnasium ids EvalStop-Cluster-v0, EvalStop-StopControl-v0, once gymnasium is imported
 
 __all__ = [
     "simulate", "run_policy", "ClusterSpec", "WorkloadConfig", "CurveModel", "JobTypeModel", "PRESETS", "ConfigError",

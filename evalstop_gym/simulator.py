@@ -1,8 +1,13 @@
 """Discrete-event simulator of a shared GPU cluster.
 
 Events: job arrival, eval checkpoint (the last checkpoint is the completion),
-and scheduler wake-ups. They sit in one heap keyed by ``(time, counter)``, so
-simultaneous events always resolve in the order they were pushed.
+and scheduler wake-ups. They are ordered by ``(time, counter)``, so
+simultaneous events always resolve in the order they were pushed; arrivals
+hold the counters ``0..n-1`` (job ids), before any other event. Arrivals are
+known in advance, so they are read from a list sorted once by ``(submit
+time, job id)`` and merged with a heap of the other events: the heap holds
+about one checkpoint per running job instead of every job of the episode,
+and each push and pop costs the logarithm of that.
 
 The simulator is driven step by step: :meth:`Simulator.advance` processes
 events until a decision is due and says which kind:
@@ -53,6 +58,7 @@ from .workload import Workload
 
 DONE, EVAL, SCHEDULE = 0, 1, 2
 _ARRIVAL, _CHECKPOINT, _WAKEUP = 0, 1, 2
+_NEVER = 1 << 63  # the tick of the "arrival" after the last one: later than any event (ticks fit int64)
 
 
 class SimulationError(RuntimeError):
@@ -103,6 +109,8 @@ class Outcome:
 class Simulator:
     """One episode over a :class:`Workload`. Not reusable: make a new one per episode."""
 
+    _VOID_SLACK = 32  # void checkpoints the heap may hold beyond half of it (a small heap is not worth a pass)
+
     def __init__(self, workload: Workload):
         w = workload
         self._w = w
@@ -115,16 +123,17 @@ class Simulator:
         self._gpus = w.gpus.tolist()
         self._items = w.items.tolist()
         # the realistic world's checkpoint grid (speed jitter, eval time) and resume cost; None: none
-        self._grid = w.checkpoint_ticks().tolist() if w.ckpt_service_h is not None else None
+        # per-checkpoint tables are flat lists (job j's i-th entry at j * evals + i): one object each
+        # instead of one list per job keeps the garbage collector's full passes short on big episodes
+        self._grid = w.checkpoint_ticks().ravel().tolist() if w.ckpt_service_h is not None else None
         self._restart = to_ticks(w.restart_h).tolist() if w.restart_h is not None else None
         self._overhead = [0] * n    # ticks of resume cost paid so far (shifts the job's checkpoints)
         self._peak = np.argmax(w.curves.gold, axis=1).tolist()
         self._peak_service = [-1] * n
-        self._obs = w.observed.tolist()
-        self._loss = w.curves.loss.tolist()
-        rlhf = JOB_TYPES.index("rlhf")
-        self._proxy = [row if t == rlhf else None
-                       for row, t in zip(w.curves.proxy.tolist(), w.job_type.tolist())]
+        self._obs = w.observed.ravel().tolist()
+        self._loss = w.curves.loss.ravel().tolist()
+        self._proxy = w.curves.proxy.ravel().tolist()
+        self._rlhf = (w.job_type == JOB_TYPES.index("rlhf")).tolist()  # only RLHF jobs report proxy rewards
         spec = w.spec
         self._placer = None if spec.trivial else Placer(spec)
         self.cluster = ClusterView(w.total_gpus, spec, self._placer)
@@ -149,11 +158,15 @@ class Simulator:
         self._best_idx = [-1] * n
         self._best_score = [-np.inf] * n
         self._preemptions = 0
-        # event tie-breaker: a plain int (picklable), bumped on every push
-        self._heap = [(t, j, _ARRIVAL, j, 0) for j, t in enumerate(self._submit)]
+        # arrivals by (submit tick, job id), then a sentinel; _next_arrival indexes the next one
+        self._arrivals = sorted(range(n), key=self._submit.__getitem__)  # stable: ties by job id
+        self._arrival_ticks = [self._submit[j] for j in self._arrivals] + [_NEVER]
+        self._next_arrival = 0
+        # checkpoints and wake-ups; tie-breaker: a plain int (picklable), bumped on every push
+        self._heap: list[tuple] = []
+        self._void = 0  # checkpoints in the heap voided by a preemption or stop (see _voided)
         self._seq = n
         self._queued = 0  # stamps of entries into the waiting queue
-        heapq.heapify(self._heap)
         self._dirty = False
         self._wakeups: set[int] = set()  # instants (ticks) with a wake-up pending
         self._active = n
@@ -162,22 +175,28 @@ class Simulator:
     # -- driving -----------------------------------------------------------------
     def advance(self) -> int:
         """Process events until the next decision; return ``EVAL``, ``SCHEDULE`` or ``DONE``."""
-        heap, cluster = self._heap, self.cluster
+        heap, cluster, arrival_ticks = self._heap, self.cluster, self._arrival_ticks
         while True:
-            if self._dirty and (not heap or heap[0][0] > cluster.now_ticks):
+            at = arrival_ticks[self._next_arrival]  # _NEVER once every job has arrived
+            if self._dirty and at > cluster.now_ticks and (not heap or heap[0][0] > cluster.now_ticks):
                 self._dirty = False
                 self.decision_job = None
                 return SCHEDULE
-            if not heap:
+            if heap and heap[0][0] < at:  # on equal times the arrival goes first: its counter is lower
+                t, _, kind, j, epoch = heapq.heappop(heap)
+                if kind == _CHECKPOINT and epoch != self._epoch[j]:
+                    self._void -= 1
+                    continue  # the job was preempted or stopped since this was pushed
+            elif at != _NEVER:
+                t, kind, j = at, _ARRIVAL, self._arrivals[self._next_arrival]
+                self._next_arrival += 1
+            else:
                 if self._active:
                     raise SimulationError(
                         f"stalled at t={cluster.now_h:.4f} h: {len(cluster.waiting)} jobs wait, none runs "
                         "and no event is pending; the scheduler must start a job")
                 self.decision_job = None
                 return DONE
-            t, _, kind, j, epoch = heapq.heappop(heap)
-            if kind == _CHECKPOINT and epoch != self._epoch[j]:
-                continue  # the job was preempted or stopped since this was pushed
             if t != cluster.now_ticks:
                 # on nodes, GPUs idle while jobs wait are fragmented if none of those jobs fits
                 if self._placer is not None and cluster.free_gpus and self._waiting_demand:
@@ -230,14 +249,15 @@ class Simulator:
         """Record eval checkpoint of job ``j``; True if a stop decision is due."""
         v = self.views[j]
         i = len(v.eval_scores)
-        score = self._obs[j][i]
+        at = j * self._evals + i
+        score = self._obs[at]
         scores = v.eval_scores
         if scores:
             v.consecutive_declines = v.consecutive_declines + 1 if score < scores[-1] else 0
         scores.append(score)
-        v.train_losses.append(self._loss[j][i])
-        if self._proxy[j] is not None:
-            v.proxy_rewards.append(self._proxy[j][i])
+        v.train_losses.append(self._loss[at])
+        if self._rlhf[j]:
+            v.proxy_rewards.append(self._proxy[at])
         if score > self._best_score[j]:
             self._best_score[j], self._best_idx[j] = score, i
         i += 1
@@ -260,7 +280,7 @@ class Simulator:
         (or the realistic world's grid point) plus the resume costs it has paid."""
         v = self.views[j]
         k = len(v.eval_scores) + 1
-        target = self._length[j] * k // self._evals if self._grid is None else self._grid[j][k - 1]
+        target = self._length[j] * k // self._evals if self._grid is None else self._grid[j * self._evals + k - 1]
         due = target + self._overhead[j] - v._service_ticks
         self._seq += 1
         heapq.heappush(self._heap, (self.cluster.now_ticks + due, self._seq, _CHECKPOINT, j, self._epoch[j]))
@@ -271,14 +291,14 @@ class Simulator:
         # speed above 1 it may pass it by less than one tick's work, which is not carried over
         k = len(self.views[j].eval_scores) + 1
         self._work[j] = (self._length[j] * k // self._evals if self._grid is None
-                         else self._grid[j][k - 1]) + self._overhead[j]
+                         else self._grid[j * self._evals + k - 1]) + self._overhead[j]
         return Simulator._checkpoint(self, j)
 
     def _push_checkpoint_on_nodes(self, j: int) -> None:
         """As :meth:`_push_checkpoint`, the target being work at full speed reached at the job's rate."""
         v = self.views[j]
         k = len(v.eval_scores) + 1
-        target = self._length[j] * k // self._evals if self._grid is None else self._grid[j][k - 1]
+        target = self._length[j] * k // self._evals if self._grid is None else self._grid[j * self._evals + k - 1]
         due = target + self._overhead[j] - self._work[j]
         rate = self._rate[j]
         if rate is not None:  # ceil(remaining work * den / num)
@@ -302,8 +322,11 @@ class Simulator:
             del c.waiting[j]
             if self._placer is not None:
                 self._unwait(v.gpus)
+        voided = status == STOPPED and v.status == RUNNING  # a completion pops the job's last checkpoint
         v.status = status
         self._epoch[j] += 1
+        if voided:
+            self._voided()
         self._finish[j] = c.now_ticks
         self._active -= 1
         c.finished += 1
@@ -357,10 +380,24 @@ class Simulator:
         v._service_ticks += c.now_ticks - v._run_since_ticks
         v._run_since_ticks = None
         self._epoch[j] += 1
+        self._voided()
         del c.running[j]
         c.free_gpus += v.gpus
         self._enqueue(v)
         self._preemptions += 1
+
+    def _voided(self) -> None:
+        """A running job's pending checkpoint was just voided. Void checkpoints stay in the heap
+        until their time (a pop skips them); once they are half of it, they are dropped at once,
+        so the heap stays within twice the live events on contended episodes (Philly: 6x without).
+        The order of the live events is untouched: their ``(time, counter)`` keys are unique."""
+        self._void += 1
+        heap = self._heap
+        if self._void > self._VOID_SLACK and 2 * self._void > len(heap):
+            epoch = self._epoch
+            heap[:] = [e for e in heap if e[2] != _CHECKPOINT or e[4] == epoch[e[3]]]
+            heapq.heapify(heap)
+            self._void = 0
 
     # -- nodes -------------------------------------------------------------------------
     def _place(self, j: int, v: JobView, where: tuple | None) -> None:
@@ -451,6 +488,12 @@ class Simulator:
     @property
     def done(self) -> bool:
         return self._active == 0
+
+    @property
+    def events(self) -> int:
+        """Events scheduled so far: arrivals, checkpoints (with those a preemption or stop made
+        void, which are skipped when their time comes) and wake-ups."""
+        return self._seq
 
     def outcome(self) -> Outcome:
         if self._active:

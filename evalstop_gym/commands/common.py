@@ -11,6 +11,30 @@ from ..config import CALIBRATIONS, PRESETS, WorkloadConfig
 _DEFAULT = WorkloadConfig()
 
 
+class LazyChoices:
+    """``choices`` for argparse read from ``module.NAME`` on first use, so a command run without
+    the option does not import the module (the trace and curve readers: ~10 ms of start-up).
+
+    argparse reads choices only to check a value given, to list them in an error or in ``--help``
+    (``%(choices)s``, with an explicit ``metavar``: a default metavar would list them at once).
+    """
+
+    def __init__(self, module: str, name: str):
+        self._where = (module, name)
+
+    def _choices(self) -> tuple:
+        import importlib
+
+        module, name = self._where
+        return getattr(importlib.import_module(module), name)
+
+    def __contains__(self, value) -> bool:
+        return value in self._choices()
+
+    def __iter__(self):
+        return iter(self._choices())
+
+
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("workload")
     g.add_argument("--workload", default=_DEFAULT.workload, metavar="NAME",

@@ -14,15 +14,13 @@ import json
 import os
 import sys
 
-from .common import add_policy_flags, add_workload_flags, policy_kwargs, workload_kwargs
+from .common import LazyChoices, add_policy_flags, add_workload_flags, policy_kwargs, workload_kwargs
 
 ORDER = 10
 
 
 def add_parser(sub) -> None:
-    from ..curvelog import CURVE_FORMATS
-    from ..traces import BAD_ROW_MODES, RESCALE_MODES, TRACE_FORMATS
-
+    traces, curvelog = "evalstop_gym.traces", "evalstop_gym.curvelog"  # imported only when used
     p = sub.add_parser("simulate", help="run one episode and print its metrics",
                        description="Run one episode of a policy on a workload and print its metrics.")
     add_workload_flags(p)
@@ -30,19 +28,19 @@ def add_parser(sub) -> None:
     t = p.add_argument_group("trace replay (docs/traces.md)")
     t.add_argument("--trace", metavar="PATH", default=None,
                    help="replay a job trace (CSV); --jobs is then not used, see --trace-jobs")
-    t.add_argument("--trace-format", choices=TRACE_FORMATS, default=None,
-                   help="trace layout (default philly)")
-    t.add_argument("--on-bad-row", choices=BAD_ROW_MODES, default=None,
-                   help="a bad trace row is an error (default) or is skipped and counted")
+    t.add_argument("--trace-format", choices=LazyChoices(traces, "TRACE_FORMATS"), default=None, metavar="FORMAT",
+                   help="trace layout: %(choices)s (default philly)")
+    t.add_argument("--on-bad-row", choices=LazyChoices(traces, "BAD_ROW_MODES"), default=None, metavar="MODE",
+                   help="a bad trace row is an error (default) or is skipped and counted: %(choices)s")
     t.add_argument("--trace-jobs", type=int, default=None, metavar="N",
                    help="replay the first N jobs of the window (default: all)")
     t.add_argument("--trace-sample", action="store_true",
                    help="with --trace-jobs: a seeded random sample of N jobs instead of the first N")
     t.add_argument("--trace-window", default=None, metavar="START:END",
                    help="hours since the trace's first submit, e.g. 0:168 (either side may be empty)")
-    t.add_argument("--trace-rescale", choices=RESCALE_MODES, default=None,
+    t.add_argument("--trace-rescale", choices=LazyChoices(traces, "RESCALE_MODES"), default=None, metavar="MODE",
                    help="fit the trace to the cluster: scale arrival times to --load on --gpus (arrivals, "
-                        "default), size the cluster for --load at recorded times (cluster), or neither")
+                        "default), size the cluster for --load at recorded times (cluster), or neither (none)")
     t.add_argument("--trace-gpu-scale", default=None, metavar="X|fit",
                    help="multiply GPU demands by X (rounded half up, >= 1), or 'fit' the largest to --gpus "
                         "(default 1)")
@@ -52,7 +50,8 @@ def add_parser(sub) -> None:
     c.add_argument("--curves", metavar="PATH", default=None,
                    help="RLHF jobs take curves and hacking labels from this curve log "
                         "(.csv, .jsonl, or a directory of them or of TensorBoard event files)")
-    c.add_argument("--curves-format", choices=CURVE_FORMATS, default=None, help="(default auto)")
+    c.add_argument("--curves-format", choices=LazyChoices(curvelog, "CURVE_FORMATS"), default=None,
+                   metavar="FORMAT", help="%(choices)s (default auto)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.set_defaults(func=run)
 
@@ -97,10 +96,14 @@ def gpu_scale_arg(text: str) -> float | str:
 def build_workload(args: argparse.Namespace):
     """The episode's workload: generated, or replayed from ``--trace``; curves from ``--curves``."""
     from ..config import WorkloadConfig
-    from ..traces import read_trace, replay_trace, trace_config
     from ..workload import generate
 
-    cfg = (trace_config if args.trace else WorkloadConfig)(**workload_kwargs(args))
+    if args.trace:
+        from ..traces import read_trace, replay_trace, trace_config
+
+        cfg = trace_config(**workload_kwargs(args))
+    else:
+        cfg = WorkloadConfig(**workload_kwargs(args))
     what = cfg.workload
     if args.trace:
 
