@@ -43,7 +43,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import JOB_TYPES, ConfigError, UsageError, check_range
+from .config import JOB_TYPES, MAX_GPUS, ConfigError, UsageError, check_range
 
 PLACEMENTS = ("consolidate", "first-fit", "spread")
 DEFAULT_TYPE = "gpu"
@@ -87,7 +87,10 @@ class ClusterSpec:
 
     def __post_init__(self) -> None:
         check_range("cluster.nodes", self.nodes, 1, 100_000, integer=True)
-        check_range("cluster.gpus_per_node", self.gpus_per_node, 1, 10_000, integer=True)
+        check_range("cluster.gpus_per_node", self.gpus_per_node, 1, MAX_GPUS, integer=True)  # a flat pool is one node
+        if self.nodes * self.gpus_per_node > MAX_GPUS:
+            raise ConfigError("cluster", f"{self.nodes} x {self.gpus_per_node} GPUs",
+                              f"must hold at most {MAX_GPUS:,} GPUs in all")
         if self.placement not in PLACEMENTS:
             raise ConfigError("cluster.placement", self.placement, f"must be one of {', '.join(PLACEMENTS)}")
         if self.node_types and len(self.node_types) != self.nodes:

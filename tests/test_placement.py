@@ -404,6 +404,9 @@ def test_spec_validation_names_field_value_and_what_is_allowed():
         ClusterSpec(nodes=2, gpus_per_node=8, throughput=(("h100", (("rlhf", 2.0),)),))
     with pytest.raises(ConfigError, match=r"cluster=.*must hold gpus=32"):
         WorkloadConfig(gpus=32, cluster="nodes8")
+    with pytest.raises(ConfigError, match=r"cluster='1000 x 1001 GPUs'.*at most 1,000,000 GPUs"):
+        ClusterSpec(nodes=1000, gpus_per_node=1001)
+    assert ClusterSpec.flat(25_600).total_gpus == 25_600   # a flat pool is one node: as large as any cluster
 
 
 def test_spec_files(tmp_path):
