@@ -339,10 +339,10 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
             room.use(where)
         if on_free:
             free.use(where)
-        else:  # the start used the node's free GPUs first, then candidates': free never exceeds room
+        else:  # the start uses a node's free GPUs first, then candidates': free drops by min(taken, free)
             displaced = True
-            f, r = free.free, room.free
-            free.use(tuple((n, f[n] - r[n]) for n, _ in where if f[n] > r[n]))
+            f = free.free
+            free.use(tuple((n, min(c, f[n])) for n, c in where if f[n]))
     if not displaced:  # no start went onto a candidate's GPUs: every candidate keeps running
         return placed, {c.job_id for c in candidates}
     kept = set()

@@ -418,6 +418,9 @@ class Simulator:
             if total != v.gpus:
                 raise SimulationError(f"cannot start job {j} on {where}: it needs {v.gpus} GPUs "
                                       f"on distinct nodes with room (free per node: {free})")
+            if self._placer.strict and self._placer.is_spread(where):
+                raise SimulationError(f"cannot start job {j} on {where}: placement 'consolidate' never spreads a "
+                                      f"job over more nodes than its {v.gpus} GPUs need (use 'first-fit' or 'spread')")
         self.cluster._nodes.use(where)
         v.nodes = where
         if self._rated:

@@ -265,6 +265,28 @@ def test_a_start_that_cannot_be_placed_waits_and_the_candidate_keeps_running():
     assert preemptive_plan(4, 3, running, [(3, 1.0)]) == ([], [], {})
 
 
+def test_a_start_across_free_and_candidate_gpus_takes_the_free_ones_first():
+    # 4 nodes x 4. B (4 GPUs, est 9 h) on node 0, A (1, est 8 h) on node 1 (3 free), R (3, est 2 h) on node 2
+    # (1 free), Q (2, est 3 h) on node 3 (2 free). S1 (7, est 1 h), S2 (1, est 1.5 h), S3 (3, est 4 h) arrive.
+    # Remaining at 0.5 h: S1 1, R 1.5, S2 1.5, Q 2.5, S3 4, A 7.5, B 8.5; on the count (16) S1 7 + R 3 + S2 1
+    # + Q 2 + S3 3 = 16 are kept, A and B are candidates. S1 needs a whole node plus 3: only with B's node 0,
+    # plus node 1's 3 free GPUs (not A's). Node 1 is then full, so S2 takes node 2's free GPU; S3 finds no
+    # node with 3 (free or A's): it waits. A's GPU was not taken: A keeps running; only B is preempted.
+    running = [(4, 9.0, ((0, 4),)), (1, 8.0, ((1, 1),)), (3, 2.0, ((2, 3),)), (2, 3.0, ((3, 2),))]
+    assert preemptive_plan(4, 4, running, [(7, 1.0), (1, 1.5), (3, 4.0)]) == (
+        [0], [4, 5], {4: ((0, 4), (1, 3)), 5: ((2, 1),)})
+
+
+def test_consolidate_refuses_an_explicit_spread_placement():
+    s = spec(nodes=4, per=8, placement="consolidate")
+    sim = Simulator(workload_from_jobs([dict(submit_h=0.0, gpus=8, length_h=1.0)], total_gpus=32, cluster=s))
+    assert sim.advance() != DONE
+    with pytest.raises(SimulationError, match="'consolidate' never spreads"):
+        sim.start(0, ((0, 4), (1, 4)))
+    sim.start(0, ((2, 8),))   # one whole node is fine
+    assert sim.cluster.node_free == [8, 8, 0, 8]
+
+
 def test_starts_are_placed_in_key_order():
     # 2 nodes x 4; R (1 GPU, est 0.5 h) on node 0, so 3 + 4 GPUs are free. X (1 GPU, est 9 h), Y (3, est 2 h)
     # and Z (3, est 3 h) arrive in that order; on the count all start (1 + 1 + 3 + 3 = 8). In key order
@@ -322,6 +344,7 @@ def test_random_legal_decisions_keep_nodes_consistent(seed):
     w = generate(WorkloadConfig(jobs=60, load=1.5, seed=seed, gpus=s.total_gpus, cluster=s))
     sim = Simulator(w)
     c = sim.cluster
+    placer = Placer(s)
     runs = {}   # job id -> (start tick, work at start, placement) of an uninterrupted run
     while True:
         kind = sim.advance()
@@ -350,6 +373,8 @@ def test_random_legal_decisions_keep_nodes_consistent(seed):
                         need -= take
                     if not need:
                         break
+                if s.placement == "consolidate" and placer.is_spread(tuple(where.items())):
+                    continue  # not legal there: consolidate never spreads a job
                 sim.start(v.job_id, tuple(where.items()))
                 runs[v.job_id] = (c.now_ticks, v.nodes)
         # no node over-allocated; every running job's GPUs sum to its demand; node state adds up
