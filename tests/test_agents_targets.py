@@ -353,6 +353,12 @@ def test_a_replayed_philly_sample_is_a_world(models, tmp_path):
     report = targets(REALISTIC, stop_model=str(models[0]), seeds=2, validation_seeds=2, out=tmp_path,
                      generalisation=True, settings=[world])
     assert report.main.b is not None and report.main.a_note.startswith("no learned scheduler")
+    assert [r.setting for r in report.rows] == [world.label]   # given worlds are reported even without the flag
+    again = targets(REALISTIC, stop_model=str(models[0]), seeds=2, validation_seeds=2, out=tmp_path,
+                    settings=[world])
+    assert [r.setting for r in again.rows] == [world.label]
+    with pytest.raises(ConfigError, match="settings=.*at least one world"):
+        targets(REALISTIC, stop_model=str(models[0]), seeds=2, validation_seeds=2, out=tmp_path, settings=[])
 
 
 # -- the command line -------------------------------------------------------------------

@@ -56,10 +56,13 @@ def test_env_ids_registered_in_either_import_order(imports):
     code = imports + ("\nenv = gym.make('EvalStop-Cluster-v0', jobs=5)\n"
                       "print(env.unwrapped.spec.id, gym.spec('EvalStop-StopControl-v0').entry_point)\n"
                       # Gymnasium keeps its own loader (the hook only wraps it while Gymnasium loads)
-                      "print(gym.__loader__ is gym.__spec__.loader, type(gym.__loader__).__name__)")
+                      "print(gym.__loader__ is gym.__spec__.loader, type(gym.__loader__).__name__)\n"
+                      # and once Gymnasium is in, the finder is gone from the import path
+                      "print([type(f).__name__ for f in sys.meta_path if 'Gymnasium' in type(f).__name__])")
     out = run(code)
     assert out[0] == "EvalStop-Cluster-v0 evalstop_gym.envs.stop_env:StopControlEnv"
     assert out[1].startswith("True ") and "ThenRegister" not in out[1]
+    assert out[2] == "[]"
 
 
 def test_env_classes_load_on_first_use():

@@ -476,7 +476,8 @@ def targets(base: WorkloadConfig | None = None, *, scheduler_model: str | None =
             noise_levels: Sequence[float] = NOISE_LEVELS, settings: Sequence[Setting] | None = None,
             progress: bool = False) -> TargetsReport:
     """Select on validation seeds, then judge the models on held-out test seeds (and, with
-    ``generalisation``, in every world of :func:`generalisation_settings`, or of ``settings``)."""
+    ``generalisation``, in every world of :func:`generalisation_settings`; given ``settings``, in those
+    worlds, the first being the reference)."""
     from evalstop_gym.experiments.runner import ResultStore, RunSpec, exclusive
     from evalstop_gym.experiments.spec import Experiment
 
@@ -484,6 +485,8 @@ def targets(base: WorkloadConfig | None = None, *, scheduler_model: str | None =
 
     check_range("seeds", seeds, 2, integer=True)   # paired tests need two pairs
     check_test_seeds(first_seed, seeds)
+    if settings is not None and not settings:
+        raise ConfigError("settings", [], "must name at least one world (or be None: the generalisation worlds)")
     for s in noise_levels:
         check_range("noise_levels", s, 0.0, 1.0)
     base = base or WorkloadConfig()
@@ -510,7 +513,8 @@ def targets(base: WorkloadConfig | None = None, *, scheduler_model: str | None =
                 results = {RunSpec.of(p, world.config(base), s).run_id: m
                            for p in ok for s, m in zip(seed_list, runs[p])}
                 arm_table = _arm_table(exp, results, world.config(base), seed_list)
-    return TargetsReport(sel, arms, seed_list, base, judged[0], arm_table, judged if generalisation else [])
+    rows = judged if generalisation or settings is not None else []
+    return TargetsReport(sel, arms, seed_list, base, judged[0], arm_table, rows)
 
 
 def _arm_table(exp, results, cfg: WorkloadConfig, seeds: Sequence[int]) -> str:

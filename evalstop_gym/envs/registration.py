@@ -78,4 +78,6 @@ class _ThenRegister:
     def exec_module(self, module):
         module.__loader__ = module.__spec__.loader = self.loader
         self.loader.exec_module(module)
+        # done: later imports no longer pass through the finder
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterGymnasium)]
         register_envs()
