@@ -62,8 +62,12 @@ class StopControlEnv(SimEnv):
     def _run_to_eval(self) -> None:
         """Let the base scheduler act until the next eval checkpoint or the end."""
         sim, schedule, rec = self._sim, self._scheduler.schedule, self._recorder
+        views = sim.views
         while self._advance() not in (EVAL, DONE):
-            apply_plan(sim, schedule(sim.cluster))
+            plan = schedule(sim.cluster)
+            apply_plan(sim, plan)
+            for j in plan.preempt:  # the base scheduler's preemptions are priced as the agent's are
+                self._preempted(views[j])
             if rec is not None:
                 rec.update(sim.cluster)
 
