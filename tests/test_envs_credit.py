@@ -96,3 +96,44 @@ def test_preemptions_are_charged_in_the_cluster_env():
     weighted = sum(env.reward_weights[k] * v for k, v in terms.items())
     assert weighted == pytest.approx(-terms["jct_h"] + 100 * terms["quality"] - per_job
                                      - 0.1 * terms["invalid"], rel=1e-9)
+
+
+# -- one-job episodes plus the queueing-cost term agree with full episodes ------------------------------
+# A toy both can be computed on by hand: 2 GPUs; job A (2 GPUs, 4 h, evals at 1, 2, 3, 4 h) runs first
+# under FIFO while B, C, D (2 GPUs, 1 h each) wait behind it. Stopping A at its first checkpoint instead
+# of running it on saves A 3 h and each of the 3 waiting jobs 3 h: 12 h of summed JCT.
+A = dict(submit_h=0.0, gpus=2, length_h=4.0)
+OTHERS = [dict(submit_h=0.0, gpus=2, length_h=1.0) for _ in range(3)]
+
+
+def summed_cost(jobs, stop_first, **kwargs):
+    """(summed JCT h, summed queue_h) of an episode, job A stopped at its first checkpoint or never."""
+    from evalstop_gym.workload import workload_from_jobs
+
+    env = gym.make(STOP_CONTROL_ID, scheduler="fifo", **kwargs)
+    env.reset(seed=0, options={"workload": workload_from_jobs(jobs, total_gpus=2)})
+    jct = queue = 0.0
+    while True:
+        stop = stop_first and env.unwrapped.decision_job.job_id == 0
+        _, _, term, _, info = env.step(1 if stop else 0)
+        jct += info["reward_terms"]["jct_h"] * len(jobs)
+        queue += info["reward_terms"]["queue_h"] * len(jobs)
+        if term:
+            return jct, queue
+
+
+def test_one_job_episodes_with_the_queue_term_agree_with_full_episodes():
+    full = summed_cost([A, *OTHERS], False)[0] - summed_cost([A, *OTHERS], True)[0]
+    assert full == pytest.approx(12.0)  # (4 + 5 + 6 + 7) - (1 + 2 + 3 + 4), by hand
+    # alone, A holds 2 GPUs; 3 jobs waiting on 2 GPUs is a load of 1.5 waiting jobs per GPU
+    run_on = sum(summed_cost([A], False, queue_load=1.5))
+    stop = sum(summed_cost([A], True, queue_load=1.5))
+    assert run_on - stop == pytest.approx(full)  # 3 h own JCT + 2 GPUs x 3 h x 1.5 = 12 h
+    # without the term a one-job episode sees only A's own 3 h
+    assert summed_cost([A], False)[0] - summed_cost([A], True)[0] == pytest.approx(3.0)
+
+
+def test_queue_term_measures_the_episodes_own_queue_by_default():
+    # busy GPUs x hours x waiting per GPU, under FIFO when A runs on: [0, 4] 2 x 4 x 3/2, then B, C, D
+    # each 1 h with 2, 1, 0 waiting: 12 + 2 + 1 + 0
+    assert summed_cost([A, *OTHERS], False)[1] == pytest.approx(15.0)

@@ -40,8 +40,8 @@ _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(WorkloadConfig)}
 # (about 65 under EvalStop) but enough that an agent without masks learns to avoid wasted steps
 # a preemption's resume is priced at its expected GPU-hours (resume_gpu_h) at one hour of mean JCT each
 DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "waste_gpu_h": 0.0, "quality": 100.0, "invalid": -0.1,
-                          "preempt_gpu_h": -1.0}
-TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h")  # accumulated terms; "invalid" is per step
+                          "preempt_gpu_h": -1.0, "queue_h": 0.0}
+TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h")  # accumulated terms; "invalid" is per step
 # the stream of the fresh eval draws that credit stopped jobs: (episode seed, CREDIT_STREAM); the workload
 # generator uses (seed) and (seed, 1), so these draws are independent of every score the agent saw
 CREDIT_STREAM = 2
@@ -184,6 +184,9 @@ class SimEnv(gym.Env):
       action is a no-op and the step's ``invalid`` reward term is 1) or
       ``"raise"`` (it raises ``ValueError`` naming the valid actions);
     * ``reward_weights``: overrides of :data:`DEFAULT_REWARD_WEIGHTS`;
+    * ``queue_load``: waiting jobs per GPU that the ``queue_h`` reward term charges every GPU-hour
+      held (``None``, default: the episode's own queue, ``waiting jobs / cluster GPUs`` at each
+      instant); a fixed load stands in for the cluster a one-job training episode leaves out;
     * ``render_mode``: ``"ansi"`` (text), ``"rgb_array"`` (a Gantt chart of GPU
       allocation with axes, legend and clock) or ``"human"`` (the same in a
       pygame window, drawn at every step; the ``render`` extra);
@@ -214,7 +217,7 @@ class SimEnv(gym.Env):
     def __init__(self, *, config: WorkloadConfig | None = None, max_steps: int | str | None = "auto",
                  invalid_action: str = "penalize", reward_weights: dict[str, float] | None = None,
                  render_mode: str | None = None, trace: str | None = None, trace_format: str = "philly",
-                 trace_options: dict[str, Any] | None = None, **workload: Any):
+                 trace_options: dict[str, Any] | None = None, queue_load: float | None = None, **workload: Any):
         workload = workload_fields(workload)
         if config is not None and not isinstance(config, WorkloadConfig):
             raise ConfigError("config", config, "must be a WorkloadConfig or None")
@@ -245,6 +248,10 @@ class SimEnv(gym.Env):
         self.max_steps = max_steps
         self.invalid_action = invalid_action
         self.reward_weights = _check_weights(reward_weights)
+        queue_load = plain(queue_load)
+        if queue_load is not None:
+            check_range("queue_load", queue_load, 0.0, 1000.0)
+        self.queue_load = None if queue_load is None else float(queue_load)
         self.render_mode = render_mode
         self._sim: Simulator | None = None
         self._viewer: Window | None = None
@@ -318,8 +325,12 @@ class SimEnv(gym.Env):
         c = sim.cluster
         t0, active, finished = c.now_h, len(c.running) + len(c.waiting), c.finished
         running = list(c.running) if active else ()
+        busy = c.total_gpus - c.free_gpus
+        load = len(c.waiting) / c.total_gpus if self.queue_load is None else self.queue_load
         kind = sim.advance()
-        self._terms[0] += active * (c.now_h - t0)
+        dt = c.now_h - t0
+        self._terms[0] += active * dt
+        self._terms[4] += busy * dt * load  # GPU-hours held x waiting jobs per GPU: the queue's waiting
         if c.finished != finished:
             views = sim.views
             for j in running:
