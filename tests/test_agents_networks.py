@@ -151,3 +151,35 @@ def test_train_reads_the_extractor_by_name_from_a_hyperparameter_file(tmp_path):
     assert kw["features_extractor_class"] is SlotSetExtractor
     with pytest.raises(ConfigError, match="policy_kwargs.features_extractor_class"):
         _policy_kwargs({"features_extractor_class": "os.system"})
+
+
+def test_a_saved_stop_policy_answers_cluster_checkpoints_as_it_does_in_its_own_env(tmp_path):
+    """HandCodedStops(stop_model=...) plays the stop-policy's own decisions: a hand-coded scheduler
+    through it gives exactly the metrics of the stop-policy over that scheduler in StopControl-v0."""
+    from evalstop_gym.agents.policy import LearnedPolicy
+    from evalstop_gym.agents.train import train
+    from evalstop_gym.agents.wrappers import HandCodedStops
+    from evalstop_gym.baselines import make_policy
+    from evalstop_gym.envs.adapter import PolicyAgent, rollout
+
+    tiny = {"n_steps": 64, "batch_size": 32, "n_epochs": 2, "eval_freq": 10**6, "n_eval_episodes": 1,
+            "eval_workload": {"jobs": 10}}
+    train(STOP_CONTROL_ID, "ppo", out=tmp_path / "stop", timesteps=128, overrides=tiny, calibration="realistic",
+          progress=False, echo=lambda s: None)
+    # the trained weights, and the same network made to stop every job (action 1 dominates)
+    from stable_baselines3 import PPO
+
+    model = PPO.load(tmp_path / "stop" / "model.zip", device="cpu")
+    with th.no_grad():
+        model.policy.action_net.bias.copy_(th.tensor([0.0, 50.0]))
+    (tmp_path / "always").mkdir()
+    model.save(tmp_path / "always" / "model.zip")
+    (tmp_path / "always" / "config.json").write_text((tmp_path / "stop" / "config.json").read_text())
+    stopped = []
+    for path in (tmp_path / "stop", tmp_path / "always"):
+        direct = LearnedPolicy.load(path).run(5, scheduler="srtf-est", jobs=30)
+        env = HandCodedStops(gym.make(CLUSTER_ID, slots=30, jobs=30, calibration="realistic"), stop_model=str(path))
+        out = rollout(env, PolicyAgent(make_policy("srtf-est"), env), seed=5)
+        assert out["metrics"] == direct
+        stopped.append(direct["jobs_stopped"])
+    assert stopped[1] == 30 and stopped[0] < 30
