@@ -158,7 +158,7 @@ def test_metrics_only_in_the_final_info(env_id):
         if term:
             break
         assert set(info) == STEP_INFO_KEYS
-        assert set(info["reward_terms"]) == {"jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "invalid"}
+        assert set(info["reward_terms"]) == {"jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops", "invalid"}
     assert set(info) == STEP_INFO_KEYS | {"metrics"}
     assert info["metrics"] == simulate("fifo", "evalstop", jobs=20, seed=1)
 

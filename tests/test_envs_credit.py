@@ -137,3 +137,9 @@ def test_queue_term_measures_the_episodes_own_queue_by_default():
     # busy GPUs x hours x waiting per GPU, under FIFO when A runs on: [0, 4] 2 x 4 x 3/2, then B, C, D
     # each 1 h with 2, 1, 0 waiting: 12 + 2 + 1 + 0
     assert summed_cost([A, *OTHERS], False)[1] == pytest.approx(15.0)
+
+
+def test_stops_term_counts_the_stops_per_job():
+    terms, out, _, _ = play(STOP_CONTROL_ID, make_policy("srtf-est", "evalstop"), 0)
+    assert terms["stops"] * JOBS == pytest.approx(int(out.stopped.sum()))
+    assert int(out.stopped.sum()) > 0

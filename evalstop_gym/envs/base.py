@@ -40,8 +40,8 @@ _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(WorkloadConfig)}
 # (about 65 under EvalStop) but enough that an agent without masks learns to avoid wasted steps
 # a preemption's resume is priced at its expected GPU-hours (resume_gpu_h) at one hour of mean JCT each
 DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "waste_gpu_h": 0.0, "quality": 100.0, "invalid": -0.1,
-                          "preempt_gpu_h": -1.0, "queue_h": 0.0}
-TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h")  # accumulated terms; "invalid" is per step
+                          "preempt_gpu_h": -1.0, "queue_h": 0.0, "stops": 0.0}
+TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops")  # accumulated terms; "invalid" is per step
 # the stream of the fresh eval draws that credit stopped jobs: (episode seed, CREDIT_STREAM); the workload
 # generator uses (seed) and (seed, 1), so these draws are independent of every score the agent saw
 CREDIT_STREAM = 2
@@ -370,6 +370,7 @@ class SimEnv(gym.Env):
         j = v.job_id
         best = self._best[j]
         if stopped:  # the tenant gets the best observed checkpoint (stops happen at checkpoints)
+            self._terms[5] += 1.0
             self._terms[1] += v.attained_gpu_h - self._best_gpu_h[j]
             self._terms[2] += self.fresh_eval(j, self._best_idx[j])
             return
