@@ -1,6 +1,8 @@
 """The set networks: slot order and padding do not matter, and one set of weights runs on any
 window or cluster size."""
 
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -164,8 +166,9 @@ def test_a_saved_stop_policy_answers_cluster_checkpoints_as_it_does_in_its_own_e
 
     tiny = {"n_steps": 64, "batch_size": 32, "n_epochs": 2, "eval_freq": 10**6, "n_eval_episodes": 1,
             "eval_workload": {"jobs": 10}}
-    train(STOP_CONTROL_ID, "ppo", out=tmp_path / "stop", timesteps=128, overrides=tiny, calibration="realistic",
-          progress=False, echo=lambda s: None)
+    recipe = Path(__file__).resolve().parents[1] / "evalstop_gym" / "agents" / "hyperparams" / "ppo-realistic.yml"
+    train(STOP_CONTROL_ID, "ppo", out=tmp_path / "stop", timesteps=128, overrides=tiny, hyperparams=str(recipe),
+          n_envs=1, progress=False, echo=lambda s: None)
     # the trained weights, and the same network made to stop every job (action 1 dominates)
     from stable_baselines3 import PPO
 
