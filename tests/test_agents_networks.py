@@ -125,6 +125,12 @@ def test_maskable_scheduler_trained_on_8_slots_scores_the_same_jobs_on_24(realis
     from sb3_contrib import MaskablePPO
 
     env, obs, nodes = realistic
+    # the extractor under sb3-contrib's own MlpPolicy (pooled features, a flat head) ...
+    plain = MaskablePPO("MlpPolicy", env, n_steps=128, batch_size=64, n_epochs=2, seed=0, device="cpu",
+                        policy_kwargs={"features_extractor_class": SlotSetExtractor,
+                                       "features_extractor_kwargs": {"slots": SLOTS, "hidden": 16}})
+    plain.learn(256)
+    # ... and under the equivariant head, which runs on any window size
     model = MaskablePPO(SlotScorerPolicy, env, n_steps=128, batch_size=64, n_epochs=2, seed=0, device="cpu",
                         policy_kwargs={"hidden": 16})
     model.learn(256)
