@@ -1,5 +1,5 @@
 """The realistic world's recipes against every hand-coded scheduler x stopper pair on held-out seeds 0-9
-(slow: about 8 CPU minutes of training and 2 of evaluation; 7.3 minutes wall on a quiet 2-core machine).
+(slow: about 8 CPU minutes of training and 2 of evaluation; 7.3 minutes wall on the shared 2-core machine).
 
     python -m pytest -m slow tests/test_agents_recipe_realistic.py
 
