@@ -170,8 +170,9 @@ def test_slot_scorer_is_permutation_equivariant_and_round_trips(tmp_path):
     rows = obs[:8 * N_JOB].reshape(8, N_JOB)
     obs_p = np.concatenate([rows[perm].ravel(), obs[8 * N_JOB:]]).astype(np.float32)
     with th.no_grad():
-        logits = model.policy.mlp_extractor.forward_actor(th.as_tensor(obs[None]))[0].numpy()
-        logits_p = model.policy.mlp_extractor.forward_actor(th.as_tensor(obs_p[None]))[0].numpy()
+        pol = model.policy
+        logits = pol.mlp_extractor.forward_actor(pol.features_extractor(th.as_tensor(obs[None])))[0].numpy()
+        logits_p = pol.mlp_extractor.forward_actor(pol.features_extractor(th.as_tensor(obs_p[None])))[0].numpy()
     assert np.allclose(logits_p[2:], logits[2:][perm], atol=1e-6)
     assert np.allclose(logits_p[:2], logits[:2], atol=1e-6)
     model.save(tmp_path / "m.zip")

@@ -22,7 +22,7 @@ def episode(policy, seed):
     agent = PolicyAgent(policy, env)
     obs, _ = env.reset(seed=seed)
     agent.reset()
-    ret, terms = 0.0, dict.fromkeys(("jct_h", "waste_gpu_h", "quality", "invalid"), 0.0)
+    ret, terms = 0.0, dict.fromkeys(("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops", "invalid"), 0.0)
     while True:
         obs, r, term, trunc, info = env.step(agent(obs))
         ret += r

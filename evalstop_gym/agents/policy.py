@@ -88,6 +88,8 @@ def describe(cfg: dict[str, Any]) -> str:
     if cfg["env_id"] == STOP_CONTROL_ID:
         return f"learned stop-policy ({cfg['algo']})"
     stops = next((kw for name, kw in cfg["env_wrapper"] if name == "HandCodedStops"), None)
+    if stops is not None and stops.get("stop_model"):
+        return f"learned scheduler ({cfg['algo']}) + learned stop-policy"
     if stops is not None:
         return f"learned scheduler ({cfg['algo']}) + {stops.get('stopper', 'evalstop')}"
     return f"learned scheduler and stops ({cfg['algo']})"
@@ -239,6 +241,9 @@ class LearnedPolicy:
         from .train import make_env
 
         kwargs = dict(self.config["env_kwargs"])
+        world = (self.config.get("train_workload") or {}).get("calibration")
+        if world is not None and "calibration" not in kwargs and "calibration" not in workload:
+            workload = {"calibration": world, **workload}   # the world trained in, whatever its episode sizes
         if scheduler is not None:
             if self.env_id != STOP_CONTROL_ID:
                 raise ConfigError("scheduler", scheduler, f"only a stop-policy runs over a base scheduler; "

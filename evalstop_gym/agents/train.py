@@ -48,6 +48,15 @@ def _policy_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
         if out["activation_fn"] not in acts:
             raise ConfigError("policy_kwargs.activation_fn", out["activation_fn"], f"must be one of {', '.join(acts)}")
         out["activation_fn"] = acts[out["activation_fn"]]
+    if "features_extractor_class" in out:   # a class of evalstop_gym.agents.networks, by name: nothing is evaluated
+        from . import networks
+
+        name = out["features_extractor_class"]
+        short = str(name).rpartition(".")[2] if str(name).startswith("evalstop_gym.agents.networks.") else name
+        if short not in networks.EXTRACTORS:
+            raise ConfigError("policy_kwargs.features_extractor_class", name,
+                              f"must be one of {', '.join(networks.EXTRACTORS)} (evalstop_gym.agents.networks)")
+        out["features_extractor_class"] = networks.EXTRACTORS[short]
     return out
 
 

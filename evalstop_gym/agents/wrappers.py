@@ -31,7 +31,7 @@ from evalstop_gym.config import ConfigError
 from evalstop_gym.envs.base import CONTINUE, STOP
 from evalstop_gym.envs.cluster_env import SLOT0, ClusterEnv
 from evalstop_gym.envs.features import JOB_FEATURES
-from evalstop_gym.envs.stop_env import StopControlEnv
+from evalstop_gym.envs.stop_env import StopControlEnv, stop_observation
 from evalstop_gym.view import RUNNING
 
 
@@ -90,8 +90,37 @@ class JobFeatures(gym.ObservationWrapper):
         return observation[self._index]
 
 
+class LearnedStops:
+    """A saved stop-policy (EvalStop-StopControl-v0, optionally behind :class:`JobFeatures`) answering the
+    eval checkpoints of EvalStop-Cluster-v0 from the observation StopControl-v0 would show: ``rule(job,
+    cluster) -> 0 | 1``, deterministic."""
+
+    def __init__(self, path: str, env: ClusterEnv):
+        from evalstop_gym.envs.adapter import STOP_CONTROL_ID
+
+        from .policy import LearnedPolicy
+
+        self.policy = LearnedPolicy.load(path)
+        if self.policy.env_id != STOP_CONTROL_ID:
+            raise ConfigError("stop_model", path, f"must be a stop-policy ({STOP_CONTROL_ID}), not a {self.policy.label}")
+        self._index = None
+        for name, kwargs in self.policy.config["env_wrapper"]:
+            if name != "JobFeatures":
+                raise ConfigError("stop_model", path, f"its wrapper {name} cannot answer Cluster-v0 checkpoints")
+            names = list(JOB_FEATURES)
+            self._index = np.array([names.index(f) for f in kwargs.get("features", STOP_FEATURES)])
+        self._nodes = env._topo_spec is not None
+
+    def __call__(self, job, cluster) -> int:
+        obs = stop_observation(cluster, job, self._nodes)
+        if self._index is not None:
+            obs = obs[self._index]
+        return int(self.policy.model.predict(obs, deterministic=True)[0])
+
+
 class HandCodedStops(gym.Wrapper):
-    """EvalStop-Cluster-v0 with a hand-coded stopper answering every eval checkpoint.
+    """EvalStop-Cluster-v0 with a hand-coded stopper (or a saved stop-policy, ``stop_model``) answering
+    every eval checkpoint.
 
     After each agent action, eval checkpoints are answered by ``stopper``
     (a name in ``evalstop_gym.baselines.STOPPERS`` with ``params``) until the next
@@ -104,7 +133,7 @@ class HandCodedStops(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, stopper: str = "evalstop", params: dict[str, Any] | None = None,
-                 work_conserving: bool = False, preempt: bool = True):
+                 work_conserving: bool = False, preempt: bool = True, stop_model: str | None = None):
         from evalstop_gym.baselines import make_policy
 
         super().__init__(env)
@@ -113,6 +142,8 @@ class HandCodedStops(gym.Wrapper):
         self.stopper = stopper
         self.params = dict(params or {})
         self._rule = make_policy("fifo", stopper, **self.params)   # only its should_stop is asked
+        self.stop_model = stop_model
+        self._learned = LearnedStops(stop_model, env.unwrapped) if stop_model is not None else None
         self.work_conserving = bool(work_conserving)
         self.preempt = bool(preempt)
 
@@ -145,7 +176,10 @@ class HandCodedStops(gym.Wrapper):
         env = self.env.unwrapped
         terms = dict(info.get("reward_terms", {}))
         while not (terminated or truncated) and env.decision == "eval":
-            a = STOP if self._rule.should_stop(env.decision_job, env.cluster) else CONTINUE
+            if self._learned is not None:
+                a = self._learned(env.decision_job, env.cluster)
+            else:
+                a = STOP if self._rule.should_stop(env.decision_job, env.cluster) else CONTINUE
             obs, r, terminated, truncated, info = self.env.step(a)
             reward += r
             for k, v in info["reward_terms"].items():

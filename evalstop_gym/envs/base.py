@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ..config import PRESETS, ConfigError, CurveModel, WorkloadConfig, check_range
+from ..config import JOB_TYPES, PRESETS, ConfigError, CurveModel, WorkloadConfig, check_range
 from ..metrics import compute_metrics
 from ..simulator import DONE, EVAL, SCHEDULE, Simulator
 from ..view import COMPLETED, ClusterView, JobView
@@ -38,7 +38,13 @@ _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(WorkloadConfig)}
 # reward = sum over terms of weight * term; terms are per-job averages (see docs/mdp.md)
 # an invalid action is a no-op costing 0.1: six minutes of mean JCT, small next to an episode's return
 # (about 65 under EvalStop) but enough that an agent without masks learns to avoid wasted steps
-DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "waste_gpu_h": 0.0, "quality": 100.0, "invalid": -0.1}
+# a preemption's resume is priced at its expected GPU-hours (resume_gpu_h) at one hour of mean JCT each
+DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "waste_gpu_h": 0.0, "quality": 100.0, "invalid": -0.1,
+                          "preempt_gpu_h": -1.0, "queue_h": 0.0, "stops": 0.0}
+TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops")  # accumulated terms; "invalid" is per step
+# the stream of the fresh eval draws that credit stopped jobs: (episode seed, CREDIT_STREAM); the workload
+# generator uses (seed) and (seed, 1), so these draws are independent of every score the agent saw
+CREDIT_STREAM = 2
 INVALID_ACTION_MODES = ("penalize", "raise")
 # default truncation: steps per job of the episode. A hand-coded scheduler takes about 12 steps per job
 # on EvalStop-Cluster-v0, a uniformly random agent without masks about 120 (94% of them invalid no-ops)
@@ -48,6 +54,18 @@ STEPS_PER_JOB = 500
 def plain(value: Any) -> Any:
     """NumPy scalars as Python numbers (``jobs=np.int64(10)``); other values unchanged."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def resume_gpu_h(world, job_type: int, gpus: int) -> float:
+    """Expected GPU-hours of one resume of a ``job_type`` job on ``gpus`` GPUs in ``world`` (a
+    :class:`~evalstop_gym.config.WorldModel`): ``2 x state / bandwidth + warm-up`` on every GPU of the job,
+    averaged over the world's bandwidth (log-uniform) and warm-up (uniform) ranges, as the workload
+    generator draws them. Public: the world's parameters and the job's type and demand, not the job's
+    hidden draw. 0 in the paper's world, where resumes are free."""
+    lo, hi = world.storage_gbps
+    inv_bw = 1.0 / lo if hi == lo else (1.0 / lo - 1.0 / hi) / math.log(hi / lo)  # E[1 / bandwidth]
+    seconds = 2.0 * world.checkpoint_gb[job_type] * inv_bw + 0.5 * (world.warmup_s[0] + world.warmup_s[1])
+    return gpus * seconds / 3600.0
 
 
 def _check_mapping(name: str, value: Any, allowed: str) -> dict:
@@ -166,6 +184,9 @@ class SimEnv(gym.Env):
       action is a no-op and the step's ``invalid`` reward term is 1) or
       ``"raise"`` (it raises ``ValueError`` naming the valid actions);
     * ``reward_weights``: overrides of :data:`DEFAULT_REWARD_WEIGHTS`;
+    * ``queue_load``: waiting jobs per GPU that the ``queue_h`` reward term charges every GPU-hour
+      held (``None``, default: the episode's own queue, ``waiting jobs / cluster GPUs`` at each
+      instant); a fixed load stands in for the cluster a one-job training episode leaves out;
     * ``render_mode``: ``"ansi"`` (text), ``"rgb_array"`` (a Gantt chart of GPU
       allocation with axes, legend and clock) or ``"human"`` (the same in a
       pygame window, drawn at every step; the ``render`` extra);
@@ -196,7 +217,7 @@ class SimEnv(gym.Env):
     def __init__(self, *, config: WorkloadConfig | None = None, max_steps: int | str | None = "auto",
                  invalid_action: str = "penalize", reward_weights: dict[str, float] | None = None,
                  render_mode: str | None = None, trace: str | None = None, trace_format: str = "philly",
-                 trace_options: dict[str, Any] | None = None, **workload: Any):
+                 trace_options: dict[str, Any] | None = None, queue_load: float | None = None, **workload: Any):
         workload = workload_fields(workload)
         if config is not None and not isinstance(config, WorkloadConfig):
             raise ConfigError("config", config, "must be a WorkloadConfig or None")
@@ -227,6 +248,10 @@ class SimEnv(gym.Env):
         self.max_steps = max_steps
         self.invalid_action = invalid_action
         self.reward_weights = _check_weights(reward_weights)
+        queue_load = plain(queue_load)
+        if queue_load is not None:
+            check_range("queue_load", queue_load, 0.0, 1000.0)
+        self.queue_load = None if queue_load is None else float(queue_load)
         self.render_mode = render_mode
         self._sim: Simulator | None = None
         self._viewer: Window | None = None
@@ -262,6 +287,9 @@ class SimEnv(gym.Env):
         if seed is None and self._episodes == 0:
             seed = self.config.seed  # the first unseeded episode plays the configured seed
         super().reset(seed=seed)
+        ready = isinstance(options, Mapping) and "workload" in options
+        if seed is None and not ready:  # the draw episode_workload would make, kept for the credit stream
+            seed = int(self.np_random.integers(0, 2**63 - 1))
         w = self._episode_workload(seed, options)
         check_topology(self._topo_spec, w)
         self._episodes += 1
@@ -274,8 +302,13 @@ class SimEnv(gym.Env):
         # public bookkeeping for the reward: best observed score per job and
         # the GPU-hours the job had attained when it was observed
         self._best = [-math.inf] * n
+        self._best_idx = [-1] * n
         self._best_gpu_h = [0.0] * n
-        self._terms = [0.0, 0.0, 0.0]  # jct_h, waste_gpu_h, quality accumulated in this step
+        self._terms = [0.0] * len(TERMS)  # accumulated in this step
+        # the credit of a stopped job: a fresh eval of its delivered checkpoint, the same noise model as
+        # the workload's observed scores (eval_sd) with its own draw; computed when the job stops
+        self._fresh_z = np.random.default_rng([seed if seed is not None else 0, CREDIT_STREAM]).standard_normal(n)
+        self._gold, self._eval_sd = w.curves.gold, w.eval_sd
         self._recorder = AllocationRecorder(w.total_gpus) if self.render_mode in ("rgb_array", "human") else None
         self._begin_episode()
         if self.render_mode == "human":
@@ -292,8 +325,12 @@ class SimEnv(gym.Env):
         c = sim.cluster
         t0, active, finished = c.now_h, len(c.running) + len(c.waiting), c.finished
         running = list(c.running) if active else ()
+        busy = c.total_gpus - c.free_gpus
+        load = len(c.waiting) / c.total_gpus if self.queue_load is None else self.queue_load
         kind = sim.advance()
-        self._terms[0] += active * (c.now_h - t0)
+        dt = c.now_h - t0
+        self._terms[0] += active * dt
+        self._terms[4] += busy * dt * load  # GPU-hours held x waiting jobs per GPU: the queue's waiting
         if c.finished != finished:
             views = sim.views
             for j in running:
@@ -304,6 +341,7 @@ class SimEnv(gym.Env):
             s = v.eval_scores[-1]
             if s > self._best[v.job_id]:  # strict, as the simulator picks the delivered checkpoint
                 self._best[v.job_id] = s
+                self._best_idx[v.job_id] = len(v.eval_scores) - 1
                 self._best_gpu_h[v.job_id] = v.attained_gpu_h
         self._kind = kind
         if self._recorder is not None:
@@ -316,13 +354,25 @@ class SimEnv(gym.Env):
         if self._recorder is not None:
             self._recorder.update(self._sim.cluster, stopped=v.job_id)
 
+    def _preempted(self, v: JobView) -> None:
+        """Charge a preemption the expected GPU-hours of the job's resume (:func:`resume_gpu_h`)."""
+        self._terms[3] += resume_gpu_h(self.config.world, JOB_TYPES.index(v.job_type), v.gpus)
+
+    def fresh_eval(self, job_id: int, checkpoint: int) -> float:
+        """A fresh public eval of ``job_id``'s checkpoint ``checkpoint`` (0-based): its true score plus
+        one new draw of the workload's eval noise at that checkpoint (``Workload.eval_sd``), from the
+        episode's own stream ``(seed, CREDIT_STREAM)``, one draw per job. Unbiased, unlike the best
+        observed score, which is selected as the maximum of noisy draws."""
+        return float(self._gold[job_id, checkpoint] + self._eval_sd[job_id, checkpoint] * self._fresh_z[job_id])
+
     def _job_ended(self, v: JobView, stopped: bool) -> None:
-        """Delivered observed score and GPU-hours past the best observed checkpoint."""
+        """Delivered score as credited (see :meth:`fresh_eval`) and GPU-hours past the best observed checkpoint."""
         j = v.job_id
         best = self._best[j]
         if stopped:  # the tenant gets the best observed checkpoint (stops happen at checkpoints)
+            self._terms[5] += 1.0
             self._terms[1] += v.attained_gpu_h - self._best_gpu_h[j]
-            self._terms[2] += best
+            self._terms[2] += self.fresh_eval(j, self._best_idx[j])
             return
         last = v.eval_scores[-1]  # a completed job delivers its final checkpoint
         self._terms[2] += last
@@ -333,12 +383,11 @@ class SimEnv(gym.Env):
         """Assemble ``(obs, reward, terminated, truncated, info)`` and reset the step's terms."""
         self._steps += 1
         n = self._n_jobs
-        jct, waste, quality = (x / n for x in self._terms)
-        self._terms = [0.0, 0.0, 0.0]
-        terms = {"jct_h": jct, "waste_gpu_h": waste, "quality": quality, "invalid": 1.0 if invalid else 0.0}
+        terms = {k: x / n for k, x in zip(TERMS, self._terms)}
+        terms["invalid"] = 1.0 if invalid else 0.0
+        self._terms = [0.0] * len(TERMS)
         w = self.reward_weights
-        reward = float(w["jct_h"] * jct + w["waste_gpu_h"] * waste + w["quality"] * quality
-                       + (w["invalid"] if invalid else 0.0))
+        reward = float(sum(w[k] * x for k, x in terms.items()))
         terminated = self._kind == DONE
         truncated = not terminated and self._limit is not None and self._steps >= self._limit
         info = self._info(terminated)

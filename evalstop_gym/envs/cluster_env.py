@@ -84,6 +84,7 @@ class ClusterEnv(SimEnv):
                 v = self._window[a - SLOT0]
                 if v.status == RUNNING:
                     sim.preempt(v.job_id)
+                    self._preempted(v)
                 else:
                     sim.start(v.job_id, self._placements.pop(v.job_id, None))
                     self._started_at[v.job_id] = sim.cluster.now_h

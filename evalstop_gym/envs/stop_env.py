@@ -62,8 +62,12 @@ class StopControlEnv(SimEnv):
     def _run_to_eval(self) -> None:
         """Let the base scheduler act until the next eval checkpoint or the end."""
         sim, schedule, rec = self._sim, self._scheduler.schedule, self._recorder
+        views = sim.views
         while self._advance() not in (EVAL, DONE):
-            apply_plan(sim, schedule(sim.cluster))
+            plan = schedule(sim.cluster)
+            apply_plan(sim, plan)
+            for j in plan.preempt:  # the base scheduler's preemptions are priced as the agent's are
+                self._preempted(views[j])
             if rec is not None:
                 rec.update(sim.cluster)
 
@@ -80,16 +84,22 @@ class StopControlEnv(SimEnv):
         return self._finish_step(invalid)
 
     def _observe(self) -> np.ndarray:
-        c = self._sim.cluster
-        if self._kind == EVAL:
-            row = job_row(self._sim.decision_job, c.total_gpus, True)
-            row += cluster_row(c, shown_running=1, eval_point=True)
-        else:
-            row = [0.0] * N_JOB + cluster_row(c)
-        if self._topo_spec is not None:  # the node block, with the job at the checkpoint as its one slot
-            row += topology_row(c, [self._sim.decision_job] if self._kind == EVAL else [], 1)
-        return np.array(row, np.float32)
+        return stop_observation(self._sim.cluster, self._sim.decision_job if self._kind == EVAL else None,
+                                self._topo_spec is not None)
 
     def action_masks(self) -> np.ndarray:
         """Both actions at a checkpoint; only 0 once the episode is over."""
         return np.array([1, 1] if self._kind == EVAL else [1, 0], np.int8)
+
+
+def stop_observation(c, job, nodes: bool) -> np.ndarray:
+    """StopControl-v0's observation of ``job`` at its eval checkpoint on cluster view ``c`` (``job=None``:
+    after the episode); ``nodes``: with the node block. Also what a stop-policy sees when it answers the
+    checkpoints of EvalStop-Cluster-v0 (:class:`evalstop_gym.agents.wrappers.HandCodedStops`)."""
+    if job is not None:
+        row = job_row(job, c.total_gpus, True) + cluster_row(c, shown_running=1, eval_point=True)
+    else:
+        row = [0.0] * N_JOB + cluster_row(c)
+    if nodes:  # the node block, with the job at the checkpoint as its one slot
+        row += topology_row(c, [job] if job is not None else [], 1)
+    return np.array(row, np.float32)

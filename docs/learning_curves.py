@@ -1,0 +1,60 @@
+"""Learning curves of `evalstop-gym train --tensorboard DIR` runs as one PNG.
+
+    PYTHONPATH=. python3 docs/learning_curves.py OUT.png "label=TB_RUN_DIR" ["label=TB_RUN_DIR" ...]
+
+Each TB_RUN_DIR is one run's folder under the --tensorboard directory (for example
+``tb/ppo-EvalStop-StopControl-v0-seed0_1``). Left: mean training-episode return
+(SB3's ``rollout/ep_rew_mean``, the last 100 episodes); right: mean validation
+return (``eval/mean_reward``, the rounds model selection reads). Training and
+validation episodes differ in length where a recipe trains on one-job episodes,
+so the panels have their own scales. Reads the event files with TensorBoard's
+own ``EventAccumulator``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+PANELS = (("rollout/ep_rew_mean", "training episode return (mean of last 100)"),
+          ("eval/mean_reward", "validation return (mean of the rounds' episodes)"))
+
+
+def scalars(run_dir: str, tag: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of one scalar of a run; empty if the run did not log it."""
+    acc = EventAccumulator(run_dir, size_guidance={"scalars": 0})
+    acc.Reload()
+    if tag not in acc.Tags().get("scalars", []):
+        return [], []
+    events = acc.Scalars(tag)
+    return [e.step for e in events], [e.value for e in events]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2 or any("=" not in a for a in argv[1:]):
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    out, runs = argv[0], [a.split("=", 1) for a in argv[1:]]
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(11, 4))
+    for ax, (tag, title) in zip(axes, PANELS):
+        for label, run_dir in runs:
+            steps, values = scalars(run_dir, tag)
+            if steps:
+                ax.plot(steps, values, label=label, marker="o" if tag.startswith("eval") else None, ms=3)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("environment steps")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
