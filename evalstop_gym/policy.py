@@ -67,8 +67,8 @@ class Scheduler(Policy):
     On nodes, "fits" for a non-preemptive scheduler is a placement under the
     cluster's placement policy on the free GPUs (``ClusterView.pool``,
     :mod:`evalstop_gym.placement`). A preemptive scheduler decides its keep
-    set on the GPU count as above, then places it without moving running jobs
-    (:meth:`_place_on_nodes`). A scheduler may rank GPU types per job
+    set on the GPU count as above, then places it without moving running jobs,
+    backfilling the GPUs of a job that cannot be placed (:meth:`_place_on_nodes`). A scheduler may rank GPU types per job
     (:meth:`type_preference`).
     """
 
@@ -183,8 +183,9 @@ class Scheduler(Policy):
         they are; jobs to start are placed, in key order, on GPUs free now if
         they can be, otherwise on those plus the candidates' GPUs (a
         consolidated placement before a spread one); a job that cannot be
-        placed waits. A candidate whose GPUs no started job took keeps
-        running (:func:`evalstop_gym.placement.place_preemptive`,
+        placed waits, and lower-ranked waiting jobs that can be placed start
+        instead (:meth:`_backfill`). A candidate whose GPUs no started job took
+        keeps running (:func:`evalstop_gym.placement.place_preemptive`,
         ``docs/cluster.md``). ``keyed``: ``plan.start`` is in key order already.
         """
         key = self.key
