@@ -203,6 +203,19 @@ class Nodes:
             self._cap = consolidated_cap(self.counts, self.gpn)
         return self._cap
 
+    def partial_cap(self) -> int:
+        """:meth:`cap` with every wholly free node left out."""
+        if not self.strict:
+            return self.total - self.counts[self.gpn] * self.gpn
+        return consolidated_cap(self.counts[:-1] + [0], self.gpn)
+
+    def partial(self) -> "Nodes":
+        """A copy with every wholly free node left out (its GPUs counted as used)."""
+        g, counts = self.gpn, list(self.counts)
+        counts[0] += counts[g]
+        whole, counts[g] = counts[g], 0
+        return Nodes([0 if f == g else f for f in self.free], g, self.strict, counts, self.total - whole * g)
+
     def use(self, where: Placement, sign: int = -1) -> None:
         """Take (``sign=-1``) or give back (``+1``) the GPUs of ``where``."""
         free, counts = self.free, self.counts
@@ -287,7 +300,7 @@ class NodePool:
         self.placed[v.job_id] = where
 
 
-def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=None, rank=None) -> tuple[dict, set]:
+def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=None, rank=None) -> tuple:
     """Place a preemptive plan decided on the GPU count, without moving a running job.
 
     ``nodes``: the cluster's node state now (not changed). ``starts``: waiting
@@ -300,14 +313,17 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
     (``first-fit``, ``spread``) spread, likewise in that order; otherwise it
     waits. Then every candidate whose GPUs are all still there, in key order,
     keeps running.
-    Returns ``(placed, kept)``: job id -> placement of each placed start, and
-    the ids of the candidates that keep running.
+    Returns ``(placed, preempted, after)``: job id -> placement of each placed
+    start, the ids of the candidates that do not keep running, and the GPUs
+    free once the plan is applied (``nodes`` itself if nothing changes; not to
+    be changed). ``after`` is complete only when some start waits (the caller
+    backfills then); otherwise the last start may not be counted in it.
     """
     free = nodes         # GPUs free now, less the starts' (copied before its first change)
     room = None          # the same plus the candidates' GPUs not taken by a start (made when needed)
     spills = (False,) if placer.strict else (False, True)  # consolidated first; spread only then
     placed: dict[int, Placement] = {}
-    displaced = False    # a start took some candidate's GPUs
+    touched: set[int] = set()  # nodes where a start took some candidate's GPUs
     last = len(starts) - 1
     for i, v in enumerate(starts):
         pref = prefer(v) if prefer else None
@@ -331,8 +347,8 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
         else:
             continue  # not even on the candidates' GPUs: it waits
         placed[v.job_id] = where
-        if i == last and room is None:
-            break  # nothing reads the state after the last start, and no candidate was displaced
+        if i == last and room is None and len(placed) == len(starts):
+            break  # nothing reads the state after the last start: no candidate displaced, nothing to backfill
         if free is nodes:
             free = nodes.copy()
         if room is not None:
@@ -340,15 +356,22 @@ def place_preemptive(placer: Placer, nodes: Nodes, starts, candidates, prefer=No
         if on_free:
             free.use(where)
         else:  # the start uses a node's free GPUs first, then candidates': free drops by min(taken, free)
-            displaced = True
             f = free.free
+            touched.update(n for n, c in where if c > f[n])
             free.use(tuple((n, min(c, f[n])) for n, c in where if f[n]))
-    if not displaced:  # no start went onto a candidate's GPUs: every candidate keeps running
-        return placed, {c.job_id for c in candidates}
-    kept = set()
-    r = room.free
-    for v in (sorted(candidates, key=rank) if rank else candidates):
+    if not touched:  # no start went onto a candidate's GPUs: every candidate keeps running
+        return placed, (), free
+    # Only candidates with GPUs on a touched node can have lost any; elsewhere all keep running. In key
+    # order, each of them keeps running if its GPUs are all still there; the GPUs of the others are free
+    # after the plan unless a start took them.
+    preempted = set()
+    r, after = room.free, free
+    losing = [c for c in candidates if not touched.isdisjoint(dict(c.nodes))]
+    for v in (sorted(losing, key=rank) if rank else losing):
         if all(r[n] >= c for n, c in v.nodes):
             room.use(v.nodes)
-            kept.add(v.job_id)
-    return placed, kept
+        else:
+            preempted.add(v.job_id)
+            after.use(tuple((n, c) for n, c in v.nodes if n not in touched), +1)
+    after.use(tuple((n, r[n] - after.free[n]) for n in touched), +1)
+    return placed, preempted, after

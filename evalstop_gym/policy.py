@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from functools import partial
+from operator import itemgetter
 from typing import Mapping, NamedTuple, Sequence
 
 from .running_order import RunningOrder
@@ -66,8 +67,8 @@ class Scheduler(Policy):
     On nodes, "fits" for a non-preemptive scheduler is a placement under the
     cluster's placement policy on the free GPUs (``ClusterView.pool``,
     :mod:`evalstop_gym.placement`). A preemptive scheduler decides its keep
-    set on the GPU count as above, then places it without moving running jobs
-    (:meth:`_place_on_nodes`). A scheduler may rank GPU types per job
+    set on the GPU count as above, then places it without moving running jobs,
+    backfilling the GPUs of a job that cannot be placed (:meth:`_place_on_nodes`). A scheduler may rank GPU types per job
     (:meth:`type_preference`).
     """
 
@@ -139,12 +140,13 @@ class Scheduler(Policy):
     def allocate(self, cluster: ClusterView) -> Plan:
         """The greedy allocation in ``key`` order (see the class docstring)."""
         if self.preemptive:  # the keep set on the GPU count, by the fastest path the key allows
-            plan = (self._allocate_from_kept_orders(cluster) if self._kept_running
+            on_nodes = cluster.node_free is not None
+            plan = (self._allocate_from_kept_orders(cluster, on_nodes) if self._kept_running
                     else self._allocate_from_queue(cluster) if self.static_key
                     else self._allocate_sorted(cluster))
-            if cluster.node_free is None or plan is NO_CHANGE:
+            if not on_nodes or plan is NO_CHANGE:
                 return plan
-            return self._place_on_nodes(cluster, plan)
+            return self._place_on_nodes(cluster, plan, self._kept_running)
         if self.static_key:
             return self._allocate_from_queue(cluster)
         if cluster.free_gpus == 0 or not cluster.waiting:
@@ -173,7 +175,7 @@ class Scheduler(Policy):
                     break
         return Plan([j for j in cluster.running if j not in keep], [j for j in cluster.waiting if j in keep])
 
-    def _place_on_nodes(self, cluster: ClusterView, plan: Plan) -> Plan:
+    def _place_on_nodes(self, cluster: ClusterView, plan: Plan, keyed: bool = False) -> Plan:
         """A preemptive plan decided on the GPU count, placed on nodes without moving a running job.
 
         ``plan`` preempts the running jobs outside the keep set (candidates)
@@ -181,22 +183,68 @@ class Scheduler(Policy):
         they are; jobs to start are placed, in key order, on GPUs free now if
         they can be, otherwise on those plus the candidates' GPUs (a
         consolidated placement before a spread one); a job that cannot be
-        placed waits. A candidate whose GPUs no started job took keeps
-        running (:func:`evalstop_gym.placement.place_preemptive`,
-        ``docs/cluster.md``).
+        placed waits, and lower-ranked waiting jobs that can be placed start
+        instead (:meth:`_backfill`). A candidate whose GPUs no started job took
+        keeps running (:func:`evalstop_gym.placement.place_preemptive`,
+        ``docs/cluster.md``). ``keyed``: ``plan.start`` is in key order already.
         """
         key = self.key
         waiting, running = cluster.waiting, cluster.running
         # stable sorts: equal keys keep queue order (starts) and start order (candidates)
         starts = [waiting[j] for j in plan.start]
-        if len(starts) > 1:
+        if len(starts) > 1 and not keyed:
             starts.sort(key=lambda v: key(v, cluster))
         candidates = [running[j] for j in plan.preempt]
         prefer = self.type_preference if self._ranks_types else None
-        placed, kept = cluster.place_preemptive(starts, candidates, prefer, lambda v: key(v, cluster))
-        if not placed and len(kept) == len(candidates):
+        placed, preempted, after = cluster.place_preemptive(starts, candidates, prefer, lambda v: key(v, cluster))
+        start = [j for j in plan.start if j in placed] if placed else []
+        if keyed and len(start) > 1:  # queue order, as the other paths give it
+            start.sort(key=lambda j: waiting[j].queued_seq)
+        if len(placed) < len(starts) and after.partial_cap():  # a start waits: backfill
+            start += self._backfill(cluster, after, plan.start, placed, prefer)
+        if not placed:
             return NO_CHANGE
-        return Plan([j for j in plan.preempt if j not in kept], [j for j in plan.start if j in placed], None, placed)
+        return Plan([j for j in plan.preempt if j in preempted] if preempted else (), start, None, placed)
+
+    def _backfill(self, cluster: ClusterView, after, skip: Sequence[int], placed: dict, prefer) -> list[int]:
+        """Backfilling: start waiting jobs outside the plan, in key order, where they can be placed now.
+
+        ``after``: the node state once the plan is applied (not changed). A
+        backfilled job takes GPUs only on partly used nodes: wholly free nodes
+        are kept for the waiting start (one that needs more than a node), so
+        they add up for it as running jobs end. The decision holds for this
+        scheduling point only: the waiting start keeps its key, and at every
+        later point it is placed before any lower-ranked job
+        (``docs/cluster.md``). Adds the placements to ``placed``; returns the
+        ids in key order.
+        """
+        started, pool, skip, cap = [], None, set(skip), after.partial_cap()
+        if self.static_key:  # the best that fits, again and again, as in _allocate_from_queue
+            queue, taken = self._kept_queue(cluster), []
+            e = queue.best(cap)
+            while e is not None:
+                queue.take(e)
+                taken.append(e)
+                if e[2] not in skip:
+                    if pool is None:
+                        pool = cluster.pool(prefer, after.partial())
+                    pool.take(e[3])
+                    started.append(e[2])
+                e = queue.best(pool.cap if pool else cap)
+            queue.put_back(taken)
+        else:
+            key = self.key
+            for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
+                if v.gpus <= (pool.cap if pool else cap) and v.job_id not in skip:
+                    if pool is None:
+                        pool = cluster.pool(prefer, after.partial())
+                    pool.take(v)
+                    started.append(v.job_id)
+                    if pool.cap == 0:
+                        break
+        if pool:
+            placed.update(pool.placed)
+        return started
 
     def _allocate_from_queue(self, cluster: ClusterView) -> Plan:
         """The same allocation as the sorting path, reading waiting jobs from the kept queue.
@@ -251,7 +299,7 @@ class Scheduler(Policy):
         self._queue.sync(cluster)
         return self._queue
 
-    def _allocate_from_kept_orders(self, cluster: ClusterView) -> Plan:
+    def _allocate_from_kept_orders(self, cluster: ClusterView, keyed: bool = False) -> Plan:
         """The same allocation as the sorting path, with running jobs kept in ``running_key`` order.
 
         The sorting path walks all active jobs best first with first-fit. Here
@@ -271,6 +319,7 @@ class Scheduler(Policy):
         jobs past their estimates) are ranked by start order in the sorting
         path, not by running key; their order matters only where one of them
         does not fit, and there the group is walked job by job in start order.
+        ``keyed``: list the starts in key order (to be placed on nodes), not queue order.
         """
         if not cluster.waiting:
             return NO_CHANGE  # every running job fits, as it runs
@@ -372,8 +421,11 @@ class Scheduler(Policy):
         queue.put_back(taken)
         if not preempt and not taken:
             return NO_CHANGE
-        preempt.sort(key=lambda e: e[1])
-        taken.sort(key=lambda e: e[1])
+        preempt.sort(key=itemgetter(1))
+        if keyed:
+            taken.sort()  # (key, queue order): entries are never equal
+        else:
+            taken.sort(key=itemgetter(1))
         return Plan([e[2] for e in preempt], [e[2] for e in taken])
 
 

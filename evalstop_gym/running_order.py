@@ -92,10 +92,11 @@ class RunningOrder:
         entries, neg, sums, stale = self.entries, self._tail_neg_pos, self._tail_sum, self._stale
         acc = sums[-1] if sums else 0
         scan = self._scan
+        running = self._cluster.running
         while acc < x and scan > k:
             scan -= 1
             e = entries[scan]
-            if self.valid(e):
+            if running.get(e[2]) is e[3] and e[3].queued_seq == e[4]:  # valid(e), inlined: the hot loop
                 acc += e[3].gpus
                 neg.append(-scan)
                 sums.append(acc)
@@ -105,7 +106,9 @@ class RunningOrder:
 
     def gpus_from(self, k: int, cap: int) -> int:
         """``min(S, cap)``, where ``S`` is the GPUs held by the running jobs at positions ``>= k``."""
-        self._extend(k, cap)
+        sums = self._tail_sum
+        if self._scan > k and (sums[-1] if sums else 0) < cap:  # else _extend would not move
+            self._extend(k, cap)
         t = bisect_right(self._tail_neg_pos, -k)  # valid scanned entries at positions >= k
         s = self._tail_sum[t - 1] if t else 0
         return cap if self._scan > k else min(s, cap)  # scan stopped early: S >= what it saw >= cap

@@ -159,11 +159,15 @@ class ClusterView:
         rate = self._placer.rate(job.job_type, job.nodes)
         return 1.0 if rate is None else rate[0] / rate[1]
 
-    def pool(self, prefer=None):
+    def pool(self, prefer=None, nodes=None):
         """Tentative allocation state over the GPUs free now, for planning (:mod:`evalstop_gym.placement`).
 
         ``prefer(job, cluster)``: GPU type ranks for placing a job (or None).
+        ``nodes`` (on nodes): plan on this node state instead (taken as it is),
+        with every placement named (``placed``).
         """
+        if nodes is not None:
+            return NodePool(self._placer, nodes, self, prefer)
         if self._placer is None:
             pool = self._flat  # one reusable pool: plans are made one at a time
             pool.cap = self.free_gpus
@@ -172,12 +176,13 @@ class ClusterView:
             return BestFitPool(self._nodes)
         return NodePool(self._placer, self._nodes.copy(), self, prefer)
 
-    def place_preemptive(self, starts, candidates, prefer=None, rank=None) -> tuple[dict, set]:
+    def place_preemptive(self, starts, candidates, prefer=None, rank=None) -> tuple:
         """On nodes: place a preemptive plan's ``starts`` without moving running jobs.
 
-        Returns ``(placed, kept)``: where each placed start goes, and the ids of
-        the ``candidates`` (running jobs the plan would preempt) that keep
-        running; see :func:`evalstop_gym.placement.place_preemptive`.
+        Returns ``(placed, preempted, after)``: where each placed start goes,
+        the ids of the ``candidates`` (running jobs the plan would preempt)
+        that do not keep running, and the node state once the plan is applied (for
+        :meth:`pool`); see :func:`evalstop_gym.placement.place_preemptive`.
         """
         return place_preemptive(self._placer, self._nodes, starts, candidates,
                                 prefer and (lambda v: prefer(v, self)), rank)

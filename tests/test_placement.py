@@ -11,7 +11,7 @@ from evalstop_gym.baselines import SCHEDULERS, MaxThroughput, make_policy
 from evalstop_gym import WorkloadConfig, compute_metrics, generate, simulate
 from evalstop_gym.cluster import ClusterSpec, load_cluster, two_types, uniform
 from evalstop_gym.config import ConfigError, UsageError
-from evalstop_gym.placement import Placer
+from evalstop_gym.placement import Placer, place_preemptive
 from evalstop_gym.policy import drive
 from evalstop_gym.simulator import DONE, EVAL, SimulationError, Simulator
 from evalstop_gym.timebase import TICKS_PER_HOUR
@@ -285,6 +285,96 @@ def test_consolidate_refuses_an_explicit_spread_placement():
         sim.start(0, ((0, 4), (1, 4)))
     sim.start(0, ((2, 8),))   # one whole node is fine
     assert sim.cluster.node_free == [8, 8, 0, 8]
+
+
+def test_a_start_that_cannot_be_placed_is_backfilled_by_a_lower_ranked_job_that_can():
+    # 3 nodes x 8. A (5 GPUs, est 2 h) on node 0, B (5, est 3 h) on node 1, C (6, est 4 h) on node 2;
+    # free: 3, 3, 2. H (8 GPUs, est 5 h) and S (1 GPU, est 10 h) arrive. On the count (24): A, B, C and
+    # H keep all 24 GPUs; S is left out. H fits in no node (no candidate to displace): it waits, and
+    # S, which can be placed, backfills its GPUs, on the tightest node that holds it: node 2.
+    running = [(5, 2.0, ((0, 5),)), (5, 3.0, ((1, 5),)), (6, 4.0, ((2, 6),))]
+    assert preemptive_plan(8, 3, running, [(8, 5.0), (1, 10.0)]) == ([], [4], {4: ((2, 1),)})
+
+
+def test_backfilling_leaves_wholly_free_nodes_to_the_start_that_waits():
+    # 3 nodes x 4. A (1 GPU, est 1 h) on node 0, B (1, est 2 h) on node 1; node 2 is free. H (8 GPUs,
+    # est 3 h), S1 (4, est 10 h), S2 (1, est 11 h) and S3 (2, est 12 h) arrive. On the count (12): A 1,
+    # B 1, H 8, S2 1 keep 11; S1 (4) and S3 (2) are left out. H needs two free nodes, there is one: it
+    # waits. S2 starts on node 0 (best fit). Backfilling then sees nodes 0 and 1 (2 and 3 free), not
+    # node 2, which is kept for H: S1 fits nowhere there, S3 goes to node 0.
+    running = [(1, 1.0, ((0, 1),)), (1, 2.0, ((1, 1),))]
+    assert preemptive_plan(4, 3, running, [(8, 3.0), (4, 10.0), (1, 11.0), (2, 12.0)]) == (
+        [], [4, 5], {4: ((0, 1),), 5: ((0, 2),)})
+
+
+def test_a_backfilled_job_runs_and_the_start_that_waits_takes_the_first_node_that_frees():
+    # The first backfilling example over time (SRTF-Est; lengths equal estimates, S runs 5 h). H
+    # arrives at 0.5 h and waits; S arrives at 0.6 h and backfills node 2 at once (with H's GPUs
+    # reserved it would wait for A to end at 2 h). A ends at 2 h: node 0 is wholly free, and H, still
+    # ranked before S, starts there at 2 h (done 3 h) while S runs on; B ends at 3 h, C at 4 h, S at 5.6 h.
+    jobs = [dict(submit_h=0.0, gpus=5, length_h=2.0, est_length_h=2.0),
+            dict(submit_h=0.0, gpus=5, length_h=3.0, est_length_h=3.0),
+            dict(submit_h=0.0, gpus=6, length_h=4.0, est_length_h=4.0),
+            dict(submit_h=0.5, gpus=8, length_h=1.0, est_length_h=5.0),
+            dict(submit_h=0.6, gpus=1, length_h=5.0, est_length_h=10.0)]
+    sim = Simulator(workload_from_jobs(jobs, total_gpus=24, cluster=spec(nodes=3, per=8)))
+    assert sim.advance() != DONE
+    for j, where in enumerate([((0, 5),), ((1, 5),), ((2, 6),)]):
+        sim.start(j, where)
+    out = drive(sim, make_policy("srtf-est"))
+    assert out.finish_ticks.tolist() == [2 * H, 3 * H, 4 * H, 3 * H, 56 * H // 10]
+
+
+class Held:
+    """A job for ``place_preemptive``: id, demand and (if running) its nodes."""
+
+    def __init__(self, job_id, gpus, nodes=None):
+        self.job_id, self.gpus, self.nodes = job_id, gpus, nodes
+
+
+@pytest.mark.parametrize("placement", ["consolidate", "first-fit"])
+@pytest.mark.parametrize("seed", range(40))
+def test_preemption_and_free_gpus_after_a_placed_plan_match_a_plain_reference(placement, seed):
+    # Random running jobs on 4 nodes x 4; some are candidates. The reference: give every candidate's
+    # GPUs back, take the placed starts', then keep candidates in key order while their GPUs are all
+    # there; the GPUs left are free after the plan. (place_preemptive looks only at nodes starts took
+    # candidates' GPUs on.)
+    rng = random.Random(seed)
+    per, n_nodes = 4, 4
+    free = [per] * n_nodes
+    running = []
+    for j in range(rng.randint(1, 10)):
+        g = rng.choice([1, 1, 2, 3, 4, 6])
+        where = Placer(spec(nodes=n_nodes, per=per, placement=placement)).place(free, g)
+        if where is None:
+            continue
+        for n, c in where:
+            free[n] -= c
+        running.append(Held(j, g, where))
+    candidates = [v for v in running if rng.random() < 0.5]
+    starts = [Held(100 + i, rng.choice([1, 2, 3, 4, 8])) for i in range(rng.randint(1, 3))]
+    placer = Placer(spec(nodes=n_nodes, per=per, placement=placement))
+    nodes = placer.nodes(list(free))
+    rank = lambda v: -v.gpus  # noqa: E731  (any key: larger jobs first)
+    placed, preempted, after = place_preemptive(placer, nodes, starts, candidates, rank=rank)
+    assert nodes.free == free  # not changed
+    room = list(free)
+    for v in candidates:
+        for n, c in v.nodes:
+            room[n] += c
+    for where in placed.values():
+        for n, c in where:
+            room[n] -= c
+            assert room[n] >= 0
+    kept = set()
+    for v in sorted(candidates, key=rank):
+        if all(room[n] >= c for n, c in v.nodes):
+            kept.add(v.job_id)
+            for n, c in v.nodes:
+                room[n] -= c
+    assert set(preempted) == {v.job_id for v in candidates} - kept
+    if len(placed) < len(starts):  # a start waits: after is what backfilling plans on
+        assert after.free == room and after.total == sum(room) and after.cap() == placer.cap(room)
 
 
 def test_starts_are_placed_in_key_order():
