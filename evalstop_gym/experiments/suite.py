@@ -122,8 +122,9 @@ def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_
     learned = [s for s in specs if s.stopper == LEARNED]
     store = ResultStore(outdir / RUNS_FILE)
     todo = len(pending_specs(specs, store))
-    if todo < len(specs):
-        print(f"reproduce: reusing {len(specs) - todo} of {len(specs)} runs already finished in "
+    distinct = len({s.run_id for s in specs})   # experiments share points: those run once
+    if todo < distinct:
+        print(f"reproduce: reusing {distinct - todo} of {distinct} runs already finished in "
               f"{outdir / RUNS_FILE}; {todo} to run", file=sys.stderr)
     with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
               disable=not progress) as bar:
