@@ -394,8 +394,9 @@ def run_sweep(specs: Iterable[RunSpec], store: ResultStore, *, backend: str = "l
     (``host:port`` of its head; default ``$RAY_ADDRESS``, else a local Ray).
 
     Runs start longest first (:func:`longest_first`), so the few long runs do
-    not form the end of the sweep while the other workers idle. ``limit`` stops
-    after that many new runs (the rest resume on the next call). ``on_done`` is called once per finished run (a progress bar).
+    not form the end of the sweep while the other workers idle. ``limit``
+    stops after that many new runs, the costliest (the rest resume on the next
+    call). ``on_done`` is called once per finished run (a progress bar).
     Returns the number of new runs.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
