@@ -10,7 +10,7 @@ import pytest
 import evalstop_gym
 from evalstop_gym.config import ConfigError, WorkloadConfig
 from evalstop_gym.experiments import ResultStore, RunSpec, reproduce, run_sweep
-from evalstop_gym.experiments.runner import JOBS_KEY, execute
+from evalstop_gym.experiments.runner import JOBS_KEY, estimated_cost, execute, execute_record, record, record_line
 from evalstop_gym.experiments.spec import Point
 
 SMALL = WorkloadConfig(jobs=30)
@@ -68,6 +68,52 @@ def test_results_are_appended_one_line_per_run(tmp_path):
     assert [json.loads(ln)["run_id"] for ln in lines] == [s.run_id for s in specs[:3]]
     assert run_sweep(specs, ResultStore(tmp_path / "runs.jsonl")) == 1   # only the missing one
     assert run_sweep(specs, ResultStore(tmp_path / "runs.jsonl")) == 0
+
+
+def started(path):
+    return [json.loads(ln)["run_id"] for ln in path.read_text().splitlines()]
+
+
+# (scheduler, jobs) with their hand-computed estimated costs, jobs x (10 evals + 1) x factor:
+# fifo and srtf-est 1; srtf-progress and lossaware re-rank running jobs (3); tiresias also
+# re-sorts its waiting queue (3 x 10).
+COSTED = [("fifo", 30, 330), ("srtf-progress", 30, 990), ("fifo", 40, 440), ("tiresias", 20, 6600),
+          ("lossaware", 30, 990), ("srtf-est", 30, 330)]
+
+
+def costed_specs():
+    return [RunSpec.of(Point("none", sched), WorkloadConfig(jobs=jobs, evals_per_job=10), 0)
+            for sched, jobs, _ in COSTED]
+
+
+def test_the_estimated_cost_counts_events_and_scheduler_work():
+    assert [estimated_cost(s) for s in costed_specs()] == [cost for _, _, cost in COSTED]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_runs_start_longest_estimated_first_each_once_and_resume_skips_finished(tmp_path, workers):
+    specs = costed_specs()
+    fifo30, progress, fifo40, tiresias, lossaware, srtf = (s.run_id for s in specs)
+    path = tmp_path / "runs.jsonl"
+    assert run_sweep(specs + specs[:2], ResultStore(path), workers=workers, limit=3) == 3
+    # the three costliest start first; srtf-progress before lossaware (equal cost, given order)
+    assert sorted(started(path)) == sorted([tiresias, progress, lossaware])
+    if workers == 1:   # one worker finishes runs in the order they start
+        assert started(path) == [tiresias, progress, lossaware]
+    assert run_sweep(specs, ResultStore(path), workers=workers) == 3   # only the rest, each once
+    assert sorted(started(path)) == sorted(s.run_id for s in specs)
+    if workers == 1:
+        assert started(path)[3:] == [fifo40, fifo30, srtf]
+    assert run_sweep(specs, ResultStore(path), workers=workers) == 0
+
+
+def test_a_worker_sends_the_record_line_and_what_a_resume_reads_back(tmp_path):
+    spec = RunSpec.of(Point("none", "fifo"), SMALL, 3)
+    line, metrics = execute_record(spec)
+    assert line == record_line(record(spec, execute(spec)))
+    store = ResultStore(tmp_path / "runs.jsonl")
+    store.append(spec.run_id, line, metrics)
+    assert ResultStore(tmp_path / "runs.jsonl").metrics == store.metrics == {spec.run_id: metrics}
 
 
 def test_a_truncated_last_line_is_dropped_and_rerun(tmp_path, capsys):

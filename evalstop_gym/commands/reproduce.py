@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
                         "E1 and E3 (needs the rl extra)")
     p.add_argument("--scale", default="default", metavar="NAME",
                    help="size of the base workload: default (--jobs, --gpus) or large (5,000 jobs on "
-                        "1,024 GPUs, replacing --jobs and --gpus; 1,380 runs with 10 seeds; docs/scale.md)")
+                        "1,024 GPUs, replacing --jobs and --gpus; about 1,600 runs with 10 seeds; docs/scale.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_workload_flags(p)
     p.set_defaults(func=run)

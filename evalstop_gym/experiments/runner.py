@@ -105,6 +105,24 @@ def execute(spec: RunSpec) -> dict[str, Any]:
 JOBS_KEY = "jobs_detail"   # per-job results inside a run's metrics (tables pair jobs across arms)
 
 
+def execute_record(spec: RunSpec) -> tuple[str, dict[str, Any]]:
+    """Run one episode and serialize its record (:func:`record_line`), here in the worker.
+
+    Returns the JSONL line and the metrics as read back from it (what a resume
+    would load). The checksum and the JSON of a 5,000-job run cost about 5 ms;
+    done in the parent they would be serial work that caps a sweep at a few
+    hundred runs a second whatever the worker count, so the parent only
+    appends the line.
+    """
+    line = record_line(record(spec, execute(spec)))
+    return line, json.loads(line)["metrics"]
+
+
+def record_line(rec: Mapping[str, Any]) -> str:
+    """A record as one line of strict JSON (no NaN or Infinity), keys sorted."""
+    return json.dumps(rec, sort_keys=True, allow_nan=False)
+
+
 def record(spec: RunSpec, metrics: Mapping[str, Any]) -> dict[str, Any]:
     """The JSONL record of a finished run, with the checksum :class:`ResultStore` checks on load."""
     return {"run_id": spec.run_id, "code": code_fingerprint(), "spec": spec.describe(), "metrics": metrics,
@@ -206,14 +224,18 @@ class ResultStore:
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Append one record; a write error (a full disk) is a one-line :class:`UsageError`."""
-        line = json.dumps(record, sort_keys=True, allow_nan=False)
+        line = record_line(record)
+        # keep exactly what a later resume would read back
+        self.append(record["run_id"], line, json.loads(line)["metrics"])
+
+    def append(self, run_id: str, line: str, metrics: dict[str, Any]) -> None:
+        """Append a record already serialized by :func:`record_line`, with the metrics read back from it."""
         try:
             _append_line(self.path, line)
         except OSError as e:
             raise UsageError(f"cannot append to {self.path} ({e.strerror or e}); the {len(self)} runs "
                              "recorded so far are kept: fix that and run the same command again to resume") from None
-        # keep exactly what a later resume would read back
-        self.metrics[record["run_id"]] = json.loads(line)["metrics"]
+        self.metrics[run_id] = metrics
 
 
 def _refuse_constant(name: str):
@@ -250,17 +272,17 @@ class _Inline:
     """Runs each spec at submission, in this process (one worker)."""
 
     class _Done:
-        def __init__(self, metrics):
-            self.metrics = metrics
+        def __init__(self, result):
+            self.result = result
 
     def __init__(self, workers: int):
         self.window = 1
 
     def submit(self, spec: RunSpec):
-        return self._Done(execute(spec))
+        return self._Done(execute_record(spec))
 
-    def wait_one(self, handles: list) -> tuple[Any, dict[str, Any]]:
-        return handles[0], handles[0].metrics
+    def wait_one(self, handles: list) -> tuple[Any, tuple[str, dict[str, Any]]]:
+        return handles[0], handles[0].result
 
     def close(self, cancel: bool) -> None:
         pass
@@ -304,9 +326,9 @@ class _LocalPool:
         self.window = 4 * workers   # few in flight, so a limit or Ctrl-C stops soon
 
     def submit(self, spec: RunSpec) -> Future:
-        return self.pool.submit(execute, spec)
+        return self.pool.submit(execute_record, spec)
 
-    def wait_one(self, handles: list) -> tuple[Any, dict[str, Any]]:
+    def wait_one(self, handles: list) -> tuple[Any, tuple[str, dict[str, Any]]]:
         done, _ = wait(handles, return_when=FIRST_COMPLETED)
         h = min(done, key=handles.index)
         return h, h.result()
@@ -334,13 +356,13 @@ class _RayPool:
         elif self.started:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
                      logging_level=logging.ERROR)
-        self.remote = ray.remote(max_retries=self.RETRIES)(execute)
+        self.remote = ray.remote(max_retries=self.RETRIES)(execute_record)
         self.window = 4 * workers
 
     def submit(self, spec: RunSpec):
         return self.remote.remote(spec)
 
-    def wait_one(self, handles: list) -> tuple[Any, dict[str, Any]]:
+    def wait_one(self, handles: list) -> tuple[Any, tuple[str, dict[str, Any]]]:
         done, _ = self.ray.wait(handles, num_returns=1)
         return done[0], self.ray.get(done[0])
 
@@ -371,13 +393,15 @@ def run_sweep(specs: Iterable[RunSpec], store: ResultStore, *, backend: str = "l
     ``ray_address``: with ``backend="ray"``, an existing Ray cluster to run on
     (``host:port`` of its head; default ``$RAY_ADDRESS``, else a local Ray).
 
-    ``limit`` stops after that many new runs (the rest resume on the next
+    Runs start longest first (:func:`longest_first`), so the few long runs do
+    not form the end of the sweep while the other workers idle. ``limit``
+    stops after that many new runs, the costliest (the rest resume on the next
     call). ``on_done`` is called once per finished run (a progress bar).
     Returns the number of new runs.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError("workers", workers, "must be an integer >= 1")
-    todo = pending_specs(specs, store)
+    todo = longest_first(pending_specs(specs, store))
     if limit is not None:
         todo = todo[:limit]
     if not todo:
@@ -400,11 +424,46 @@ def run_sweep(specs: Iterable[RunSpec], store: ResultStore, *, backend: str = "l
 
 
 def _collect_one(pool, inflight: dict, store: ResultStore, on_done) -> int:
-    h, metrics = pool.wait_one(list(inflight))
-    store.add(record(inflight.pop(h), metrics))
+    h, (line, metrics) = pool.wait_one(list(inflight))
+    store.append(inflight.pop(h).run_id, line, metrics)
     if on_done is not None:
         on_done()
     return 1
+
+
+# Factors of estimated_cost for a scheduler's work per scheduling point: a preemptive scheduler whose
+# running jobs' keys change while they run ranks every running job at each point, and one whose waiting
+# jobs' keys change re-sorts the waiting queue. Their sizes follow CPU times measured per run on the
+# large preset (docs/scale.md, section 5), e.g. Tiresias 5.7 s against SRTF-Est 0.26 s.
+RERANKS_RUNNING = 3
+RESORTS_WAITING = 10
+
+
+def estimated_cost(spec: RunSpec) -> float:
+    """Relative CPU cost of a run: events (jobs x (evals + 1)) times its scheduler's factors.
+
+    Only the order runs start in depends on it, never a result.
+    """
+    from evalstop_gym.baselines import SCHEDULERS
+
+    cost = float(spec.config.jobs * (spec.config.evals_per_job + 1))
+    cls = SCHEDULERS.get(spec.scheduler)
+    if cls is not None:
+        if cls.preemptive and not cls.run_invariant_key:
+            cost *= RERANKS_RUNNING
+        if not cls.static_key:
+            cost *= RESORTS_WAITING
+    return cost
+
+
+def longest_first(specs: list[RunSpec]) -> list[RunSpec]:
+    """``specs`` by :func:`estimated_cost`, highest first; equal costs keep their order.
+
+    Any order ends within the longest run's time after the first worker runs
+    out of work; started longest first (Graham's LPT rule) the runs that
+    finish last are short ones, as far as the estimate ranks them right.
+    """
+    return sorted(specs, key=estimated_cost, reverse=True)
 
 
 def pending_specs(specs: Iterable[RunSpec], store: ResultStore) -> list[RunSpec]:
