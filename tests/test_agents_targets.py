@@ -272,6 +272,11 @@ def test_a_learned_scheduler_asks_the_given_rule_at_its_checkpoints(models):
     hand.stop_model = "runs/own-stop"
     with pytest.raises(ConfigError, match="stop-policy of its own"):
         answer_checkpoints_with(env, rule, sched)
+    # ... unless it is the same model file (a recipe's scheduler judged with its own stop-policy)
+    same = LearnedStop(Policy(), LearnedPolicy.load(models[0]))
+    hand.stop_model = str(models[0])
+    answer_checkpoints_with(env, same, sched)
+    assert hand.rule is same
 
 
 def test_a_network_that_takes_any_cluster_size_is_rebuilt_for_the_world(models, monkeypatch):
