@@ -129,8 +129,9 @@ def learned_metrics(model: LearnedPolicy, workload, scheduler: str | None = None
 
     env, model = policy_env(model, workload, scheduler)
     try:
-        if stop_model is not None:
-            answer_checkpoints_with(env, LearnedStop(Policy(), stop_model), model)
+        if stop_model is not None:   # rebuilt for this cluster, as policy_env rebuilt the scheduler
+            rule = LearnedStop(Policy(), stop_model, gpus=workload.total_gpus, cluster=workload.spec)
+            answer_checkpoints_with(env, rule, model)
         return rollout(env, model.agent(env), options={"workload": workload})["metrics"]
     finally:
         env.close()
