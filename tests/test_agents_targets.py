@@ -281,6 +281,13 @@ def test_a_learned_scheduler_asks_the_given_rule_at_its_checkpoints(models):
     assert hand.rule is same
 
 
+def test_a_wrapper_given_a_scheduler_as_its_stop_model_says_so(models):
+    import gymnasium as gym
+
+    with pytest.raises(ConfigError, match=r"stop_model='.*sched' is invalid: is a learned scheduler .*not a stop-policy"):
+        HandCodedStops(gym.make("EvalStop-Cluster-v0", calibration="realistic", jobs=20), stop_model=str(models[1]))
+
+
 def test_a_network_that_takes_any_cluster_size_is_rebuilt_for_the_world(models, monkeypatch):
     """The contract with the networks module: ``transfer(model, env)`` gives a model for ``env``'s spaces,
     or raises ValueError; a fake stands in for it here."""
