@@ -84,12 +84,15 @@ def main(argv=None) -> int:
     from stable_baselines3 import PPO
     from stable_baselines3.common.utils import set_random_seed
 
+    from evalstop_gym.agents.train import quiet_logger
+
     torch.set_num_threads(1)   # the cluster of this laptop is shared too
     set_random_seed(args.seed)
     env_kwargs = {"jobs": args.jobs, "tenants": args.tenants, "scheduler": args.scheduler}
     venv = make_vec_env(env_kwargs, args.copies, args.seed)
     model = PPO("MlpPolicy", venv, n_steps=256, batch_size=512, n_epochs=5, gamma=args.gamma, learning_rate=3e-4,
                 ent_coef=0.0, policy_kwargs={"net_arch": [64, 64]}, verbose=0)
+    model.set_logger(quiet_logger())   # no empty /tmp/SB3-<date> folder
     t0 = time.perf_counter()
     model.learn(total_timesteps=args.timesteps)
     print(f"trained {args.timesteps} agent-steps over {venv.num_envs} tenant slots in "

@@ -37,3 +37,14 @@ def _private_trace_cache(tmp_path_factory):
     mp.setenv("EVALSTOP_GYM_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     yield
     mp.undo()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _sb3_logs_in_the_test_tmp(tmp_path_factory):
+    """Models that tests build and train directly (not through ``train``, which gives SB3 a logger with no
+    folder) would leave an empty ``/tmp/SB3-<date>`` folder per ``learn()``: SB3 puts it in
+    ``$SB3_LOGDIR`` when set, here the tests' own temporary directory."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3-logs")))
+    yield
+    mp.undo()

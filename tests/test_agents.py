@@ -225,3 +225,27 @@ def test_a_hand_coded_stops_mask_is_a_penalized_no_op_in_the_default_mode():
             return
         obs, *_ = env.step(int(rng.choice(np.flatnonzero(mask))))
     pytest.fail("no state where work_conserving masks a commit the env allows")
+
+
+def test_training_leaves_no_sb3_folder_in_the_temporary_directory(tmp_path, monkeypatch):
+    """SB3 makes ``<tmp>/SB3-<date>`` on every ``learn()`` given no logger and no TensorBoard folder; ``train``
+    gives it a logger without a folder. A private temporary directory keeps other processes' folders out."""
+    import tempfile
+
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    for verbose in (0, 1):
+        train("EvalStop-StopControl-v0", "ppo", out=tmp_path / f"m{verbose}", timesteps=64, n_envs=1,
+              verbose=verbose, overrides={"n_steps": 32, "batch_size": 32, "n_epochs": 1, "eval_freq": 10**6},
+              echo=lambda _: None)
+    def sb3_folders():
+        return [p.name for p in private.iterdir() if p.name.startswith("SB3-")]
+
+    assert sb3_folders() == []
+    # the check can fail: SB3 on its own leaves the folder there
+    from stable_baselines3 import PPO
+
+    PPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, n_epochs=1, device="cpu").learn(32)
+    assert len(sb3_folders()) == 1

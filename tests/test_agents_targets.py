@@ -21,12 +21,14 @@ from evalstop_gym.agents.targets import Setting, f1_verdict, judge, jct_verdict,
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.agents.wrappers import HandCodedStops  # noqa: E402
 from evalstop_gym.api import run_policy  # noqa: E402
+from evalstop_gym.envs.stop_env import stop_observation  # noqa: E402
 from evalstop_gym.baselines import make_policy  # noqa: E402
 from evalstop_gym.envs.adapter import rollout  # noqa: E402
 from evalstop_gym.experiments import runner  # noqa: E402
 from evalstop_gym.experiments.spec import Registry  # noqa: E402
 from evalstop_gym.experiments.stats import PairedDifference, PairedGain, paired_difference, paired_gain  # noqa: E402
 from evalstop_gym.policy import Policy  # noqa: E402
+from evalstop_gym.simulator import Simulator  # noqa: E402
 from evalstop_gym.workload import generate  # noqa: E402
 
 from test_agents_cli import one_line_error  # noqa: E402
@@ -272,6 +274,18 @@ def test_a_learned_scheduler_asks_the_given_rule_at_its_checkpoints(models):
     hand.stop_model = "runs/own-stop"
     with pytest.raises(ConfigError, match="stop-policy of its own"):
         answer_checkpoints_with(env, rule, sched)
+    # ... unless it is the same model file (a recipe's scheduler judged with its own stop-policy)
+    same = LearnedStop(Policy(), LearnedPolicy.load(models[0]))
+    hand.stop_model = str(models[0])
+    answer_checkpoints_with(env, same, sched)
+    assert hand.rule is same
+
+
+def test_a_wrapper_given_a_scheduler_as_its_stop_model_says_so(models):
+    import gymnasium as gym
+
+    with pytest.raises(ConfigError, match=r"stop_model='.*sched' is invalid: is a learned scheduler .*not a stop-policy"):
+        HandCodedStops(gym.make("EvalStop-Cluster-v0", calibration="realistic", jobs=20), stop_model=str(models[1]))
 
 
 def test_a_network_that_takes_any_cluster_size_is_rebuilt_for_the_world(models, monkeypatch):
@@ -300,6 +314,42 @@ def test_a_network_that_takes_any_cluster_size_is_rebuilt_for_the_world(models, 
     monkeypatch.setattr(networks, "transfer", refuses)
     with pytest.raises(ConfigError, match="cannot run on it .transfer needs a set-based network"):
         learned_metrics(sched, big)
+
+
+def test_set_based_models_trained_on_64_gpus_are_judged_on_128(tmp_path):
+    """A set-based stop-policy (its input has the node block, so it grows with the nodes) and a set-based
+    scheduler, trained tiny on 8 nodes, are both judged in the 128-GPU / 400-job world (16 nodes): the
+    stop-policy answering the scheduler's checkpoints is rebuilt for the world like the scheduler."""
+    quiet = dict(n_envs=1, calibration="realistic", echo=lambda _: None)
+    sets = {"policy_kwargs": {"features_extractor_class": "SlotSetExtractor",
+                              "features_extractor_kwargs": {"slots": 1, "hidden": 8}, "net_arch": [8]},
+            "env_wrapper": None}
+    train("EvalStop-StopControl-v0", "ppo", out=tmp_path / "stop", timesteps=128, overrides={**TINY_STOP, **sets},
+          **quiet)
+    train("EvalStop-Cluster-v0", "maskable-ppo", out=tmp_path / "sched", timesteps=64,
+          overrides={**TINY_SCHEDULER, "policy": "evalstop_gym.agents.networks.SlotScorerPolicy",
+                     "policy_kwargs": {"hidden": 8}}, **quiet)
+    stop = stops_about_half(LearnedPolicy.load(tmp_path / "stop"))
+    sched = LearnedPolicy.load(tmp_path / "sched")
+    big = generate(REALISTIC.replace(gpus=128, jobs=400, seed=0))
+    # the stop-policy as trained cannot read the world's observations: 8 more node entries
+    obs = stop_observation(Simulator(big).cluster, None, True)
+    assert obs.shape[0] == stop.model.observation_space.shape[0] + 8
+    with pytest.raises(ValueError):
+        stop.model.predict(obs, deterministic=True)
+    rule = Recording(LearnedStop(Policy(), stop, gpus=big.total_gpus, cluster=big.spec))
+    env, moved = policy_env(sched, big)
+    answer_checkpoints_with(env, rule, sched)
+    pair = rollout(env, moved.agent(env), options={"workload": big})["metrics"]
+    assert pair["jobs"] == 400 and pair["jobs_stopped"] == rule.stops > 0 and pair["preemptions"] == 0
+    assert learned_metrics(sched, big, stop_model=stop) == pair
+    # through the protocol: the world's row judges both targets (it said "cannot run" before)
+    world = Setting("128 GPUs, 400 jobs", (("gpus", 128), ("jobs", 400)))
+    report = targets(REALISTIC, scheduler_model=str(tmp_path / "sched"), stop_model=str(tmp_path / "stop"),
+                     seeds=2, validation_seeds=2, out=tmp_path / "out", settings=[world])
+    row, = report.rows
+    assert row.a is not None and row.b is not None, (row.a_note, row.b_note)
+    assert row.jct.n == 2
 
 
 def make_trace(path: Path, rows: int = 40) -> str:

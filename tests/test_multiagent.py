@@ -232,7 +232,8 @@ def test_reward_terms_add_up_to_the_episode_metrics():
     m = infos["tenant_0"]["metrics"]
     assert sums["jct_h"] == pytest.approx(m["avg_jct_h"], rel=1e-9)
     assert sums["gpu_h"] == pytest.approx(m["gpu_hours"] / m["jobs"], rel=1e-9)
-    # quality is the delivered *observed* score: close to the hidden delivered quality at noise 0.02
+    # quality is the credited score (fresh evals for stops, final observed scores): close to the hidden
+    # delivered quality at noise 0.02
     assert sums["quality"] == pytest.approx(m["delivered_quality"], abs=0.02)
     parts = [i["tenant_metrics"] for i in infos.values() if i["tenant_metrics"] is not None]
     assert sum(p["jobs"] for p in parts) == m["jobs"]

@@ -20,53 +20,45 @@ of slots and nodes is rebuilt for it; any other model is refused with a
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from evalstop_gym.cluster import ClusterSpec
 from evalstop_gym.config import ConfigError
 from evalstop_gym.envs.base import STOP
 from evalstop_gym.envs.features import topology_shape
-from evalstop_gym.envs.stop_env import StopControlEnv
+from evalstop_gym.envs.stop_env import stop_observation
 from evalstop_gym.policy import Policy, Stopper
-from evalstop_gym.simulator import EVAL
 
 from .policy import LearnedPolicy
 from .wrappers import HandCodedStops
 
 
-def stop_observation(job, cluster) -> np.ndarray:
-    """What EvalStop-StopControl-v0 shows at ``job``'s eval checkpoint on ``cluster`` (public views).
-
-    Runs the env's own ``_observe`` on a stand-in that holds just these two
-    views, so this observation and the env's cannot drift apart.
-    """
-    topo = cluster.spec if topology_shape(cluster.spec) else None
-    stand_in = SimpleNamespace(_sim=SimpleNamespace(cluster=cluster, decision_job=job), _kind=EVAL,
-                               _topo_spec=topo)
-    return StopControlEnv._observe(stand_in)
-
-
 class LearnedStop(Stopper):
-    """A saved stop-policy as a stopper over ``base``: stop when the model's deterministic action is stop."""
+    """A saved stop-policy as a stopper over ``base``: stop when the model's deterministic action is stop.
+
+    ``gpus`` and ``cluster`` (a :class:`~evalstop_gym.cluster.ClusterSpec`): the cluster it will answer on,
+    by default its training env's; a network whose input depends on the cluster is rebuilt for it as in
+    :func:`policy_env`, anything else that does not fit is a :class:`~evalstop_gym.config.ConfigError`.
+    """
 
     rule_name = "learned"
 
-    def __init__(self, base: Policy, model: LearnedPolicy):
+    def __init__(self, base: Policy, model: LearnedPolicy, *, gpus: int | None = None, cluster=None):
         super().__init__(base)
         if not model.env_id.endswith("StopControl-v0"):
             raise ConfigError("stop_model", str(model.path), f"is a {model.label}, not a stop-policy")
-        self.model = model
-        env = model.make_env()
+        env, self.model = on_cluster(model, gpus, cluster)
         try:
             self._wrappers = _observation_wrappers(env, model)
         finally:
             env.close()
 
     def rule(self, job, cluster) -> bool:
-        obs = stop_observation(job, cluster)
+        obs = stop_observation(cluster, job, topology_shape(cluster.spec) is not None)
         for w in self._wrappers:
             obs = w.observation(obs)
         action, _ = self.model.model.predict(obs, deterministic=True)
@@ -92,27 +84,34 @@ def _is_gym_bookkeeping(env: gym.Wrapper) -> bool:
 
 
 def policy_env(pol: LearnedPolicy, workload, scheduler: str | None = None) -> tuple[gym.Env, LearnedPolicy]:
-    """The model's env stack on ``workload``'s cluster, and the model to play it with.
+    """The model's env stack on ``workload``'s cluster, and the model to play it with (see :func:`on_cluster`)."""
+    return on_cluster(pol, workload.total_gpus, workload.spec, scheduler)
+
+
+def on_cluster(pol: LearnedPolicy, gpus: int | None, cluster, scheduler: str | None = None
+               ) -> tuple[gym.Env, LearnedPolicy]:
+    """The model's env stack on a cluster of ``gpus`` GPUs laid out as ``cluster`` (a ``ClusterSpec``; both
+    ``None``: its training env's), and the model to play it with.
 
     Where the env's observations have another shape than the model was
     trained on (a learned scheduler sees one entry per node), a network that
     takes any number of slots and nodes is rebuilt for the new shape by
-    ``transfer(model, env)`` of :mod:`evalstop_gym.agents.networks`, if that
-    module provides one; any other model is refused with the reason.
+    ``transfer(model, env)`` of :mod:`evalstop_gym.agents.networks`; any other
+    model is refused with the reason.
     """
     from . import networks
 
-    env = pol.make_env(scheduler, gpus=workload.total_gpus, cluster=workload.spec)
+    fields = {k: v for k, v in (("gpus", gpus), ("cluster", cluster)) if v is not None}
+    env = pol.make_env(scheduler, **fields)
     want, have = pol.model.observation_space.shape, env.observation_space.shape
     if want == have:
         return env, pol
-    why = (f"observes {want[0]} features, but on {workload.spec.describe()} its env gives {have[0]}: this "
-           f"{pol.label} takes inputs sized by the cluster ({topology_shape(workload.spec) or 1} node(s) here)")
-    transfer = getattr(networks, "transfer", None)
+    cfg = env.unwrapped.config
+    where = cfg.cluster if cfg.cluster is not None else ClusterSpec.flat(cfg.gpus)
+    why = (f"observes {want[0]} features, but on {where.describe()} its env gives {have[0]}: this "
+           f"{pol.label} takes inputs sized by the cluster ({topology_shape(where) or 1} node(s) here)")
     try:
-        if transfer is None:
-            raise ValueError("its network cannot be rebuilt for another size")
-        return env, LearnedPolicy(transfer(pol.model, env), pol.config, pol.path)
+        return env, LearnedPolicy(networks.transfer(pol.model, env), pol.config, pol.path)
     except ValueError as e:
         env.close()
         raise ConfigError("model", str(pol.path), f"{why} and cannot run on it ({e})") from None
@@ -130,23 +129,38 @@ def learned_metrics(model: LearnedPolicy, workload, scheduler: str | None = None
 
     env, model = policy_env(model, workload, scheduler)
     try:
-        if stop_model is not None:
-            answer_checkpoints_with(env, LearnedStop(Policy(), stop_model), model)
+        if stop_model is not None:   # rebuilt for this cluster, as policy_env rebuilt the scheduler
+            rule = LearnedStop(Policy(), stop_model, gpus=workload.total_gpus, cluster=workload.spec)
+            answer_checkpoints_with(env, rule, model)
         return rollout(env, model.agent(env), options={"workload": workload})["metrics"]
     finally:
         env.close()
 
 
 def answer_checkpoints_with(env: gym.Env, rule: Policy, model: LearnedPolicy) -> None:
-    """Make the :class:`HandCodedStops` wrapper of a learned scheduler's env ask ``rule`` at checkpoints."""
+    """Make the :class:`HandCodedStops` wrapper of a learned scheduler's env ask ``rule`` at checkpoints.
+
+    A scheduler trained behind a stop-policy of its own keeps it: a second one is refused, unless it is the
+    same model file.
+    """
     e = env
     while isinstance(e, gym.Wrapper):
         if isinstance(e, HandCodedStops):
-            if getattr(e, "stop_model", None) is not None:
+            own = e.stop_model
+            if own is not None and not (isinstance(rule, LearnedStop) and _same_file(own, rule.model.path)):
                 raise ConfigError("scheduler_model", str(model.path), "has a stop-policy of its own at its "
-                                  f"checkpoints ({e.stop_model}): leave out the second one")
-            e._rule = rule   # the wrapper asks its rule only reset() and should_stop(job, cluster)
+                                  f"checkpoints ({own}): leave out the second one")
+            e.rule = rule
             return
         e = e.env
     raise ConfigError("scheduler_model", str(model.path), f"is a {model.label}: it stops jobs itself, so no "
                       "stop-policy can answer its checkpoints")
+
+
+def _same_file(folder_or_zip, model_zip) -> bool:
+    from .policy import model_files
+
+    try:
+        return model_files(folder_or_zip)[0].resolve() == Path(model_zip).resolve()
+    except ConfigError:
+        return False

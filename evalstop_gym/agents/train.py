@@ -205,6 +205,8 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
             except (TypeError, ValueError, AssertionError) as e:   # SB3's own checks of combinations
                 first = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 raise ConfigError(f"{recipe.path}: {env_id}", "hyperparameters", first) from None
+            if tensorboard is None:
+                model.set_logger(quiet_logger(verbose))
             callback = _validation_callback(algo in MASKABLE, eval_env=eval_env, n_eval_episodes=n_eval,
                                             eval_freq=max(eval_freq // n_envs, 1), best_model_save_path=tmp,
                                             log_path=tmp, deterministic=True, verbose=verbose)
@@ -259,6 +261,16 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     echo(f"trained {algo} on {env_id} for {timesteps} steps with seed {seed} in {cpu / 60:.1f} CPU minutes "
          f"({config['wall_seconds'] / 60:.1f} min wall); wrote {outdir / MODEL_FILE} and {outdir / CONFIG_FILE}")
     return config
+
+
+def quiet_logger(verbose: int = 0):
+    """An SB3 logger writing no files (stdout with ``verbose`` >= 1). Without one, and without a
+    TensorBoard folder, ``learn()`` makes an empty ``<tmp>/SB3-<date>`` folder on every call
+    (``stable_baselines3.common.utils.configure_logger`` calls ``configure(None, ...)``, which creates
+    its folder even when it writes nothing there)."""
+    from stable_baselines3.common.logger import HumanOutputFormat, Logger
+
+    return Logger(folder=None, output_formats=[HumanOutputFormat(sys.stdout)] if verbose >= 1 else [])
 
 
 def _prepare_out(out: str | os.PathLike, force: bool = False) -> Path:

@@ -11,7 +11,7 @@ which decisions a hand-coded rule takes instead of the agent.
   a chosen subset of its row (no cluster features), so a policy trained on
   one-job episodes sees the same kind of input on a 200-job cluster.
 * :class:`HandCodedStops`: on EvalStop-Cluster-v0 a hand-coded stopper
-  (EvalStop k=2 by default) answers every eval checkpoint, so the agent only
+  (EvalStop k=2 by default) or a saved stop-policy answers every eval checkpoint, so the agent only
   schedules, and can be compared with ``srtf-est + evalstop`` on equal terms;
   optional masks make it work-conserving and non-preemptive.
 
@@ -31,7 +31,7 @@ from evalstop_gym.config import ConfigError
 from evalstop_gym.envs.base import CONTINUE, STOP
 from evalstop_gym.envs.cluster_env import SLOT0, ClusterEnv
 from evalstop_gym.envs.features import JOB_FEATURES
-from evalstop_gym.envs.stop_env import StopControlEnv, stop_observation
+from evalstop_gym.envs.stop_env import StopControlEnv
 from evalstop_gym.view import RUNNING
 
 
@@ -90,42 +90,18 @@ class JobFeatures(gym.ObservationWrapper):
         return observation[self._index]
 
 
-class LearnedStops:
-    """A saved stop-policy (EvalStop-StopControl-v0, optionally behind :class:`JobFeatures`) answering the
-    eval checkpoints of EvalStop-Cluster-v0 from the observation StopControl-v0 would show: ``rule(job,
-    cluster) -> 0 | 1``, deterministic."""
-
-    def __init__(self, path: str, env: ClusterEnv):
-        from evalstop_gym.envs.adapter import STOP_CONTROL_ID
-
-        from .policy import LearnedPolicy
-
-        self.policy = LearnedPolicy.load(path)
-        if self.policy.env_id != STOP_CONTROL_ID:
-            raise ConfigError("stop_model", path, f"must be a stop-policy ({STOP_CONTROL_ID}), not a {self.policy.label}")
-        self._index = None
-        for name, kwargs in self.policy.config["env_wrapper"]:
-            if name != "JobFeatures":
-                raise ConfigError("stop_model", path, f"its wrapper {name} cannot answer Cluster-v0 checkpoints")
-            names = list(JOB_FEATURES)
-            self._index = np.array([names.index(f) for f in kwargs.get("features", STOP_FEATURES)])
-        self._nodes = env._topo_spec is not None
-
-    def __call__(self, job, cluster) -> int:
-        obs = stop_observation(cluster, job, self._nodes)
-        if self._index is not None:
-            obs = obs[self._index]
-        return int(self.policy.model.predict(obs, deterministic=True)[0])
-
-
 class HandCodedStops(gym.Wrapper):
     """EvalStop-Cluster-v0 with a hand-coded stopper (or a saved stop-policy, ``stop_model``) answering
     every eval checkpoint.
 
-    After each agent action, eval checkpoints are answered by ``stopper``
-    (a name in ``evalstop_gym.baselines.STOPPERS`` with ``params``) until the next
-    scheduling decision or the episode's end; their rewards are added to the
-    step's. With ``work_conserving`` commit is masked while a waiting job in
+    After each agent action, eval checkpoints are answered by ``rule`` until
+    the next scheduling decision or the episode's end; their rewards are added
+    to the step's. ``rule`` is ``stopper`` (a name in
+    ``evalstop_gym.baselines.STOPPERS`` with ``params``), or with ``stop_model``
+    (a model folder saved by ``train``) that stop-policy as a
+    :class:`~evalstop_gym.agents.combined.LearnedStop`, on this env's cluster;
+    any :class:`~evalstop_gym.policy.Policy` may replace it (only ``reset`` and
+    ``should_stop`` are asked). With ``work_conserving`` commit is masked while a waiting job in
     the window fits in the free GPUs; with ``preempt=False`` running jobs
     cannot be toggled. ``PolicyAgent(make_policy(s, stopper), env)`` on this
     wrapper gives exactly ``simulate(s, stopper)`` for any scheduler the masks
@@ -141,14 +117,14 @@ class HandCodedStops(gym.Wrapper):
             raise ConfigError("env_wrapper", "HandCodedStops", "applies to EvalStop-Cluster-v0 only")
         self.stopper = stopper
         self.params = dict(params or {})
-        self._rule = make_policy("fifo", stopper, **self.params)   # only its should_stop is asked
         self.stop_model = stop_model
-        self._learned = LearnedStops(stop_model, env.unwrapped) if stop_model is not None else None
+        self.rule = make_policy("fifo", stopper, **self.params) if stop_model is None else \
+            _learned_stop(stop_model, env.unwrapped)
         self.work_conserving = bool(work_conserving)
         self.preempt = bool(preempt)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        self._rule.reset()
+        self.rule.reset()
         obs, info = self.env.reset(seed=seed, options=options)
         self._carry = 0.0   # reward of checkpoints answered during reset, paid with the first step
         if self.env.unwrapped.decision == "eval":
@@ -176,10 +152,7 @@ class HandCodedStops(gym.Wrapper):
         env = self.env.unwrapped
         terms = dict(info.get("reward_terms", {}))
         while not (terminated or truncated) and env.decision == "eval":
-            if self._learned is not None:
-                a = self._learned(env.decision_job, env.cluster)
-            else:
-                a = STOP if self._rule.should_stop(env.decision_job, env.cluster) else CONTINUE
+            a = STOP if self.rule.should_stop(env.decision_job, env.cluster) else CONTINUE
             obs, r, terminated, truncated, info = self.env.step(a)
             reward += r
             for k, v in info["reward_terms"].items():
@@ -205,6 +178,19 @@ class HandCodedStops(gym.Wrapper):
     def action_masks(self) -> np.ndarray:
         """The env's masks, narrowed by ``work_conserving`` and ``preempt`` (never all 0)."""
         return self._mask_now()
+
+
+def _learned_stop(path: str, env: ClusterEnv):
+    """The saved stop-policy at ``path`` answering ``env``'s checkpoints, on ``env``'s cluster."""
+    from evalstop_gym.policy import Policy
+
+    from .combined import LearnedStop   # combined builds on this module
+    from .policy import LearnedPolicy
+
+    try:
+        return LearnedStop(Policy(), LearnedPolicy.load(path), gpus=env.config.gpus, cluster=env.config.cluster)
+    except ConfigError as e:
+        raise ConfigError("stop_model", path, e.allowed) from None
 
 
 WRAPPERS = {"JobFeatures": JobFeatures, "HandCodedStops": HandCodedStops}

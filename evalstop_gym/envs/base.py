@@ -51,6 +51,31 @@ INVALID_ACTION_MODES = ("penalize", "raise")
 STEPS_PER_JOB = 500
 
 
+class FreshEvalCredit:
+    """What a stopped job is credited: a fresh public eval of the checkpoint it delivers, its true score
+    plus one new draw of the workload's eval noise at that checkpoint (``Workload.eval_sd``), from the
+    episode's own stream ``(seed, CREDIT_STREAM)``, one draw per job. Unbiased, unlike the best observed
+    score, which is selected as the maximum of noisy draws (docs/mdp.md). Every env that rewards
+    delivered quality credits stops through this class."""
+
+    def __init__(self, workload: Workload, seed: int | None):
+        self._z = np.random.default_rng([seed if seed is not None else 0, CREDIT_STREAM]).standard_normal(workload.n)
+        self._gold, self._sd = workload.curves.gold, workload.eval_sd
+
+    def __call__(self, job_id: int, checkpoint: int) -> float:
+        """The credit of ``job_id`` delivering its checkpoint ``checkpoint`` (0-based), score units."""
+        return float(self._gold[job_id, checkpoint] + self._sd[job_id, checkpoint] * self._z[job_id])
+
+
+def episode_seed(np_random, seed: int | None, options: Mapping | None) -> int | None:
+    """The workload seed of a new episode: ``seed``, or for a generated workload the draw from ``np_random``
+    that :func:`episode_workload` would make (made here so the credit stream can use it too)."""
+    ready = isinstance(options, Mapping) and "workload" in options
+    if seed is None and not ready:
+        seed = int(np_random.integers(0, 2**63 - 1))
+    return seed
+
+
 def plain(value: Any) -> Any:
     """NumPy scalars as Python numbers (``jobs=np.int64(10)``); other values unchanged."""
     return value.item() if isinstance(value, np.generic) else value
@@ -287,9 +312,7 @@ class SimEnv(gym.Env):
         if seed is None and self._episodes == 0:
             seed = self.config.seed  # the first unseeded episode plays the configured seed
         super().reset(seed=seed)
-        ready = isinstance(options, Mapping) and "workload" in options
-        if seed is None and not ready:  # the draw episode_workload would make, kept for the credit stream
-            seed = int(self.np_random.integers(0, 2**63 - 1))
+        seed = episode_seed(self.np_random, seed, options)
         w = self._episode_workload(seed, options)
         check_topology(self._topo_spec, w)
         self._episodes += 1
@@ -305,10 +328,7 @@ class SimEnv(gym.Env):
         self._best_idx = [-1] * n
         self._best_gpu_h = [0.0] * n
         self._terms = [0.0] * len(TERMS)  # accumulated in this step
-        # the credit of a stopped job: a fresh eval of its delivered checkpoint, the same noise model as
-        # the workload's observed scores (eval_sd) with its own draw; computed when the job stops
-        self._fresh_z = np.random.default_rng([seed if seed is not None else 0, CREDIT_STREAM]).standard_normal(n)
-        self._gold, self._eval_sd = w.curves.gold, w.eval_sd
+        self.fresh_eval = FreshEvalCredit(w, seed)   # the credit of a stopped job
         self._recorder = AllocationRecorder(w.total_gpus) if self.render_mode in ("rgb_array", "human") else None
         self._begin_episode()
         if self.render_mode == "human":
@@ -358,15 +378,8 @@ class SimEnv(gym.Env):
         """Charge a preemption the expected GPU-hours of the job's resume (:func:`resume_gpu_h`)."""
         self._terms[3] += resume_gpu_h(self.config.world, JOB_TYPES.index(v.job_type), v.gpus)
 
-    def fresh_eval(self, job_id: int, checkpoint: int) -> float:
-        """A fresh public eval of ``job_id``'s checkpoint ``checkpoint`` (0-based): its true score plus
-        one new draw of the workload's eval noise at that checkpoint (``Workload.eval_sd``), from the
-        episode's own stream ``(seed, CREDIT_STREAM)``, one draw per job. Unbiased, unlike the best
-        observed score, which is selected as the maximum of noisy draws."""
-        return float(self._gold[job_id, checkpoint] + self._eval_sd[job_id, checkpoint] * self._fresh_z[job_id])
-
     def _job_ended(self, v: JobView, stopped: bool) -> None:
-        """Delivered score as credited (see :meth:`fresh_eval`) and GPU-hours past the best observed checkpoint."""
+        """Delivered score as credited (:class:`FreshEvalCredit`) and GPU-hours past the best observed checkpoint."""
         j = v.job_id
         best = self._best[j]
         if stopped:  # the tenant gets the best observed checkpoint (stops happen at checkpoints)

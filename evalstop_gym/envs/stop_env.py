@@ -94,8 +94,8 @@ class StopControlEnv(SimEnv):
 
 def stop_observation(c, job, nodes: bool) -> np.ndarray:
     """StopControl-v0's observation of ``job`` at its eval checkpoint on cluster view ``c`` (``job=None``:
-    after the episode); ``nodes``: with the node block. Also what a stop-policy sees when it answers the
-    checkpoints of EvalStop-Cluster-v0 (:class:`evalstop_gym.agents.wrappers.HandCodedStops`)."""
+    after the episode); ``nodes``: with the node block. Also what a saved stop-policy sees when it answers
+    another policy's checkpoints (:class:`evalstop_gym.agents.combined.LearnedStop`)."""
     if job is not None:
         row = job_row(job, c.total_gpus, True) + cluster_row(c, shown_running=1, eval_point=True)
     else:

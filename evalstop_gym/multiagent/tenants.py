@@ -36,7 +36,7 @@ from ..policy import apply_plan
 from ..simulator import DONE, EVAL, Outcome, Simulator
 from ..view import COMPLETED, RUNNING, JobView
 from ..workload import Workload
-from ..envs.base import as_int, episode_workload
+from ..envs.base import FreshEvalCredit, as_int, episode_seed, episode_workload
 from ..envs.base import check_topology, with_topology
 from ..envs.features import (COUNT_SCALE, cluster_bounds, cluster_row, feature_names, job_bounds, observation,
                              topology_names, topology_row, topology_shape, window)
@@ -205,10 +205,11 @@ class TenantsEnv(ParallelEnv):
         if "tenants" in options:
             raise ConfigError("options.tenants", options["tenants"], "the tenant count fixes the agents; "
                               "make a new env with tenants=...")
+        seed = episode_seed(self.np_random, seed, options)
         w = episode_workload(self.config, self.np_random, seed, options)
         self._check_workload(w)
         self._episodes += 1
-        self._start(w)
+        self._start(w, seed)
         return self._observe_all(), self._infos(final=False)
 
     def _check_workload(self, w: Workload) -> None:
@@ -220,8 +221,9 @@ class TenantsEnv(ParallelEnv):
                               f"tenants={len(self.possible_agents)})")
         check_topology(self._topo_spec, w)
 
-    def _start(self, w: Workload) -> None:
+    def _start(self, w: Workload, seed: int | None) -> None:
         self._sim = Simulator(w)
+        self._credit = FreshEvalCredit(w, seed)   # the credit of a stopped job, as in the Gymnasium envs
         self._n_jobs = w.n
         self._steps = 0
         self._terms = np.zeros((len(_TERMS), len(self.possible_agents)))  # accrued since the last step
@@ -329,7 +331,9 @@ class TenantsEnv(ParallelEnv):
 
     def _stop(self, v: JobView) -> None:
         self._sim.stop(v.job_id)
-        self._terms[_QUALITY, v.tenant] += max(v.eval_scores)  # a stopped job delivers its best observed checkpoint
+        # a stopped job delivers its best observed checkpoint (the first of equal scores, as the simulator
+        # picks it); credited a fresh eval of it, not the selected-upwards best observed score
+        self._terms[_QUALITY, v.tenant] += self._credit(v.job_id, int(np.argmax(v.eval_scores)))
 
     # -- observations and infos ------------------------------------------------------
     def _observe_all(self) -> dict[str, np.ndarray]:
