@@ -1,9 +1,11 @@
-"""The realistic world's recipes against every hand-coded scheduler x stopper pair on held-out seeds 0-9
-(slow: about 8 CPU minutes of training and 2 of evaluation; 7.3 minutes wall on the shared 2-core machine).
+"""The realistic world's recipes judged by the targets protocol (docs/evaluation.md): the best hand-coded
+scheduler x stopper pair and detector chosen on validation seeds, the learned pair on held-out seeds 0-9
+(slow: about 8 CPU minutes of training and 2-4 of selection and evaluation).
 
     python -m pytest -m slow tests/test_agents_recipe_realistic.py
 
-Each target is the issue's, asserted as measured; docs/learned.md gives the figures.
+Each target is asserted through the protocol's own verdict; a target missed today is a strict xfail, so a
+recipe that meets it turns the test red until the docs say so. docs/learned.md gives the figures.
 """
 
 from pathlib import Path
@@ -13,15 +15,13 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 from evalstop_gym import WorkloadConfig  # noqa: E402
-from evalstop_gym.agents.evaluate import evaluate  # noqa: E402
+from evalstop_gym.agents.targets import targets  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
-from evalstop_gym.baselines import SCHEDULERS, STOPPERS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 HYPERPARAMS = Path(__file__).resolve().parents[1] / "evalstop_gym" / "agents" / "hyperparams"
 REALISTIC = WorkloadConfig(calibration="realistic")
-DETECTORS = [s for s in STOPPERS if s != "none"]
 BUDGET_S = 20 * 60   # CPU seconds per recipe
 
 
@@ -33,29 +33,42 @@ def stop_policy(tmp_path_factory):
     return out, config
 
 
-@pytest.mark.xfail(strict=True, reason="target missed: F1 0.701 at 689 GPU-h of waste against divergence's 0.931 "
-                                       "at 2716 (seed 0, docs/learned.md)")
-def test_stop_policy_f1_at_least_the_best_detectors_at_no_more_waste(stop_policy):
-    out, config = stop_policy
-    assert config["cpu_seconds"] < BUDGET_S
-    rows = evaluate([str(out), *DETECTORS], seeds=10, base=REALISTIC).rows
-    learned, hand = rows[0], rows[1:]
-    best = max(hand, key=lambda r: r["f1"])
-    assert learned["f1"] >= best["f1"], (learned["f1"], best["arm"], best["f1"])
-    assert learned["compute_waste_gpu_h"] <= best["compute_waste_gpu_h"]
-
-
-def test_scheduler_and_stop_policy_jct_3_percent_below_every_hand_coded_pair(stop_policy, tmp_path):
-    stop_out, _ = stop_policy
+@pytest.fixture(scope="module")
+def judged(stop_policy, tmp_path_factory):
+    """Both recipes trained, then judged by the project's protocol (``evalstop-gym targets``): the best
+    hand-coded pair and detector chosen on validation seeds, the models on held-out test seeds 0-9."""
+    stop_out, stop_config = stop_policy
+    sched_out = tmp_path_factory.mktemp("scheduler")
     entry = {"env_wrapper": [{"evalstop_gym.agents.wrappers.HandCodedStops": {
         "stop_model": str(stop_out), "work_conserving": True, "preempt": False}}]}
-    config = train("EvalStop-Cluster-v0", "maskable-ppo", out=tmp_path, seed=0, echo=lambda _: None,
-                   hyperparams=str(HYPERPARAMS / "maskable-ppo-realistic.yml"), overrides=entry)
-    assert config["cpu_seconds"] < BUDGET_S
-    pairs = [s if t == "none" else f"{s}+{t}" for s in SCHEDULERS for t in STOPPERS]
-    rows = evaluate([str(tmp_path), *pairs], seeds=10, base=REALISTIC).rows
-    learned, hand = rows[0], rows[1:]
-    best = min(hand, key=lambda r: r["avg_jct_h"])
-    srtf = next(r for r in hand if r["arm"] == "srtf-est")
-    assert learned["avg_jct_h"] <= 0.97 * best["avg_jct_h"], (learned["avg_jct_h"], best["arm"], best["avg_jct_h"])
-    assert learned["preemptions"] <= srtf["preemptions"]
+    sched_config = train("EvalStop-Cluster-v0", "maskable-ppo", out=sched_out, seed=0, echo=lambda _: None,
+                         hyperparams=str(HYPERPARAMS / "maskable-ppo-realistic.yml"), overrides=entry)
+    report = targets(REALISTIC, scheduler_model=str(sched_out), stop_model=str(stop_out), seeds=10,
+                     out=tmp_path_factory.mktemp("targets"))
+    return stop_config, sched_config, report.main
+
+
+def test_recipes_fit_the_cpu_budget(judged):
+    stop_config, sched_config, _ = judged
+    assert stop_config["cpu_seconds"] < BUDGET_S and sched_config["cpu_seconds"] < BUDGET_S
+
+
+@pytest.mark.xfail(strict=True, reason="target missed: F1 0.230 below divergence's (0.931) at less waste; the "
+                                       "precision recipe reaches F1 +0.018 but wastes 942 GPU-h more "
+                                       "(docs/learned.md)")
+def test_target_b_stop_policy_f1_at_least_the_best_detectors_at_no_more_waste(judged):
+    _, _, j = judged
+    assert j.b is not None and j.b.met, j.b
+
+
+@pytest.mark.xfail(strict=True, reason="target missed on delivered quality: JCT 50% below the best pair's with no "
+                                       "preemptions, but quality regret 0.0305 against 0.0214 (docs/learned.md)")
+def test_target_a_jct_3_percent_below_the_best_pair_at_no_worse_quality(judged):
+    _, _, j = judged
+    assert j.a is not None and j.a.met, j.a
+
+
+def test_the_learned_pair_is_faster_without_preempting(judged):
+    # what holds of target (a) as measured: the JCT part and the preemption cap (not the quality condition)
+    _, _, j = judged
+    assert j.jct.gain_pct >= 3.0 and j.learned_preemptions <= j.reference_preemptions, j.a
