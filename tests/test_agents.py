@@ -249,3 +249,28 @@ def test_training_leaves_no_sb3_folder_in_the_temporary_directory(tmp_path, monk
 
     PPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, n_epochs=1, device="cpu").learn(32)
     assert len(sb3_folders()) == 1
+
+
+@pytest.mark.timeout(120)
+def test_training_interrupted_inside_a_step_ends_without_hanging(tmp_path, monkeypatch):
+    """An interruption between a step's replies (Ctrl-C, a time limit) must leave train() with the error, with its
+    SubprocVecEnv workers closed: SB3's close() would otherwise wait for replies already half read, forever."""
+    import stable_baselines3.common.vec_env as vec_env
+
+    real = vec_env.SubprocVecEnv.step_wait
+    calls = []
+
+    def interrupted(self):
+        calls.append(1)
+        if len(calls) < 3:
+            return real(self)
+        self.remotes[0].recv()              # one worker's reply read, the other's not yet
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vec_env.SubprocVecEnv, "step_wait", interrupted)
+    tiny = {"n_steps": 128, "batch_size": 64, "n_epochs": 1, "eval_freq": 256, "n_eval_episodes": 1,
+            "eval_workload": {"jobs": 10}}
+    with pytest.raises(KeyboardInterrupt):
+        train(STOP_CONTROL_ID, "ppo", out=tmp_path / "m", timesteps=512, n_envs=2, seed=3, overrides=tiny,
+              echo=lambda _: None)
+    assert len(calls) == 3

@@ -12,7 +12,7 @@ from evalstop_gym.agents.evaluate import evaluate  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym import WorkloadConfig  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]   # trains recipes: past the 300 s default
 
 
 def test_ppo_stop_policy_f1_at_sigma_005_is_at_least_evalstops(tmp_path):

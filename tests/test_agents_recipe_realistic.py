@@ -18,7 +18,7 @@ from evalstop_gym import WorkloadConfig  # noqa: E402
 from evalstop_gym.agents.targets import targets  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]   # trains recipes: past the 300 s default
 
 HYPERPARAMS = Path(__file__).resolve().parents[1] / "evalstop_gym" / "agents" / "hyperparams"
 REALISTIC = WorkloadConfig(calibration="realistic")

@@ -215,6 +215,12 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
                 model.learn(timesteps, callback=[callback, progress_callback(timesteps, progress)],
                             tb_log_name=f"{algo}-{env_id}-seed{seed}")
             worker_cpu = sum(venv.env_method("process_cpu_seconds")) if n_envs > 1 else 0.0
+        except BaseException:
+            # interrupted inside a step (Ctrl-C, a test's time limit) SB3 would wait in close() for
+            # replies it has partly read already, forever: the workers are told to close instead
+            if isinstance(venv, SubprocVecEnv):
+                venv.waiting = False
+            raise
         finally:
             venv.close()
             eval_env.close()
