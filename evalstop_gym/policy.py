@@ -147,20 +147,11 @@ class Scheduler(Policy):
             if not on_nodes or plan is NO_CHANGE:
                 return plan
             return self._place_on_nodes(cluster, plan, self._kept_running)
-        if self.static_key:
-            return self._allocate_from_queue(cluster)
         if cluster.free_gpus == 0 or not cluster.waiting:
             return NO_CHANGE
-        key = self.key
-        pool = cluster.pool(self.type_preference if self._ranks_types else None)
-        start = []
-        for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
-            if v.gpus <= pool.cap:
-                start.append(v.job_id)
-                pool.take(v)
-                if pool.cap == 0:
-                    break
-        return Plan((), start, None, pool.placed)
+        prefer = self.type_preference if self._ranks_types else None
+        start, pool = self._fill(cluster, cluster.largest_fit(), lambda: cluster.pool(prefer))
+        return Plan((), start, None, pool.placed) if start else NO_CHANGE
 
     def _allocate_sorted(self, cluster: ClusterView) -> Plan:
         """Preemptive: every active job keyed and sorted, kept first-fit on the GPU count."""
@@ -218,54 +209,52 @@ class Scheduler(Policy):
         (``docs/cluster.md``). Adds the placements to ``placed``; returns the
         ids in key order.
         """
-        started, pool, skip, cap = [], None, set(skip), after.partial_cap()
-        if self.static_key:  # the best that fits, again and again, as in _allocate_from_queue
+        started, pool = self._fill(cluster, after.partial_cap(), lambda: cluster.pool(prefer, after.partial()),
+                                   set(skip))
+        if pool:
+            placed.update(pool.placed)
+        return started
+
+    def _fill(self, cluster: ClusterView, cap: int, make_pool, skip=()) -> tuple[list[int], object]:
+        """Start waiting jobs (not in ``skip``) in key order, first fit, while any fits: the non-preemptive
+        allocation, and backfilling.
+
+        ``cap``: the largest demand that can be placed before any start; ``make_pool()``: the tentative
+        state starts are placed in, made at the first start (none when nothing fits). With a static key
+        the kept queue gives, again and again, the best-ranked job that fits in what is left: the same set
+        as walking the sorted list. Returns the started ids in key order and the pool (or None).
+        """
+        started, pool = [], None
+        if self.static_key:
             queue, taken = self._kept_queue(cluster), []
-            e = queue.best(cap)
+            e = queue.best(cap) if cap > 0 else None
             while e is not None:
                 queue.take(e)
                 taken.append(e)
                 if e[2] not in skip:
                     if pool is None:
-                        pool = cluster.pool(prefer, after.partial())
+                        pool = make_pool()
                     pool.take(e[3])
                     started.append(e[2])
-                e = queue.best(pool.cap if pool else cap)
+                left = pool.cap if pool else cap
+                e = queue.best(left) if left > 0 else None
             queue.put_back(taken)
-        else:
-            key = self.key
-            for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
-                if v.gpus <= (pool.cap if pool else cap) and v.job_id not in skip:
-                    if pool is None:
-                        pool = cluster.pool(prefer, after.partial())
-                    pool.take(v)
-                    started.append(v.job_id)
-                    if pool.cap == 0:
-                        break
-        if pool:
-            placed.update(pool.placed)
-        return started
+            return started, pool
+        key = self.key
+        for v in sorted(cluster.waiting.values(), key=lambda v: key(v, cluster)):
+            if v.gpus <= (pool.cap if pool else cap) and v.job_id not in skip:
+                if pool is None:
+                    pool = make_pool()
+                pool.take(v)
+                started.append(v.job_id)
+                if pool.cap == 0:
+                    break
+        return started, pool
 
     def _allocate_from_queue(self, cluster: ClusterView) -> Plan:
-        """The same allocation as the sorting path, reading waiting jobs from the kept queue.
-
-        Taking, again and again, the best-ranked job that fits in what is left
-        gives the same set as walking the sorted list with first-fit.
-        """
+        """Preemptive, static key: the same keep set as :meth:`_allocate_sorted`, reading waiting jobs
+        from the kept queue instead of sorting them."""
         queue = self._kept_queue(cluster)
-        if not self.preemptive:
-            e = queue.best(cluster.largest_fit()) if cluster.free_gpus else None
-            if e is None:  # nothing fits: no tentative state needed
-                return NO_CHANGE
-            pool = cluster.pool(self.type_preference if self._ranks_types else None)
-            taken = []
-            while e is not None:
-                queue.take(e)
-                taken.append(e)
-                pool.take(e[3])
-                e = queue.best(pool.cap) if pool.cap > 0 else None
-            queue.put_back(taken)
-            return Plan((), [e[2] for e in taken], None, pool.placed)
         key = self.key
         # running jobs rank before waiting ones on equal keys, then in dict order
         running = [(key(v, cluster), i, v) for i, v in enumerate(cluster.running.values())]
