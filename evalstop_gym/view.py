@@ -30,8 +30,10 @@ class JobView:
     ``sqrt(p (1 - p) / eval_items)``.
     ``eval_scores``, ``eval_attained_h`` (attained hours at each eval),
     ``train_losses`` and ``proxy_rewards`` are the histories
-    observed so far (one entry per eval checkpoint reached; ``proxy_rewards`` is
-    empty for non-RLHF jobs). ``consecutive_declines`` counts the trailing run
+    observed so far, as tuples of floats (one entry per eval checkpoint reached;
+    ``proxy_rewards`` is empty for non-RLHF jobs). Tuples, not lists: the garbage
+    collector stops tracking a tuple of floats, so a big episode's histories add
+    nothing to its full passes, and a policy cannot append to a history. ``consecutive_declines`` counts the trailing run
     of strict declines of the observed eval score.
     """
 
@@ -52,10 +54,10 @@ class JobView:
         self.est_length_h = est_length_ticks / TICKS_PER_HOUR
         self.evals_total = evals_total
         self.eval_items = eval_items
-        self.eval_scores: list[float] = []
-        self.eval_attained_h: list[float] = []   # attained service when each score came out, hours
-        self.train_losses: list[float] = []
-        self.proxy_rewards: list[float] = []
+        self.eval_scores: tuple[float, ...] = ()
+        self.eval_attained_h: tuple[float, ...] = ()   # attained service when each score came out, hours
+        self.train_losses: tuple[float, ...] = ()
+        self.proxy_rewards: tuple[float, ...] = ()
         self.consecutive_declines = 0
         self.status = WAITING
         self.start_h: float | None = None   # first time the job started running

@@ -179,6 +179,55 @@ def test_public_fields_hold_the_public_values_not_the_hidden_ones():
         assert s["attained_h"] == pytest.approx(s["now"] - s["start_h"], abs=tick)
 
 
+class Scribbler(Policy):
+    """SRTF-Est + EvalStop(k=2) that rewrites every history of the job at each of its checkpoints."""
+
+    def __init__(self):
+        from evalstop_gym.baselines import make_policy
+
+        self.base = make_policy("srtf-est", "evalstop", k=2)
+
+    def reset(self):
+        self.base.reset()
+
+    def schedule(self, cluster):
+        return self.base.schedule(cluster)
+
+    def should_stop(self, job, cluster):
+        stop = self.base.should_stop(job, cluster)  # decided on the fields as the simulator wrote them
+        job.eval_scores, job.train_losses, job.eval_attained_h, job.proxy_rewards = (), (9.0,) * 30, (), (1.0,)
+        return stop
+
+
+def test_a_policy_rewriting_histories_changes_only_its_own_picture():
+    """The simulator keeps its own checkpoint count and last score: emptied or padded histories on the
+    views change no checkpoint time, no decline count and no result."""
+    from evalstop_gym.baselines import make_policy
+
+    w = generate(WorkloadConfig(jobs=60, seed=3, gpus=16, noise=0.05))
+    plain, scribbled = Simulator(w), Simulator(w)
+    a, b = drive(plain, make_policy("srtf-est", "evalstop", k=2)), drive(scribbled, Scribbler())
+    for f in ("finish_ticks", "service_ticks", "stopped", "evals_seen", "delivered_ckpt", "first_start_ticks"):
+        assert getattr(a, f).tolist() == getattr(b, f).tolist(), f
+    assert a.preemptions == b.preemptions and a.stopped.any() and a.preemptions > 0
+    # the scribbler's own picture: what it wrote at the last decision, plus the final checkpoint
+    done = [v for v in scribbled.views if v.status == "completed"]
+    assert done and all(v.eval_scores == plain.views[v.job_id].eval_scores[-1:] for v in done)
+    assert all(v.train_losses[:-1] == (9.0,) * 30 for v in done)
+
+
+def test_histories_are_tuples_the_garbage_collector_does_not_walk():
+    """A view's histories are tuples of floats; after a collection none is tracked (they add nothing to
+    the collector's full passes, which walk every view of a big episode)."""
+    sim = Simulator(generate(WorkloadConfig(jobs=40, seed=1)))
+    drive(sim, FIFO())
+    gc.collect()
+    for v in sim.views:
+        for h in (v.eval_scores, v.eval_attained_h, v.train_losses, v.proxy_rewards):
+            assert type(h) is tuple and not gc.is_tracked(h)
+    assert all(len(v.eval_scores) == v.evals_total for v in sim.views)  # FIFO stops nothing
+
+
 def test_a_new_cluster_starts_at_time_zero_with_every_gpu_free():
     sim = Simulator(generate(WorkloadConfig(jobs=3, seed=0)))
     c = sim.cluster
