@@ -254,12 +254,10 @@ class Simulator:
         score = self._obs[at]
         if i:
             v.consecutive_declines = v.consecutive_declines + 1 if score < self._obs[at - 1] else 0
-        # histories grow as new tuples: a tuple of floats is untracked by the garbage collector at
-        # its first pass, where a list per history made most of what its full passes walk on big episodes
-        v.eval_scores += (score,)
-        v.train_losses += (self._loss[at],)
+        v.eval_scores.append(score)
+        v.train_losses.append(self._loss[at])
         if self._rlhf[j]:
-            v.proxy_rewards += (self._proxy[at],)
+            v.proxy_rewards.append(self._proxy[at])
         if score > self._best_score[j]:
             self._best_score[j], self._best_idx[j] = score, i
         i += 1
@@ -269,7 +267,7 @@ class Simulator:
         now = self.cluster.now_ticks
         v._service_ticks += now - v._run_since_ticks
         v._run_since_ticks = now
-        v.eval_attained_h += (v._service_ticks / TICKS_PER_HOUR,)
+        v.eval_attained_h.append(v._service_ticks / TICKS_PER_HOUR)
         if i - 1 == self._peak[j]:
             self._peak_service[j] = v._service_ticks
         if i == self._evals:

@@ -11,6 +11,8 @@ its own picture, never the simulation.
 
 from __future__ import annotations
 
+from array import array
+
 from .placement import BestFitPool, FlatPool, NodePool, place_preemptive
 from .timebase import TICKS_PER_HOUR
 
@@ -30,10 +32,11 @@ class JobView:
     ``sqrt(p (1 - p) / eval_items)``.
     ``eval_scores``, ``eval_attained_h`` (attained hours at each eval),
     ``train_losses`` and ``proxy_rewards`` are the histories
-    observed so far, as tuples of floats (one entry per eval checkpoint reached;
-    ``proxy_rewards`` is empty for non-RLHF jobs). Tuples, not lists: the garbage
-    collector stops tracking a tuple of floats, so a big episode's histories add
-    nothing to its full passes, and a policy cannot append to a history. ``consecutive_declines`` counts the trailing run
+    observed so far, as arrays of doubles (``array.array("d")``: one entry per
+    eval checkpoint reached; ``proxy_rewards`` is empty for non-RLHF jobs). They
+    index, slice, iterate and convert (``np.asarray``, ``list``) like lists of
+    floats; unlike a list of floats they hold no Python object for the garbage
+    collector's passes to walk, which on a big episode were most of its work. ``consecutive_declines`` counts the trailing run
     of strict declines of the observed eval score.
     """
 
@@ -54,10 +57,10 @@ class JobView:
         self.est_length_h = est_length_ticks / TICKS_PER_HOUR
         self.evals_total = evals_total
         self.eval_items = eval_items
-        self.eval_scores: tuple[float, ...] = ()
-        self.eval_attained_h: tuple[float, ...] = ()   # attained service when each score came out, hours
-        self.train_losses: tuple[float, ...] = ()
-        self.proxy_rewards: tuple[float, ...] = ()
+        self.eval_scores = array("d")
+        self.eval_attained_h = array("d")   # attained service when each score came out, hours
+        self.train_losses = array("d")
+        self.proxy_rewards = array("d")
         self.consecutive_declines = 0
         self.status = WAITING
         self.start_h: float | None = None   # first time the job started running

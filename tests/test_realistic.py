@@ -169,7 +169,7 @@ def test_a_resume_costs_its_restart_time_on_the_jobs_gpus():
     assert sim.advance() == SCHEDULE and sim.cluster.now_h == 0.5
     sim.start(0)
     assert sim.advance() == EVAL and sim.cluster.now_h == pytest.approx(0.85, abs=1e-9)
-    assert sim.views[0].eval_attained_h == (pytest.approx(0.6, abs=1e-9),)
+    assert list(sim.views[0].eval_attained_h) == [pytest.approx(0.6, abs=1e-9)]
     sim.advance()
     out = sim.outcome()
     assert out.finish_h[0] == pytest.approx(1.35, abs=1e-9) and out.service_h[0] == pytest.approx(1.1, abs=1e-9)
@@ -245,7 +245,7 @@ def test_droptest_scales_its_test_with_the_eval_set_size():
 
     def job(items, scores):
         v = JobView(0, 0, "rlhf", 1, 0, 0, 10, ClusterView(1), eval_items=items)
-        v.eval_scores = tuple(scores)
+        v.eval_scores.extend(scores)
         return v
 
     rule = DropTest(FIFO())   # window 1, z 2, min_drop 0.03, factor 1.5, jitter 0.01
