@@ -35,9 +35,11 @@ class JobView:
     observed so far, as arrays of doubles (``array.array("d")``: one entry per
     eval checkpoint reached; ``proxy_rewards`` is empty for non-RLHF jobs). They
     index, slice, iterate and convert (``np.asarray``, ``list``) like lists of
-    floats; unlike a list of floats they hold no Python object for the garbage
-    collector's passes to walk, which on a big episode were most of its work. ``consecutive_declines`` counts the trailing run
-    of strict declines of the observed eval score.
+    floats, but an array never equals a list (compare ``list(h)``); unlike a
+    list of floats they hold no Python object for the garbage collector's
+    passes to walk, which on a big episode were most of its work.
+    ``consecutive_declines`` counts the trailing run of strict declines of the
+    observed eval score.
     """
 
     __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total", "eval_items",
