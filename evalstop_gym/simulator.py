@@ -155,6 +155,7 @@ class Simulator:
         self._finish = [-1] * n
         self._first_start = [-1] * n
         self._stopped = [False] * n
+        self._seen = [0] * n  # checkpoints reached (the simulator's own count: it never reads a view)
         self._best_idx = [-1] * n
         self._best_score = [-np.inf] * n
         self._preemptions = 0
@@ -248,19 +249,19 @@ class Simulator:
     def _checkpoint(self, j: int) -> bool:
         """Record eval checkpoint of job ``j``; True if a stop decision is due."""
         v = self.views[j]
-        i = len(v.eval_scores)
+        i = self._seen[j]
         at = j * self._evals + i
         score = self._obs[at]
-        scores = v.eval_scores
-        if scores:
-            v.consecutive_declines = v.consecutive_declines + 1 if score < scores[-1] else 0
-        scores.append(score)
+        if i:
+            v.consecutive_declines = v.consecutive_declines + 1 if score < self._obs[at - 1] else 0
+        v.eval_scores.append(score)
         v.train_losses.append(self._loss[at])
         if self._rlhf[j]:
             v.proxy_rewards.append(self._proxy[at])
         if score > self._best_score[j]:
             self._best_score[j], self._best_idx[j] = score, i
         i += 1
+        self._seen[j] = i
         # service at a checkpoint is exactly its grid point (length * i // evals without jitter)
         # plus the resume costs paid: integers, no drift
         now = self.cluster.now_ticks
@@ -279,7 +280,7 @@ class Simulator:
         """Push job ``j``'s next checkpoint: when its service reaches ``length * (i + 1) // evals``
         (or the realistic world's grid point) plus the resume costs it has paid."""
         v = self.views[j]
-        k = len(v.eval_scores) + 1
+        k = self._seen[j] + 1
         target = self._length[j] * k // self._evals if self._grid is None else self._grid[j * self._evals + k - 1]
         due = target + self._overhead[j] - v._service_ticks
         self._seq += 1
@@ -289,15 +290,14 @@ class Simulator:
     def _checkpoint_on_nodes(self, j: int) -> bool:
         # the event fell on the first tick at which work reached the checkpoint's target; at a
         # speed above 1 it may pass it by less than one tick's work, which is not carried over
-        k = len(self.views[j].eval_scores) + 1
+        k = self._seen[j] + 1
         self._work[j] = (self._length[j] * k // self._evals if self._grid is None
                          else self._grid[j * self._evals + k - 1]) + self._overhead[j]
         return Simulator._checkpoint(self, j)
 
     def _push_checkpoint_on_nodes(self, j: int) -> None:
         """As :meth:`_push_checkpoint`, the target being work at full speed reached at the job's rate."""
-        v = self.views[j]
-        k = len(v.eval_scores) + 1
+        k = self._seen[j] + 1
         target = self._length[j] * k // self._evals if self._grid is None else self._grid[j * self._evals + k - 1]
         due = target + self._overhead[j] - self._work[j]
         rate = self._rate[j]
@@ -475,14 +475,14 @@ class Simulator:
         so a driver batching simultaneous decisions can wait for it without
         time passing. Read-only.
         """
-        heap, now, epoch, views = self._heap, self.cluster.now_ticks, self._epoch, self.views
+        heap, now, epoch, seen = self._heap, self.cluster.now_ticks, self._epoch, self._seen
         stack = [0]
         while stack:  # the events at ``now`` form a subtree at the heap's root
             i = stack.pop()
             if i >= len(heap) or heap[i][0] > now:
                 continue
             _, _, kind, j, ep = heap[i]
-            if kind == _CHECKPOINT and ep == epoch[j] and len(views[j].eval_scores) + 1 < self._evals:
+            if kind == _CHECKPOINT and ep == epoch[j] and seen[j] + 1 < self._evals:
                 return True
             stack += (2 * i + 1, 2 * i + 2)
         return False
@@ -502,15 +502,14 @@ class Simulator:
         if self._active:
             raise SimulationError(f"episode not finished: {self._active} jobs still active")
         views = self.views
-        delivered = [self._best_idx[j] if self._stopped[j] else len(views[j].eval_scores) - 1
-                     for j in range(self._n)]
+        delivered = [self._best_idx[j] if self._stopped[j] else self._seen[j] - 1 for j in range(self._n)]
         return Outcome(
             workload=self._w,
             submit_ticks=np.array(self._submit, dtype=np.int64),
             finish_ticks=np.array(self._finish, dtype=np.int64),
             service_ticks=np.array([v._service_ticks for v in views], dtype=np.int64),
             stopped=np.array(self._stopped),
-            evals_seen=np.array([len(v.eval_scores) for v in views]),
+            evals_seen=np.array(self._seen),
             delivered_ckpt=np.array(delivered),
             first_start_ticks=np.array(self._first_start, dtype=np.int64),
             preemptions=self._preemptions,

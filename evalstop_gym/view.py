@@ -11,6 +11,8 @@ its own picture, never the simulation.
 
 from __future__ import annotations
 
+from array import array
+
 from .placement import BestFitPool, FlatPool, NodePool, place_preemptive
 from .timebase import TICKS_PER_HOUR
 
@@ -30,9 +32,14 @@ class JobView:
     ``sqrt(p (1 - p) / eval_items)``.
     ``eval_scores``, ``eval_attained_h`` (attained hours at each eval),
     ``train_losses`` and ``proxy_rewards`` are the histories
-    observed so far (one entry per eval checkpoint reached; ``proxy_rewards`` is
-    empty for non-RLHF jobs). ``consecutive_declines`` counts the trailing run
-    of strict declines of the observed eval score.
+    observed so far, as arrays of doubles (``array.array("d")``: one entry per
+    eval checkpoint reached; ``proxy_rewards`` is empty for non-RLHF jobs). They
+    index, slice, iterate and convert (``np.asarray``, ``list``) like lists of
+    floats, but an array never equals a list (compare ``list(h)``); unlike a
+    list of floats they hold no Python object for the garbage collector's
+    passes to walk, which on a big episode were most of its work.
+    ``consecutive_declines`` counts the trailing run of strict declines of the
+    observed eval score.
     """
 
     __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total", "eval_items",
@@ -52,10 +59,10 @@ class JobView:
         self.est_length_h = est_length_ticks / TICKS_PER_HOUR
         self.evals_total = evals_total
         self.eval_items = eval_items
-        self.eval_scores: list[float] = []
-        self.eval_attained_h: list[float] = []   # attained service when each score came out, hours
-        self.train_losses: list[float] = []
-        self.proxy_rewards: list[float] = []
+        self.eval_scores = array("d")
+        self.eval_attained_h = array("d")   # attained service when each score came out, hours
+        self.train_losses = array("d")
+        self.proxy_rewards = array("d")
         self.consecutive_declines = 0
         self.status = WAITING
         self.start_h: float | None = None   # first time the job started running

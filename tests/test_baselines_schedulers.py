@@ -78,7 +78,7 @@ def test_tiresias_starvation_guard_promotes_a_waiting_job():
 
 def view(job_id, losses, submit_h=0.0):
     v = JobView(job_id, 0, "rlhf", 1, submit_h, 1.0, 10, ClusterView(1))
-    v.train_losses = list(losses)
+    v.train_losses.extend(losses)
     return v
 
 

@@ -306,8 +306,8 @@ def view_with(scores=(), losses=(), submit_h=0.0):
 
     # the view takes times in ticks (1 ms): submit_h hours, a 1-hour estimate
     v = JobView(0, 0, "rlhf", 1, round(submit_h * TICKS_PER_HOUR), TICKS_PER_HOUR, 10, ClusterView(1))
-    v.eval_scores[:] = scores
-    v.train_losses[:] = losses
+    v.eval_scores.extend(scores)
+    v.train_losses.extend(losses)
     return v
 
 

@@ -1,6 +1,7 @@
 """The information boundary: hidden state is unreachable from what a policy receives."""
 
 import gc
+from array import array
 
 import numpy as np
 import pytest
@@ -76,8 +77,9 @@ def test_no_hidden_object_is_reachable_from_views(calibration, cluster):
     # the cluster spec (nodes, GPU types, speeds, placement policy) is public by design
     sim = Simulator(generate(WorkloadConfig(jobs=30, seed=2, calibration=calibration, cluster=cluster)))
     drive(sim, FIFO())
+    # array: the histories (doubles only: an array of type "d" can hold no object)
     public = (JobView, ClusterView, ClusterSpec, Placer, Nodes, FlatPool, Fraction, frozenset, dict, list, tuple, str, int, float,
-              type(None))
+              array, type(None))
     for root in (sim.cluster, sim.views[0], sim.views[-1]):
         for o in reachable(root):
             assert not isinstance(o, (Simulator, Workload, Curves, np.ndarray)), type(o)
@@ -177,6 +179,60 @@ def test_public_fields_hold_the_public_values_not_the_hidden_ones():
     for s in evals:
         assert s["attained_h"] == pytest.approx(w.length_h[s["job"]] * s["evals_done"] / e, abs=tick)
         assert s["attained_h"] == pytest.approx(s["now"] - s["start_h"], abs=tick)
+
+
+class Scribbler(Policy):
+    """SRTF-Est + EvalStop(k=2) that rewrites every history of the job at each of its checkpoints (in place:
+    the simulator appends to the view's arrays)."""
+
+    def __init__(self):
+        from evalstop_gym.baselines import make_policy
+
+        self.base = make_policy("srtf-est", "evalstop", k=2)
+
+    def reset(self):
+        self.base.reset()
+
+    def schedule(self, cluster):
+        return self.base.schedule(cluster)
+
+    def should_stop(self, job, cluster):
+        stop = self.base.should_stop(job, cluster)  # decided on the fields as the simulator wrote them
+        for h in (job.eval_scores, job.eval_attained_h):
+            del h[:]
+        job.train_losses[:] = array("d", [9.0] * 30)
+        job.proxy_rewards.append(1.0)
+        return stop
+
+
+def test_a_policy_rewriting_histories_changes_only_its_own_picture():
+    """The simulator keeps its own checkpoint count and last score: emptied or padded histories on the
+    views change no checkpoint time, no decline count and no result."""
+    from evalstop_gym.baselines import make_policy
+
+    w = generate(WorkloadConfig(jobs=60, seed=3, gpus=16, noise=0.05))
+    plain, scribbled = Simulator(w), Simulator(w)
+    a, b = drive(plain, make_policy("srtf-est", "evalstop", k=2)), drive(scribbled, Scribbler())
+    for f in ("finish_ticks", "service_ticks", "stopped", "evals_seen", "delivered_ckpt", "first_start_ticks"):
+        assert getattr(a, f).tolist() == getattr(b, f).tolist(), f
+    assert a.preemptions == b.preemptions and a.stopped.any() and a.preemptions > 0
+    # the scribbler's own picture: what it wrote at the last decision, plus the final checkpoint
+    done = [v for v in scribbled.views if v.status == "completed"]
+    assert done and all(list(v.eval_scores) == list(plain.views[v.job_id].eval_scores[-1:]) for v in done)
+    assert all(list(v.train_losses[:-1]) == [9.0] * 30 for v in done)
+
+
+def test_histories_hold_no_object_for_the_garbage_collector_to_walk():
+    """A view's histories are arrays of doubles: the collector's passes, which walk every view of a big
+    episode, find no float in them (a list of floats hands it every float)."""
+    sim = Simulator(generate(WorkloadConfig(jobs=40, seed=1)))
+    drive(sim, FIFO())
+    for v in sim.views:
+        for h in (v.eval_scores, v.eval_attained_h, v.train_losses, v.proxy_rewards):
+            assert type(h) is array and h.typecode == "d"
+            assert not any(isinstance(r, float) for r in gc.get_referents(h))
+    assert all(len(v.eval_scores) == v.evals_total for v in sim.views)  # FIFO stops nothing
+    assert sum(len(v.proxy_rewards) > 0 for v in sim.views) > 0
 
 
 def test_a_new_cluster_starts_at_time_zero_with_every_gpu_free():

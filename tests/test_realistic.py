@@ -169,7 +169,7 @@ def test_a_resume_costs_its_restart_time_on_the_jobs_gpus():
     assert sim.advance() == SCHEDULE and sim.cluster.now_h == 0.5
     sim.start(0)
     assert sim.advance() == EVAL and sim.cluster.now_h == pytest.approx(0.85, abs=1e-9)
-    assert sim.views[0].eval_attained_h == [pytest.approx(0.6, abs=1e-9)]
+    assert list(sim.views[0].eval_attained_h) == [pytest.approx(0.6, abs=1e-9)]
     sim.advance()
     out = sim.outcome()
     assert out.finish_h[0] == pytest.approx(1.35, abs=1e-9) and out.service_h[0] == pytest.approx(1.1, abs=1e-9)
