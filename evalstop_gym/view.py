@@ -34,10 +34,15 @@ class JobView:
     ``train_losses`` and ``proxy_rewards`` are the histories
     observed so far, as arrays of doubles (``array.array("d")``: one entry per
     eval checkpoint reached; ``proxy_rewards`` is empty for non-RLHF jobs). They
-    index, slice, iterate and convert (``np.asarray``, ``list``) like lists of
-    floats, but an array never equals a list (compare ``list(h)``); unlike a
-    list of floats they hold no Python object for the garbage collector's
-    passes to walk, which on a big episode were most of its work.
+    index, slice, iterate and convert (``np.array``, ``list``) like lists of
+    floats, but an array never equals a list (compare ``list(h)``), does not
+    concatenate with one, has no ``copy()`` and is not JSON-serializable
+    (``list(h)`` is); unlike a list of floats they hold no Python object for
+    the garbage collector's passes to walk, which on a big episode were most
+    of its work. ``np.asarray(h)`` shares the array's memory rather than
+    copying; a policy may keep it, and the view then gets a grown copy at the
+    next checkpoint (:meth:`regrow`), so what the policy kept stays the
+    snapshot it took, as a copy would.
     ``consecutive_declines`` counts the trailing run of strict declines of the
     observed eval score.
     """
@@ -113,6 +118,14 @@ class JobView:
         """Hours since submission not spent running."""
         c = self._cluster
         return (c.now_ticks - self.submit_ticks - self.attained_ticks) / TICKS_PER_HOUR
+
+    def regrow(self, history: str, value: float) -> None:
+        """Append ``value`` to the named history by replacing it with a grown copy: the path the simulator
+        takes when a policy holds a buffer on the array (``np.asarray``, ``memoryview``), under which an
+        array cannot resize."""
+        grown = array("d", getattr(self, history))
+        grown.append(value)
+        setattr(self, history, grown)
 
     def __repr__(self) -> str:
         return (f"JobView(id={self.job_id}, {self.job_type}, gpus={self.gpus}, {self.status}, "

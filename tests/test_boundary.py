@@ -222,6 +222,47 @@ def test_a_policy_rewriting_histories_changes_only_its_own_picture():
     assert all(list(v.train_losses[:-1]) == [9.0] * 30 for v in done)
 
 
+class Keeper(Policy):
+    """SRTF-Est + EvalStop(k=2) that keeps, at each checkpoint, numpy and memoryview windows on the job's
+    histories (``np.asarray`` of an array shares its memory; while it lives, the array cannot grow)."""
+
+    def __init__(self):
+        from evalstop_gym.baselines import make_policy
+
+        self.base = make_policy("srtf-est", "evalstop", k=2)
+
+    def reset(self):
+        self.base.reset()
+        self.kept = []
+
+    def schedule(self, cluster):
+        return self.base.schedule(cluster)
+
+    def should_stop(self, job, cluster):
+        self.kept.append((len(job.eval_scores), np.asarray(job.eval_scores), memoryview(job.train_losses),
+                          np.asarray(job.proxy_rewards), np.asarray(job.eval_attained_h)))
+        return self.base.should_stop(job, cluster)
+
+
+def test_a_policy_keeping_buffers_on_histories_runs_and_keeps_its_snapshots():
+    """Buffers a policy keeps on the histories neither break the run nor change it, and each stays the
+    snapshot it was when taken (as a copy would)."""
+    from evalstop_gym.baselines import make_policy
+
+    w = generate(WorkloadConfig(jobs=60, seed=3, gpus=16, noise=0.05))
+    plain, kept = Simulator(w), Simulator(w)
+    keeper = Keeper()
+    a, b = drive(plain, make_policy("srtf-est", "evalstop", k=2)), drive(kept, keeper)
+    for f in ("finish_ticks", "service_ticks", "stopped", "evals_seen", "delivered_ckpt"):
+        assert getattr(a, f).tolist() == getattr(b, f).tolist(), f
+    assert len(keeper.kept) > 100
+    for n, scores, losses, proxy, attained in keeper.kept:
+        assert len(scores) == len(losses) == len(attained) == n and len(proxy) in (0, n)
+    for v, u in zip(kept.views, plain.views):  # the views still hold every checkpoint, as arrays
+        for h in ("eval_scores", "eval_attained_h", "train_losses", "proxy_rewards"):
+            assert type(getattr(v, h)) is array and list(getattr(v, h)) == list(getattr(u, h)), h
+
+
 def test_histories_hold_no_object_for_the_garbage_collector_to_walk():
     """A view's histories are arrays of doubles: the collector's passes, which walk every view of a big
     episode, find no float in them (a list of floats hands it every float)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 
 from evalstop_gym.config import check_range
 from evalstop_gym.policy import Stopper
@@ -78,6 +79,6 @@ class NoiseAwareStopper(Stopper):
         sigma = self.sigma if self.sigma is not None else self.noise.sigma
         return sigma is not None and self.declined(job.eval_scores, sigma)
 
-    def declined(self, scores: list[float], sigma: float) -> bool:
+    def declined(self, scores: Sequence[float], sigma: float) -> bool:
         """True if ``scores`` (oldest first) show a decline beyond noise ``sigma``."""
         raise NotImplementedError
