@@ -1,11 +1,13 @@
 """The realistic world's recipes judged by the targets protocol (docs/evaluation.md): the best hand-coded
-scheduler x stopper pair and detector chosen on validation seeds, the learned pair on held-out seeds 0-9
-(slow: about 8 CPU minutes of training and 2-4 of selection and evaluation).
+scheduler x stopper pair and detector chosen on validation seeds, the learned pairs on held-out seeds 0-9
+(slow: about 16 CPU minutes of training and 2-4 of selection and evaluation).
 
     python -m pytest -m slow tests/test_agents_recipe_realistic.py
 
-Each target is asserted through the protocol's own verdict; a target missed today is a strict xfail, so a
-recipe that meets it turns the test red until the docs say so. docs/learned.md gives the figures.
+Two recipe pairs: the JCT-leaning one (ppo-realistic.yml + maskable-ppo-realistic.yml) and the
+quality-leaning one (ppo-realistic-quality.yml + maskable-ppo-realistic-quality.yml). Each target is asserted
+through the protocol's own verdict; a target missed today is a strict xfail, so a recipe that meets it turns
+the test red until the docs say so. docs/learned.md gives the figures.
 """
 
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 from evalstop_gym import WorkloadConfig  # noqa: E402
-from evalstop_gym.agents.targets import targets  # noqa: E402
+from evalstop_gym.agents.targets import ALPHA, TARGET_JCT_GAIN_PCT, targets  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]   # trains recipes: past the 300 s default
@@ -26,26 +28,36 @@ BUDGET_S = 20 * 60   # CPU seconds per recipe
 
 
 @pytest.fixture(scope="module")
-def stop_policy(tmp_path_factory):
-    out = tmp_path_factory.mktemp("stop")
-    config = train("EvalStop-StopControl-v0", "ppo", out=out, seed=0, echo=lambda _: None,
-                   hyperparams=str(HYPERPARAMS / "ppo-realistic.yml"))
-    return out, config
+def targets_out(tmp_path_factory):
+    """One folder for both pairs' judging: the selection and the hand-coded runs are played once."""
+    return tmp_path_factory.mktemp("targets")
 
 
-@pytest.fixture(scope="module")
-def judged(stop_policy, tmp_path_factory):
-    """Both recipes trained, then judged by the project's protocol (``evalstop-gym targets``): the best
+def train_and_judge(stop_recipe: str, scheduler_recipe: str, tmp_path_factory, out):
+    """Train a stop-policy recipe, then the scheduler recipe over it (its ``stop_model`` path pointed at the
+    fresh stop-policy), and judge the pair by the project's protocol (``evalstop-gym targets``): the best
     hand-coded pair and detector chosen on validation seeds, the models on held-out test seeds 0-9."""
-    stop_out, stop_config = stop_policy
+    stop_out = tmp_path_factory.mktemp("stop")
+    stop_config = train("EvalStop-StopControl-v0", "ppo", out=stop_out, seed=0, echo=lambda _: None,
+                        hyperparams=str(HYPERPARAMS / stop_recipe))
     sched_out = tmp_path_factory.mktemp("scheduler")
     entry = {"env_wrapper": [{"evalstop_gym.agents.wrappers.HandCodedStops": {
         "stop_model": str(stop_out), "work_conserving": True, "preempt": False}}]}
     sched_config = train("EvalStop-Cluster-v0", "maskable-ppo", out=sched_out, seed=0, echo=lambda _: None,
-                         hyperparams=str(HYPERPARAMS / "maskable-ppo-realistic.yml"), overrides=entry)
-    report = targets(REALISTIC, scheduler_model=str(sched_out), stop_model=str(stop_out), seeds=10,
-                     out=tmp_path_factory.mktemp("targets"))
+                         hyperparams=str(HYPERPARAMS / scheduler_recipe), overrides=entry)
+    report = targets(REALISTIC, scheduler_model=str(sched_out), stop_model=str(stop_out), seeds=10, out=out)
     return stop_config, sched_config, report.main
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory, targets_out):
+    return train_and_judge("ppo-realistic.yml", "maskable-ppo-realistic.yml", tmp_path_factory, targets_out)
+
+
+@pytest.fixture(scope="module")
+def judged_quality(tmp_path_factory, targets_out):
+    return train_and_judge("ppo-realistic-quality.yml", "maskable-ppo-realistic-quality.yml", tmp_path_factory,
+                           targets_out)
 
 
 def test_recipes_fit_the_cpu_budget(judged):
@@ -71,4 +83,20 @@ def test_target_a_jct_3_percent_below_the_best_pair_at_no_worse_quality(judged):
 def test_the_learned_pair_is_faster_without_preempting(judged):
     # what holds of target (a) as measured: the JCT part and the preemption cap (not the quality condition)
     _, _, j = judged
-    assert j.jct.gain_pct >= 3.0 and j.learned_preemptions <= j.reference_preemptions, j.a
+    assert j.jct.gain_pct >= TARGET_JCT_GAIN_PCT and j.learned_preemptions <= j.reference_preemptions, j.a
+
+
+def test_quality_recipes_fit_the_cpu_budget(judged_quality):
+    stop_config, sched_config, _ = judged_quality
+    assert stop_config["cpu_seconds"] < BUDGET_S and sched_config["cpu_seconds"] < BUDGET_S
+
+
+def test_the_quality_pair_is_faster_without_preempting_at_about_the_pairs_quality(judged_quality):
+    # Target (a) is met as measured (docs/learned.md): JCT 23% lower, no preemptions, regret 0.0198 against the
+    # pair's 0.0214. Its JCT part holds with a wide margin and is asserted as the protocol states it; its
+    # quality condition holds by 0.0016 (paired p 0.09), a margin a retrain on another CPU may not keep, so the
+    # regret is asserted within 10% of the pair's, not below it.
+    _, _, j = judged_quality
+    assert j.jct.gain_pct >= TARGET_JCT_GAIN_PCT and max(j.jct.p_t, j.jct.p_wilcoxon) < ALPHA, j.a
+    assert j.learned_preemptions <= j.reference_preemptions, j.a
+    assert j.learned_regret <= 1.1 * j.pair_regret, j.a

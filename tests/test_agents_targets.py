@@ -17,7 +17,7 @@ from evalstop_gym.agents.combined import LearnedStop, answer_checkpoints_with, l
 from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
 from evalstop_gym.agents.seeds import VALIDATION_END, VALIDATION_FIRST  # noqa: E402
 from evalstop_gym.agents.selection import f1_counts, select  # noqa: E402
-from evalstop_gym.agents.targets import Setting, f1_verdict, judge, jct_verdict, targets  # noqa: E402
+from evalstop_gym.agents.targets import Setting, f1_verdict, judge, jct_verdict, target_table, targets  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.agents.wrappers import HandCodedStops  # noqa: E402
 from evalstop_gym.api import run_policy  # noqa: E402
@@ -25,7 +25,7 @@ from evalstop_gym.envs.stop_env import stop_observation  # noqa: E402
 from evalstop_gym.baselines import make_policy  # noqa: E402
 from evalstop_gym.envs.adapter import rollout  # noqa: E402
 from evalstop_gym.experiments import runner  # noqa: E402
-from evalstop_gym.experiments.spec import Registry  # noqa: E402
+from evalstop_gym.experiments.spec import Arm, Point, Registry  # noqa: E402
 from evalstop_gym.experiments.stats import PairedDifference, PairedGain, paired_difference, paired_gain  # noqa: E402
 from evalstop_gym.policy import Policy  # noqa: E402
 from evalstop_gym.simulator import Simulator  # noqa: E402
@@ -174,7 +174,14 @@ def test_judge_on_toy_runs_by_hand():
     assert j.b.met is False and "more than the detector's 200" in j.b.why
     assert "regret" not in j.a.why                               # equal regrets (0.02 each) pass that condition
     runs[learned][0]["delivered_quality_regret"] = 0.05          # mean 0.03 against the pair's 0.02
-    assert "regret 0.0300, worse than the pair's 0.0200" in judge("toy", runs, Arms(learned, pair, ref, stop, det)).a.why
+    j = judge("toy", runs, Arms(learned, pair, ref, stop, det))
+    assert "regret 0.0300, worse than the pair's 0.0200" in j.a.why
+    # per-seed differences +0.03, 0, 0: mean +0.01, sd 0.0173, standard error 0.01, t(0.975, 2 df) = 4.303 from
+    # a printed table: 95% CI +0.01 -/+ 0.0430; shown in the targets table beside the pair's regret
+    assert (j.learned_regret, j.pair_regret, j.regret.diff) == (pytest.approx(0.03), 0.02, pytest.approx(0.01))
+    points = Arms(*(Point.of(Arm(name, "evalstop"), "fifo") for name in ("L", "P", "R", "S", "D")))
+    row = next(line for line in target_table(j, points).splitlines() if "quality regret" in line)
+    assert [c.strip() for c in row.split("|")[1:5]] == ["(a) quality regret <= P's", "0.0300", "0.0200", "+0.0100 [-0.0330, +0.0530]"]
 
 
 # -- paired statistics against an independent computation ------------------------------

@@ -49,7 +49,8 @@ ALPHA = 0.05                                  # (a): both paired tests below thi
 PREEMPTION_REFERENCE = ("srtf-est", "evalstop")   # (a): at most this pair's preemptions per episode
 LARGE_CLUSTER = {"gpus": 128, "jobs": 400}    # generalisation: twice the default cluster and workload
 NOISE_LEVELS = (0.02, 0.05)                   # generalisation: Gaussian eval noise added on top of the world's
-ARM_COLUMNS = ("avg_jct_h", "preemptions", "f1", "compute_waste_gpu_h", "delivered_quality_regret")
+REGRET = "delivered_quality_regret"          # (a): the learned pair's mean at most the chosen pair's
+ARM_COLUMNS = ("avg_jct_h", "preemptions", "f1", "compute_waste_gpu_h", REGRET)
 
 
 # -- verdicts: pure functions of the paired statistics -------------------------------
@@ -286,6 +287,9 @@ class Judgement:
     jct: Any = None                          # PairedGain, learned against the pair
     learned_preemptions: float | None = None
     reference_preemptions: float | None = None
+    learned_regret: float | None = None      # mean delivered-quality regret
+    pair_regret: float | None = None
+    regret: Any = None                       # PairedDifference, learned minus pair
     a: Verdict | None = None
     a_note: str = ""
     learned_f1: float | None = None
@@ -329,14 +333,15 @@ def judge(setting: str, runs: Runs, arms: Arms) -> Judgement:
 
     pair, ref = runs[arms.pair], runs[arms.reference]
     j = Judgement(setting, len(pair), pair_jct=_mean(pair, "avg_jct_h"),
-                  reference_preemptions=_mean(ref, "preemptions"))
+                  reference_preemptions=_mean(ref, "preemptions"), pair_regret=_mean(pair, REGRET))
     learned, j.a_note = _played(runs, arms.learned, "learned scheduler", "--scheduler-model")
     if learned is not None:
         j.learned_jct, j.learned_preemptions = _mean(learned, "avg_jct_h"), _mean(learned, "preemptions")
         j.jct = paired_gain([m["avg_jct_h"] for m in pair], [m["avg_jct_h"] for m in learned])
+        j.learned_regret = _mean(learned, REGRET)
+        j.regret = paired_difference([m[REGRET] for m in pair], [m[REGRET] for m in learned])
         j.a = jct_verdict(j.jct, j.learned_preemptions, j.reference_preemptions,
-                          learned_regret=_mean(learned, "delivered_quality_regret"),
-                          pair_regret=_mean(pair, "delivered_quality_regret"))
+                          learned_regret=j.learned_regret, pair_regret=j.pair_regret)
     det = runs[arms.detector]
     j.detector_waste = _mean(det, "compute_waste_gpu_h")
     stop, j.b_note = _played(runs, arms.learned_stop, "learned stop-policy", "--stop-model")
@@ -433,6 +438,9 @@ def target_table(j: Judgement, a: Arms) -> str:
                  fmt(j.pair_jct, 2), jct_change(jct), p(jct), verdict(j.a)])
     body.append([f"(a) preemptions <= {a.reference.arm}'s", fmt(j.learned_preemptions, 1),
                  fmt(j.reference_preemptions, 1), "", "", ""])
+    r = j.regret
+    body.append([f"(a) quality regret <= {a.pair.arm}'s", fmt(j.learned_regret, 4), fmt(j.pair_regret, 4),
+                 "" if r is None or r.diff is None else f"{r.diff:+.4f}{_ci(r.ci_lo, r.ci_hi, 4)}", p(r), ""])
     f1 = j.f1
     body.append([f"(b) F1 >= {a.detector.arm}'s", fmt(j.learned_f1, 3), fmt(j.detector_f1, 3),
                  "" if f1 is None or f1.diff is None else f"{f1.diff:+.3f}{_ci(f1.ci_lo, f1.ci_hi, 3)}", p(f1),
@@ -460,11 +468,12 @@ def generalisation_table(rows: Sequence[Judgement]) -> str:
                      jct_change(g),
                      "" if g is None else f"{fmt_p(g.p_t)} / {fmt_p(g.p_wilcoxon)}",
                      pair(r.learned_preemptions, r.reference_preemptions, 1),
+                     pair(r.learned_regret, r.pair_regret, 4),
                      ("met" if r.a.met else "missed") if r.a is not None else "n/a",
                      pair(r.learned_f1, r.detector_f1, 3), pair(r.learned_waste, r.detector_waste, 0),
                      ("met" if r.b.met else "missed") if r.b is not None else "n/a"])
     return tabulate(body, headers=["world", "avg JCT (h) learned / pair", "JCT change [95% CI]", "p (t / W)",
-                                   "preemptions learned / SRTF-Est", "(a)", "F1 learned / detector",
+                                   "preemptions learned / SRTF-Est", "quality regret learned / pair", "(a)", "F1 learned / detector",
                                    "waste (GPU-h) learned / detector", "(b)"],
                     tablefmt="github", disable_numparse=True)
 
