@@ -46,6 +46,14 @@ def _ratio(num: float, den: float) -> float | None:
     return float(num / den) if den > 0 else None
 
 
+def waste_ticks(service_ticks, peak_service_ticks):
+    """Ticks run past the true best checkpoint (the compute waste of one job, before its GPUs), elementwise:
+    ``service_ticks`` run in total, ``peak_service_ticks`` run when the true best checkpoint was out, as the
+    simulator recorded it (with any resume costs paid before it; -1: never reached, so nothing ran past it)."""
+    service_at_peak = np.where(np.asarray(peak_service_ticks) >= 0, peak_service_ticks, service_ticks)
+    return np.maximum(np.asarray(service_ticks) - service_at_peak, 0)
+
+
 def compute_metrics(out: Outcome) -> dict[str, float | int | None]:
     """All metrics of one finished episode, as a flat dict of plain Python numbers."""
     w = out.workload
@@ -57,10 +65,7 @@ def compute_metrics(out: Outcome) -> dict[str, float | int | None]:
     gpu_hours = float(np.sum(out.service_ticks * w.gpus)) / TICKS_PER_HOUR
 
     peak_ckpt = np.argmax(gold, axis=1)
-    # service when the true best checkpoint was out, as the simulator recorded it (with any resume
-    # costs paid before it); a job that never got there ran nothing past it
-    service_at_peak = np.where(out.peak_service_ticks >= 0, out.peak_service_ticks, out.service_ticks)
-    waste = float(np.sum(np.maximum(out.service_ticks - service_at_peak, 0) * w.gpus)) / TICKS_PER_HOUR
+    waste = float(np.sum(waste_ticks(out.service_ticks, out.peak_service_ticks) * w.gpus)) / TICKS_PER_HOUR
 
     pos, stopped = w.hacking, out.stopped
     tp = int(np.sum(pos & stopped))

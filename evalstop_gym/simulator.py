@@ -512,6 +512,12 @@ class Simulator:
         void, which are skipped when their time comes) and wake-ups."""
         return self._seq
 
+    def peak_service_ticks(self, j: int) -> int:
+        """Hidden truth: job ``j``'s service (ticks) when its true best checkpoint was out, -1 while it has
+        not got there. For the end-of-episode metrics and the env's simulation-only reward terms
+        (``evalstop_gym/envs/supervision.py``); never part of a view."""
+        return self._peak_service[j]
+
     def outcome(self) -> Outcome:
         if self._active:
             raise SimulationError(f"episode not finished: {self._active} jobs still active")

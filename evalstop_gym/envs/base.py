@@ -4,10 +4,12 @@ the end-of-episode metrics and rendering.
 The environment holds no simulation logic. It builds a workload, makes a
 :class:`~evalstop_gym.simulator.Simulator`, calls ``advance / start / preempt /
 stop / request_wakeup`` on it exactly as :func:`evalstop_gym.policy.drive`
-does, and turns the public view into observations. The reward is bookkeeping
-over public signals only (see ``docs/mdp.md``); hidden-truth metrics
+does, and turns the public view into observations. The default reward is
+bookkeeping over public signals only (see ``docs/mdp.md``); hidden-truth metrics
 (:func:`evalstop_gym.metrics.compute_metrics`) appear only in the ``info`` of
-the step that ends the episode.
+the step that ends the episode. The opt-in simulation-only reward terms
+(:mod:`evalstop_gym.envs.supervision`) read the hidden truth, and reach only the
+reward and ``info["reward_terms"]``, never an observation.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..view import COMPLETED, ClusterView, JobView
 from ..workload import Workload, generate
 from .features import topology_bounds, topology_row, topology_shape
 from .render import AllocationRecorder, Window, ansi_text, frame_rgb
+from .supervision import HIDDEN_TERMS, hidden_terms
 
 CONTINUE = COMMIT = 0   # at an eval checkpoint: let the job run on; at a scheduling point: done deciding
 STOP = 1                # stop the job at the eval checkpoint
@@ -39,9 +42,11 @@ _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(WorkloadConfig)}
 # an invalid action is a no-op costing 0.1: six minutes of mean JCT, small next to an episode's return
 # (about 65 under EvalStop) but enough that an agent without masks learns to avoid wasted steps
 # a preemption's resume is priced at its expected GPU-hours (resume_gpu_h) at one hour of mean JCT each
+# the hidden-truth terms (supervision.HIDDEN_TERMS) are simulation-only supervision, off by default
 DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "waste_gpu_h": 0.0, "quality": 100.0, "invalid": -0.1,
-                          "preempt_gpu_h": -1.0, "queue_h": 0.0, "stops": 0.0}
-TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops")  # accumulated terms; "invalid" is per step
+                          "preempt_gpu_h": -1.0, "queue_h": 0.0, "stops": 0.0, "detect": 0.0, "true_waste_gpu_h": 0.0}
+TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops",
+         *HIDDEN_TERMS)  # accumulated terms; "invalid" is per step
 # the stream of the fresh eval draws that credit stopped jobs: (episode seed, CREDIT_STREAM); the workload
 # generator uses (seed) and (seed, 1), so these draws are independent of every score the agent saw
 CREDIT_STREAM = 2
@@ -273,6 +278,9 @@ class SimEnv(gym.Env):
         self.max_steps = max_steps
         self.invalid_action = invalid_action
         self.reward_weights = _check_weights(reward_weights)
+        # hidden-truth terms are computed and reported only when weighted: otherwise per-step info stays public
+        self._supervised = any(self.reward_weights[k] != 0.0 for k in HIDDEN_TERMS)
+        self._reported = tuple(k for k in TERMS if k not in HIDDEN_TERMS or self._supervised)
         queue_load = plain(queue_load)
         if queue_load is not None:
             check_range("queue_load", queue_load, 0.0, 1000.0)
@@ -329,6 +337,7 @@ class SimEnv(gym.Env):
         self._best_gpu_h = [0.0] * n
         self._terms = [0.0] * len(TERMS)  # accumulated in this step
         self.fresh_eval = FreshEvalCredit(w, seed)   # the credit of a stopped job
+        self._hacking = w.hacking.tolist() if self._supervised else None  # hidden labels, for supervision only
         self._recorder = AllocationRecorder(w.total_gpus) if self.render_mode in ("rgb_array", "human") else None
         self._begin_episode()
         if self.render_mode == "human":
@@ -379,8 +388,13 @@ class SimEnv(gym.Env):
         self._terms[3] += resume_gpu_h(self.config.world, JOB_TYPES.index(v.job_type), v.gpus)
 
     def _job_ended(self, v: JobView, stopped: bool) -> None:
-        """Delivered score as credited (:class:`FreshEvalCredit`) and GPU-hours past the best observed checkpoint."""
+        """Delivered score as credited (:class:`FreshEvalCredit`) and GPU-hours past the best observed checkpoint;
+        with supervision on, the hidden-truth terms (:func:`~evalstop_gym.envs.supervision.hidden_terms`)."""
         j = v.job_id
+        if self._supervised:
+            detect, true_waste = hidden_terms(self._sim, self._hacking[j], v, stopped)
+            self._terms[6] += detect
+            self._terms[7] += true_waste
         best = self._best[j]
         if stopped:  # the tenant gets the best observed checkpoint (stops happen at checkpoints)
             self._terms[5] += 1.0
@@ -396,7 +410,7 @@ class SimEnv(gym.Env):
         """Assemble ``(obs, reward, terminated, truncated, info)`` and reset the step's terms."""
         self._steps += 1
         n = self._n_jobs
-        terms = {k: x / n for k, x in zip(TERMS, self._terms)}
+        terms = {k: x / n for k, x in zip(TERMS, self._terms) if k in self._reported}
         terms["invalid"] = 1.0 if invalid else 0.0
         self._terms = [0.0] * len(TERMS)
         w = self.reward_weights
