@@ -274,3 +274,30 @@ def test_training_interrupted_inside_a_step_ends_without_hanging(tmp_path, monke
         train(STOP_CONTROL_ID, "ppo", out=tmp_path / "m", timesteps=512, n_envs=2, seed=3, overrides=tiny,
               echo=lambda _: None)
     assert len(calls) == 3
+
+
+def _fake_model(folder, env_id, wrapper):
+    """A model folder as `evalstop-gym train` leaves it, with stand-in weights (fingerprints read bytes only)."""
+    folder.mkdir()
+    (folder / "model.zip").write_bytes(b"weights of " + folder.name.encode())
+    (folder / "config.json").write_text(json.dumps({"env_id": env_id, "env_kwargs": {}, "env_wrapper": wrapper,
+                                                    "algo": "maskable-ppo" if env_id == CLUSTER_ID else "ppo"}))
+    return folder
+
+
+def test_a_scheduler_fingerprint_changes_with_the_stop_policy_it_plays_over(tmp_path):
+    """A scheduler trained over a saved stop-policy names it by path: retraining that stop-policy in place
+    must give the scheduler's runs a new id (reproduce and targets cache by it), and a missing one says so."""
+    from evalstop_gym.agents.policy import fingerprint
+
+    stop = _fake_model(tmp_path / "stop", STOP_CONTROL_ID, [["JobFeatures", {}]])
+    sched = _fake_model(tmp_path / "sched", CLUSTER_ID, [["HandCodedStops", {"stop_model": str(stop)}]])
+    before = fingerprint(sched)
+    assert fingerprint(sched) == before
+    (stop / "model.zip").write_bytes(b"retrained weights")
+    assert fingerprint(sched) != before
+    plain = _fake_model(tmp_path / "plain", CLUSTER_ID, [["HandCodedStops", {"stopper": "evalstop"}]])
+    assert len(fingerprint(plain)) == 12
+    (stop / "model.zip").unlink()
+    with pytest.raises(ConfigError, match="stop_model"):
+        fingerprint(sched)

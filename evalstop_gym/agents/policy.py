@@ -65,16 +65,27 @@ def read_config(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def fingerprint(path: str | os.PathLike) -> str:
-    """Hash of the model, its config and the code that runs it (evalstop_gym/agents/, the envs).
+    """Hash of the model, its config, the stop-policy it plays over (a scheduler trained with a saved
+    stop-policy names it in its config) and the code that runs it (evalstop_gym/agents/, the envs).
 
-    Part of a learned run's id in ``reproduce``, so results of another model
-    or older agent / env code are never reused.
+    Part of a learned run's id in ``reproduce`` and ``targets``, so results of
+    another model, of the same scheduler over a retrained stop-policy, or of
+    older agent / env code are never reused.
     """
     import evalstop_gym.envs
 
     h = hashlib.sha1()
     for f in model_files(path):
         h.update(f.read_bytes())
+    for name, kw in read_config(path)["env_wrapper"]:
+        stop_model = kw.get("stop_model") if name == "HandCodedStops" and isinstance(kw, dict) else None
+        if stop_model:  # found as loading finds it: from the working directory
+            try:
+                files = model_files(stop_model)
+            except ConfigError as e:
+                raise ConfigError("stop_model", str(stop_model), f"(named by {path}) {e.allowed}") from None
+            for f in files:
+                h.update(f.read_bytes())
     for folder in (Path(__file__).resolve().parent, Path(evalstop_gym.envs.__file__).resolve().parent):
         for f in sorted(folder.glob("*.py")):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
