@@ -120,3 +120,26 @@ def test_a_hidden_weight_is_checked_like_any_other():
         gym.make(STOP_CONTROL_ID, reward_weights={"detect": float("nan")})
     np.testing.assert_equal(gym.make(STOP_CONTROL_ID, reward_weights={"true_waste_gpu_h": -1}).unwrapped
                             .reward_weights["true_waste_gpu_h"], -1.0)
+
+
+def test_only_weighted_hidden_terms_show_and_a_weight_set_on_the_env_counts():
+    """Weighting true waste alone does not report the hacking label; a hidden weight set on the env after
+    gym.make is used from the next step, like a public weight (the toy: job 0 stopped past its peak is +1)."""
+    steps, _ = play_toy({"true_waste_gpu_h": -1.0})
+    assert all("detect" not in t and "true_waste_gpu_h" in t for _, _, _, t in steps)
+    env = gym.make(STOP_CONTROL_ID, scheduler="fifo")
+    obs, info = env.reset(options={"workload": toy()})
+    env.unwrapped.reward_weights.update(ONLY_HIDDEN, detect=1.0)
+    seen = dict.fromkeys(range(5), 0)
+    total, reported = 0.0, set()
+    while True:
+        j = info["decision_job"]
+        seen[j] += 1
+        obs, r, term, trunc, info = env.step(int(TOY_STOPS.get(j) == seen[j]))
+        total += r
+        reported |= set(info["reward_terms"])
+        if term:
+            break
+    # by hand: job 0 TP +1, job 1 FP -1, job 2 FN -1, jobs 3 and 4 completed healthy 0; per job of 5
+    assert "detect" in reported and "true_waste_gpu_h" not in reported
+    assert total == pytest.approx(-1 / 5)

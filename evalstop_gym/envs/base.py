@@ -278,9 +278,6 @@ class SimEnv(gym.Env):
         self.max_steps = max_steps
         self.invalid_action = invalid_action
         self.reward_weights = _check_weights(reward_weights)
-        # hidden-truth terms are computed and reported only when weighted: otherwise per-step info stays public
-        self._supervised = any(self.reward_weights[k] != 0.0 for k in HIDDEN_TERMS)
-        self._reported = tuple(k for k in TERMS if k not in HIDDEN_TERMS or self._supervised)
         queue_load = plain(queue_load)
         if queue_load is not None:
             check_range("queue_load", queue_load, 0.0, 1000.0)
@@ -337,7 +334,7 @@ class SimEnv(gym.Env):
         self._best_gpu_h = [0.0] * n
         self._terms = [0.0] * len(TERMS)  # accumulated in this step
         self.fresh_eval = FreshEvalCredit(w, seed)   # the credit of a stopped job
-        self._hacking = w.hacking.tolist() if self._supervised else None  # hidden labels, for supervision only
+        self._hacking = w.hacking.tolist()  # hidden labels, read only by the weighted hidden-truth terms
         self._recorder = AllocationRecorder(w.total_gpus) if self.render_mode in ("rgb_array", "human") else None
         self._begin_episode()
         if self.render_mode == "human":
@@ -391,7 +388,8 @@ class SimEnv(gym.Env):
         """Delivered score as credited (:class:`FreshEvalCredit`) and GPU-hours past the best observed checkpoint;
         with supervision on, the hidden-truth terms (:func:`~evalstop_gym.envs.supervision.hidden_terms`)."""
         j = v.job_id
-        if self._supervised:
+        w = self.reward_weights  # read as the step happens, like every term's weight
+        if w["detect"] != 0.0 or w["true_waste_gpu_h"] != 0.0:
             detect, true_waste = hidden_terms(self._sim, self._hacking[j], v, stopped)
             self._terms[6] += detect
             self._terms[7] += true_waste
@@ -410,10 +408,11 @@ class SimEnv(gym.Env):
         """Assemble ``(obs, reward, terminated, truncated, info)`` and reset the step's terms."""
         self._steps += 1
         n = self._n_jobs
-        terms = {k: x / n for k, x in zip(TERMS, self._terms) if k in self._reported}
+        w = self.reward_weights
+        # a hidden-truth term is reported only while weighted: otherwise per-step info stays public
+        terms = {k: x / n for k, x in zip(TERMS, self._terms) if k not in HIDDEN_TERMS or w[k] != 0.0}
         terms["invalid"] = 1.0 if invalid else 0.0
         self._terms = [0.0] * len(TERMS)
-        w = self.reward_weights
         reward = float(sum(w[k] * x for k, x in terms.items()))
         terminated = self._kind == DONE
         truncated = not terminated and self._limit is not None and self._steps >= self._limit

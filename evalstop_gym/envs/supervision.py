@@ -6,8 +6,8 @@ hand-coded detectors' parameters (droptest and divergence were tuned on seeds
 100-109 by their hidden-label F1, docs/calibration.md), so a stop-policy may
 learn from them in training too, while its observations stay public
 (:mod:`evalstop_gym.view`). Evaluation stays on the hidden metrics of held-out
-seeds. Both terms are weighted 0 by default; with weight 0 they are neither
-computed nor reported in ``info["reward_terms"]`` (docs/mdp.md).
+seeds. Both terms are weighted 0 by default; a term weighted 0 is not reported in
+``info["reward_terms"]``, and neither is computed while both are (docs/mdp.md).
 
 * ``detect``: per job at its end, the sign of its detection outcome: +1 for a
   stopped hacking run (true positive), -1 for a stopped healthy run (false
