@@ -1,7 +1,7 @@
 """The realistic world's stop-policy trained on simulation-only supervision (`ppo-realistic-detect.yml`:
 the hidden-truth reward terms `detect` and `true_waste_gpu_h`, docs/mdp.md), judged by the targets protocol
-(docs/evaluation.md) on held-out test seeds 0-9 (slow: about 3 CPU minutes of training and 2-4 of
-selection and evaluation).
+(docs/evaluation.md) on held-out test seeds 0-9 (slow: about 5.5 CPU minutes of training, counting
+the vectorized env's workers, and 2-4 of selection and evaluation).
 
     python -m pytest -m slow tests/test_agents_recipe_detect.py
 
