@@ -254,36 +254,27 @@ class Simulator:
         score = self._obs[at]
         if i:
             v.consecutive_declines = v.consecutive_declines + 1 if score < self._obs[at - 1] else 0
-        # an array cannot grow while a policy holds a buffer on it (np.asarray, memoryview): then the
-        # view gets a grown copy (zero cost in the usual case: try is free until it raises)
-        try:
-            v.eval_scores.append(score)
-        except BufferError:
-            v.regrow("eval_scores", score)
-        try:
-            v.train_losses.append(self._loss[at])
-        except BufferError:
-            v.regrow("train_losses", self._loss[at])
-        if self._rlhf[j]:
-            try:
-                v.proxy_rewards.append(self._proxy[at])
-            except BufferError:
-                v.regrow("proxy_rewards", self._proxy[at])
         if score > self._best_score[j]:
             self._best_score[j], self._best_idx[j] = score, i
-        i += 1
-        self._seen[j] = i
         # service at a checkpoint is exactly its grid point (length * i // evals without jitter)
         # plus the resume costs paid: integers, no drift
         now = self.cluster.now_ticks
         v._service_ticks += now - v._run_since_ticks
         v._run_since_ticks = now
-        try:
-            v.eval_attained_h.append(v._service_ticks / TICKS_PER_HOUR)
+        loss, attained = self._loss[at], v._service_ticks / TICKS_PER_HOUR
+        proxy = self._proxy[at] if self._rlhf[j] else None
+        try:  # free until it raises: an array cannot grow while a policy holds a buffer on it (np.asarray)
+            v.eval_scores.append(score)
+            v.train_losses.append(loss)
+            v.eval_attained_h.append(attained)
+            if proxy is not None:
+                v.proxy_rewards.append(proxy)
         except BufferError:
-            v.regrow("eval_attained_h", v._service_ticks / TICKS_PER_HOUR)
-        if i - 1 == self._peak[j]:
+            v._record_copied(i, score, loss, attained, proxy)
+        if i == self._peak[j]:
             self._peak_service[j] = v._service_ticks
+        i += 1
+        self._seen[j] = i
         if i == self._evals:
             self._end(j, COMPLETED)
             return False

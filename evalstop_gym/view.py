@@ -41,7 +41,7 @@ class JobView:
     the garbage collector's passes to walk, which on a big episode were most
     of its work. ``np.asarray(h)`` shares the array's memory rather than
     copying; a policy may keep it, and the view then gets a grown copy at the
-    next checkpoint (:meth:`regrow`), so what the policy kept stays the
+    next checkpoint, so what the policy kept stays the
     snapshot it took, as a copy would.
     ``consecutive_declines`` counts the trailing run of strict declines of the
     observed eval score.
@@ -119,13 +119,15 @@ class JobView:
         c = self._cluster
         return (c.now_ticks - self.submit_ticks - self.attained_ticks) / TICKS_PER_HOUR
 
-    def regrow(self, history: str, value: float) -> None:
-        """Append ``value`` to the named history by replacing it with a grown copy: the path the simulator
-        takes when a policy holds a buffer on the array (``np.asarray``, ``memoryview``), under which an
-        array cannot resize."""
-        grown = array("d", getattr(self, history))
-        grown.append(value)
-        setattr(self, history, grown)
+    def _record_copied(self, i: int, score: float, loss: float, attained_h: float, proxy: float | None) -> None:
+        """Record checkpoint ``i`` (0-based) into fresh copies of the histories: the simulator's path when a
+        policy holds a buffer on one (``np.asarray``, ``memoryview``), under which an array cannot resize.
+        Appends made before the one that raised are dropped by taking each history's first ``i`` entries."""
+        self.eval_scores = self.eval_scores[:i] + array("d", (score,))
+        self.train_losses = self.train_losses[:i] + array("d", (loss,))
+        self.eval_attained_h = self.eval_attained_h[:i] + array("d", (attained_h,))
+        if proxy is not None:
+            self.proxy_rewards = self.proxy_rewards[:i] + array("d", (proxy,))
 
     def __repr__(self) -> str:
         return (f"JobView(id={self.job_id}, {self.job_type}, gpus={self.gpus}, {self.status}, "
