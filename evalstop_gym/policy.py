@@ -191,16 +191,19 @@ class Scheduler(Policy):
         start = [j for j in plan.start if j in placed] if placed else []
         if keyed and len(start) > 1:  # queue order, as the other paths give it
             start.sort(key=lambda j: waiting[j].queued_seq)
-        if len(placed) < len(starts) and after.partial_cap():  # a start waits: backfill
-            start += self._backfill(cluster, after, plan.start, placed, prefer)
+        cap = after.partial_cap() if len(placed) < len(starts) else 0
+        if cap:  # a start waits, and partly used nodes have free GPUs: backfill them
+            start += self._backfill(cluster, after, cap, plan.start, placed, prefer)
         if not placed:
             return NO_CHANGE
         return Plan([j for j in plan.preempt if j in preempted] if preempted else (), start, None, placed)
 
-    def _backfill(self, cluster: ClusterView, after, skip: Sequence[int], placed: dict, prefer) -> list[int]:
+    def _backfill(self, cluster: ClusterView, after, cap: int, skip: Sequence[int], placed: dict,
+                  prefer) -> list[int]:
         """Backfilling: start waiting jobs outside the plan, in key order, where they can be placed now.
 
-        ``after``: the node state once the plan is applied (not changed). A
+        ``after``: the node state once the plan is applied (not changed); ``cap``: its free GPUs on partly
+        used nodes (``after.partial_cap()``). A
         backfilled job takes GPUs only on partly used nodes: wholly free nodes
         are kept for the waiting start (one that needs more than a node), so
         they add up for it as running jobs end. The decision holds for this
@@ -209,7 +212,7 @@ class Scheduler(Policy):
         (``docs/cluster.md``). Adds the placements to ``placed``; returns the
         ids in key order.
         """
-        started, pool = self._fill(cluster, after.partial_cap(), lambda: cluster.pool(prefer, after.partial()),
+        started, pool = self._fill(cluster, cap, lambda: cluster.pool(prefer, after.partial()),
                                    set(skip))
         if pool:
             placed.update(pool.placed)

@@ -10,7 +10,7 @@ import pytest
 import evalstop_gym
 from evalstop_gym.config import ConfigError, WorkloadConfig
 from evalstop_gym.experiments import ResultStore, RunSpec, reproduce, run_sweep
-from evalstop_gym.experiments.runner import JOBS_KEY, estimated_cost, execute, execute_record, record, record_line
+from evalstop_gym.experiments.runner import JOBS_KEY, estimated_cost, execute, execute_record, record, serialize
 from evalstop_gym.experiments.spec import Point
 
 SMALL = WorkloadConfig(jobs=30)
@@ -110,7 +110,7 @@ def test_runs_start_longest_estimated_first_each_once_and_resume_skips_finished(
 def test_a_worker_sends_the_record_line_and_what_a_resume_reads_back(tmp_path):
     spec = RunSpec.of(Point("none", "fifo"), SMALL, 3)
     line, metrics = execute_record(spec)
-    assert line == record_line(record(spec, execute(spec)))
+    assert (line, metrics) == serialize(record(spec, execute(spec)))
     store = ResultStore(tmp_path / "runs.jsonl")
     store.append(spec.run_id, line, metrics)
     assert ResultStore(tmp_path / "runs.jsonl").metrics == store.metrics == {spec.run_id: metrics}

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
-from evalstop_gym.cluster import ClusterSpec
+from evalstop_gym.cluster import resolve_cluster
 from evalstop_gym.config import ConfigError
 from evalstop_gym.envs.base import STOP
 from evalstop_gym.envs.features import topology_shape
@@ -107,7 +106,7 @@ def on_cluster(pol: LearnedPolicy, gpus: int | None, cluster, scheduler: str | N
     if want == have:
         return env, pol
     cfg = env.unwrapped.config
-    where = cfg.cluster if cfg.cluster is not None else ClusterSpec.flat(cfg.gpus)
+    where = resolve_cluster(cfg.cluster, cfg.gpus)
     why = (f"observes {want[0]} features, but on {where.describe()} its env gives {have[0]}: this "
            f"{pol.label} takes inputs sized by the cluster ({topology_shape(where) or 1} node(s) here)")
     try:

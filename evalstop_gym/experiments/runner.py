@@ -106,7 +106,7 @@ JOBS_KEY = "jobs_detail"   # per-job results inside a run's metrics (tables pair
 
 
 def execute_record(spec: RunSpec) -> tuple[str, dict[str, Any]]:
-    """Run one episode and serialize its record (:func:`record_line`), here in the worker.
+    """Run one episode and serialize its record (:func:`serialize`), here in the worker.
 
     Returns the JSONL line and the metrics as read back from it (what a resume
     would load). The checksum and the JSON of a 5,000-job run cost about 5 ms;
@@ -114,13 +114,14 @@ def execute_record(spec: RunSpec) -> tuple[str, dict[str, Any]]:
     hundred runs a second whatever the worker count, so the parent only
     appends the line.
     """
-    line = record_line(record(spec, execute(spec)))
+    return serialize(record(spec, execute(spec)))
+
+
+def serialize(rec: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A record as one line of strict JSON (no NaN or Infinity, keys sorted), and its metrics read back from
+    that line: exactly what a later resume loads."""
+    line = json.dumps(rec, sort_keys=True, allow_nan=False)
     return line, json.loads(line)["metrics"]
-
-
-def record_line(rec: Mapping[str, Any]) -> str:
-    """A record as one line of strict JSON (no NaN or Infinity), keys sorted."""
-    return json.dumps(rec, sort_keys=True, allow_nan=False)
 
 
 def record(spec: RunSpec, metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -224,12 +225,10 @@ class ResultStore:
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Append one record; a write error (a full disk) is a one-line :class:`UsageError`."""
-        line = record_line(record)
-        # keep exactly what a later resume would read back
-        self.append(record["run_id"], line, json.loads(line)["metrics"])
+        self.append(record["run_id"], *serialize(record))
 
     def append(self, run_id: str, line: str, metrics: dict[str, Any]) -> None:
-        """Append a record already serialized by :func:`record_line`, with the metrics read back from it."""
+        """Append a record's line and metrics as :func:`serialize` gives them."""
         try:
             _append_line(self.path, line)
         except OSError as e:
