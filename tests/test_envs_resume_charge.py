@@ -9,7 +9,7 @@ import pytest
 
 from evalstop_gym import WorkloadConfig
 from evalstop_gym.baselines import make_policy
-from evalstop_gym.config import CALIBRATIONS, WorldModel
+from evalstop_gym.config import CALIBRATIONS, JOB_TYPES, WorldModel
 from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID, PolicyAgent
 from evalstop_gym.envs.cluster_env import SLOT0
 from evalstop_gym.view import RUNNING
@@ -27,7 +27,7 @@ def by_hand(world: WorldModel, job_type: str, gpus: int) -> float:
     and a uniform warm-up (its midpoint)."""
     lo, hi = world.storage_gbps
     inv_bw = (1 / lo - 1 / hi) / math.log(hi / lo)
-    size = world.checkpoint_gb[("lora", "dpo", "rlhf").index(job_type)]
+    size = world.checkpoint_gb[JOB_TYPES.index(job_type)]
     return gpus * (2 * size * inv_bw + (world.warmup_s[0] + world.warmup_s[1]) / 2) / 3600
 
 
