@@ -321,7 +321,7 @@ class Scheduler(Policy):
         entries, keys = order.entries, order.keys
         n = len(entries)
         key_at = partial(self.key_at, cluster=cluster)
-        cap = queue.max_gpus  # free GPUs beyond the largest demand change nothing
+        cap = queue.largest_demand()  # free GPUs beyond the largest demand change nothing
 
         def best(k: int, base: int):
             """The best waiting job that fits in ``base`` GPUs plus those of running jobs from ``k`` on."""

@@ -72,10 +72,10 @@ class RunningOrder:
         entries, keys = self.entries, self.keys
         for v in reversed(new):
             self._seq += 1
-            e = (self._key(v, cluster), self._seq, v.job_id, v, v.queued_seq)
-            i = bisect_left(entries, e[:2])  # (K, seq) is unique: views are never compared
-            entries.insert(i, e)
-            keys.insert(i, e[0])
+            k = self._key(v, cluster)
+            i = bisect_right(keys, k)  # after every equal K: their seq are all smaller
+            entries.insert(i, (k, self._seq, v.job_id, v, v.queued_seq))
+            keys.insert(i, k)
             runs[v.job_id] = v.queued_seq
         if len(entries) > 2 * len(running) + 64:
             valid = [e for e in entries if self.valid(e)]
@@ -118,8 +118,10 @@ class RunningOrder:
 
         The caller knows the running jobs hold at least ``x`` GPUs.
         """
-        self._extend(0, x)
-        t = bisect_left(self._tail_sum, x)
+        sums = self._tail_sum
+        if not sums or sums[-1] < x:  # else the scan has counted x GPUs already
+            self._extend(0, x)
+        t = bisect_left(sums, x)
         return -self._tail_neg_pos[t]
 
     def valid_from(self, k: int) -> list[tuple]:
@@ -130,6 +132,6 @@ class RunningOrder:
 
     def _purge(self) -> None:
         """Drop the stale entries the last scan met (positions are still those of that scan)."""
-        for i in sorted(self._stale, reverse=True):
-            del self.entries[i], self.keys[i]
+        for i in self._stale:  # met in decreasing order (scans only move towards the front), so
+            del self.entries[i], self.keys[i]  # each deletion leaves the positions still to go as they were
         self._stale = []
