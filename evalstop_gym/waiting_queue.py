@@ -21,7 +21,14 @@ from .view import ClusterView, JobView
 
 
 class WaitingQueue:
-    """The waiting jobs of one episode ordered by ``(key, queued_seq)``."""
+    """The waiting jobs of one episode ordered by ``(key, queued_seq)``.
+
+    Every waiting job has exactly one valid entry in the heaps (or among the
+    entries a plan took, until they are put back); the other entries are
+    stale. So the stale entries number the entries held less the waiting
+    jobs, and while there are none (a driver applying every plan leaves
+    none) no head needs checking.
+    """
 
     def __init__(self, key: Callable[[JobView, ClusterView], object]):
         self._key = key
@@ -30,6 +37,8 @@ class WaitingQueue:
         self._classes: list[tuple[int, list]] = []  # (gpus, heap), by demand: best() stops early
         self._newest = -1
         self._taken: list[tuple] = []  # entries taken by the last plan, not yet put back
+        self._held = 0   # entries in the heaps
+        self._stale = 0  # of which stale, as counted at the last sync (less those dropped since)
 
     def sync(self, cluster: ClusterView) -> None:
         """Add the jobs that entered the queue since the last call, and drop stale heads.
@@ -40,12 +49,13 @@ class WaitingQueue:
         """
         if cluster is not self._cluster:  # a new episode
             self._cluster, self._heaps, self._classes, self._newest, self._taken = cluster, {}, [], -1, []
-        waiting = cluster.waiting
+            self._held = 0
+        waiting, heaps = cluster.waiting, self._heaps
         if self._taken:  # what the last plan took goes back if its job still waits (that plan was not applied)
-            heaps = self._heaps
             for e in self._taken:
                 if waiting.get(e[2]) is e[3] and e[3].queued_seq == e[1]:
                     heapq.heappush(heaps[e[3].gpus], e)
+                    self._held += 1
             self._taken = []
         new = []
         for v in reversed(waiting.values()):
@@ -54,7 +64,7 @@ class WaitingQueue:
             new.append(v)
         if new:
             self._newest = new[0].queued_seq
-            key, heaps = self._key, self._heaps
+            key = self._key
             for v in new:
                 heap = heaps.get(v.gpus)
                 if heap is None:
@@ -62,8 +72,11 @@ class WaitingQueue:
                     self._classes.append((v.gpus, heap))
                     self._classes.sort(key=lambda c: c[0])
                 heapq.heappush(heap, (key(v, cluster), v.queued_seq, v.job_id, v))
-        for _, heap in self._classes:
-            self._drop_stale(heap)
+            self._held += len(new)
+        self._stale = self._held - len(waiting)
+        if self._stale:  # a driver started or stopped waiting jobs outside the plans
+            for _, heap in self._classes:
+                self._drop_stale(heap)
 
     def _drop_stale(self, heap: list) -> None:
         """Pop the head of ``heap`` while it is stale (its job left the queue since it was pushed)."""
@@ -73,6 +86,8 @@ class WaitingQueue:
             if waiting.get(e[2]) is e[3] and e[3].queued_seq == e[1]:
                 return
             heapq.heappop(heap)
+            self._held -= 1
+            self._stale -= 1
 
     def largest_demand(self) -> int:
         """The GPUs of the largest waiting job (0 if none waits)."""
@@ -95,7 +110,9 @@ class WaitingQueue:
         """Remove ``entry`` (as returned by :meth:`best`) from its heap."""
         heap = self._heaps[entry[3].gpus]
         heapq.heappop(heap)
-        self._drop_stale(heap)
+        self._held -= 1
+        if self._stale:
+            self._drop_stale(heap)
 
     def put_back(self, entries: list[tuple]) -> None:
         """Return taken entries: if a plan is not applied, its jobs still wait in order.
