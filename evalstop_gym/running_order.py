@@ -27,6 +27,9 @@ from typing import Callable
 
 from .view import ClusterView, JobView
 
+_PAST_END = -(1 << 62)  # below -position of any entry
+_ALL = float("inf")     # more GPUs than any scan can count
+
 
 class RunningOrder:
     """The running jobs of one episode ordered by ``(K, start order)``, with stale entries.
@@ -52,9 +55,11 @@ class RunningOrder:
         self._reset_scan()
 
     def _reset_scan(self) -> None:
-        self._scan = len(self.entries)     # entries[_scan:] are scanned (valid ones are in the lists below)
-        self._tail_neg_pos: list[int] = []  # -position of each valid scanned entry (increasing)
-        self._tail_sum: list[int] = []      # GPUs of the valid entries from that one to the end (increasing)
+        # entries[_scan:] are scanned; the valid ones are in the two lists below, after a first item that
+        # stands for "past the end" (no position, 0 GPUs), so no lookup needs a case for "none scanned"
+        self._scan = len(self.entries)
+        self._tail_neg_pos: list[int] = [_PAST_END]  # -position of each valid scanned entry (increasing)
+        self._tail_sum: list[int] = [0]  # GPUs of the valid entries from that one to the end (increasing)
         self._stale: list[int] = []         # positions of stale entries met by the scan
 
     def sync(self, cluster: ClusterView) -> None:
@@ -90,7 +95,7 @@ class RunningOrder:
     def _extend(self, k: int, x: int) -> None:
         """Scan from the end until the valid entries at positions >= ``k`` are all seen or hold ``x`` GPUs."""
         entries, neg, sums, stale = self.entries, self._tail_neg_pos, self._tail_sum, self._stale
-        acc = sums[-1] if sums else 0
+        acc = sums[-1]
         scan = self._scan
         running = self._cluster.running
         while acc < x and scan > k:
@@ -107,11 +112,12 @@ class RunningOrder:
     def gpus_from(self, k: int, cap: int) -> int:
         """``min(S, cap)``, where ``S`` is the GPUs held by the running jobs at positions ``>= k``."""
         sums = self._tail_sum
-        if self._scan > k and (sums[-1] if sums else 0) < cap:  # else _extend would not move
+        if self._scan > k and sums[-1] < cap:  # else _extend would not move
             self._extend(k, cap)
-        t = bisect_right(self._tail_neg_pos, -k)  # valid scanned entries at positions >= k
-        s = self._tail_sum[t - 1] if t else 0
-        return cap if self._scan > k else min(s, cap)  # scan stopped early: S >= what it saw >= cap
+        if self._scan > k:  # the scan stopped early: S >= what it counted >= cap
+            return cap
+        s = sums[bisect_right(self._tail_neg_pos, -k) - 1]  # the valid entries at positions >= k hold s
+        return s if s < cap else cap
 
     def reach(self, x: int) -> int:
         """Position of the valid entry at which the GPUs counted from the end first reach ``x`` (>= 1).
@@ -119,16 +125,17 @@ class RunningOrder:
         The caller knows the running jobs hold at least ``x`` GPUs.
         """
         sums = self._tail_sum
-        if not sums or sums[-1] < x:  # else the scan has counted x GPUs already
+        if sums[-1] < x:  # else the scan has counted x GPUs already
             self._extend(0, x)
         t = bisect_left(sums, x)
         return -self._tail_neg_pos[t]
 
     def valid_from(self, k: int) -> list[tuple]:
         """The valid entries at positions ``>= k`` (scans them all: for short tails)."""
-        self._extend(k, float("inf"))
+        self._extend(k, _ALL)
         t = bisect_right(self._tail_neg_pos, -k)
-        return [self.entries[-p] for p in self._tail_neg_pos[:t]]
+        entries = self.entries
+        return [entries[-p] for p in self._tail_neg_pos[1:t]]
 
     def _purge(self) -> None:
         """Drop the stale entries the last scan met (positions are still those of that scan)."""
