@@ -327,19 +327,11 @@ class Scheduler(Policy):
             """The best waiting job that fits in ``base`` GPUs plus those of running jobs from ``k`` on."""
             return queue.best(base if base >= cap else base + order.gpus_from(k, cap - base))
 
-        def fits(g: int, k: int, base: int) -> bool:
-            return g <= base or order.gpus_from(k, g - base) >= g - base
-
         d, i = cluster.free_gpus, 0  # at i = 0 every running job still holds its GPUs
         skipped, taken = [], []      # running entries not kept; waiting entries started
         w = queue.best(cluster.total_gpus)
 
-        def group(m: int) -> tuple[int, int, object]:
-            """``(a, b, key)``: the positions of the running jobs whose key equals job ``m``'s."""
-            gk = key_at(keys[m])
-            a = m if m == 0 or key_at(keys[m - 1]) < gk else bisect_left(keys, gk, 0, m - 1, key=key_at)
-            b = m + 1 if m + 1 == n or key_at(keys[m + 1]) > gk else bisect_right(keys, gk, m + 2, n, key=key_at)
-            return a, b, gk
+        fits, group = order.fits, order.group
 
         def walk_group(a: int, b: int, gk) -> None:
             """Walk the group ``a..b-1`` job by job in start order, from its start.
@@ -369,7 +361,7 @@ class Scheduler(Policy):
             if d <= 0 and not fits(1, i, d):  # no GPU left: the running jobs from i on lose theirs,
                 if d == 0:         # unless their first one's group began before i
                     break
-                a, b, gk = group(order.reach(-d))
+                a, b, gk = group(order.reach(-d), key_at)
                 if a >= i:
                     break
                 walk_group(a, b, gk)
@@ -396,7 +388,7 @@ class Scheduler(Policy):
                 w = best(i, d)
             if stop != m or m == n:
                 continue
-            a, b, gk = group(m)
+            a, b, gk = group(m, key_at)
             if b - a == 1:
                 skipped.append(entries[m])
                 d += entries[m][3].gpus

@@ -119,6 +119,19 @@ class RunningOrder:
         s = sums[bisect_right(self._tail_neg_pos, -k) - 1]  # the valid entries at positions >= k hold s
         return s if s < cap else cap
 
+    def fits(self, g: int, k: int, base: int) -> bool:
+        """True if ``g`` GPUs fit in ``base`` GPUs plus those of the running jobs at positions ``>= k``."""
+        return g <= base or self.gpus_from(k, g - base) >= g - base
+
+    def group(self, m: int, key_at: Callable) -> tuple[int, int, object]:
+        """``(a, b, key)``: the positions ``a..b-1`` of the entries whose key ``key_at(K)`` equals entry ``m``'s."""
+        keys = self.keys
+        gk = key_at(keys[m])
+        a = m if m == 0 or key_at(keys[m - 1]) < gk else bisect_left(keys, gk, 0, m - 1, key=key_at)
+        n = len(keys)
+        b = m + 1 if m + 1 == n or key_at(keys[m + 1]) > gk else bisect_right(keys, gk, m + 2, n, key=key_at)
+        return a, b, gk
+
     def reach(self, x: int) -> int:
         """Position of the valid entry at which the GPUs counted from the end first reach ``x`` (>= 1).
 
@@ -132,7 +145,8 @@ class RunningOrder:
 
     def valid_from(self, k: int) -> list[tuple]:
         """The valid entries at positions ``>= k`` (scans them all: for short tails)."""
-        self._extend(k, _ALL)
+        if self._scan > k:
+            self._extend(k, _ALL)
         t = bisect_right(self._tail_neg_pos, -k)
         entries = self.entries
         return [entries[-p] for p in self._tail_neg_pos[1:t]]
