@@ -26,8 +26,10 @@ class WaitingQueue:
     Every waiting job has exactly one valid entry in the heaps (or among the
     entries a plan took, until they are put back); the other entries are
     stale. So the stale entries number the entries held less the waiting
-    jobs, and while there are none (a driver applying every plan leaves
-    none) no head needs checking.
+    jobs, and while there are none no head needs checking. Some are left
+    only when a job leaves the queue while its entry is held: a driver
+    starting or stopping waiting jobs outside the plans, or, on nodes, a
+    start whose entry the backfilling walk put back without taking it again.
     """
 
     def __init__(self, key: Callable[[JobView, ClusterView], object]):
@@ -74,7 +76,7 @@ class WaitingQueue:
                 heapq.heappush(heap, (key(v, cluster), v.queued_seq, v.job_id, v))
             self._held += len(new)
         self._stale = self._held - len(waiting)
-        if self._stale:  # a driver started or stopped waiting jobs outside the plans
+        if self._stale:  # jobs left the queue while their entries were held (class docstring)
             for _, heap in self._classes:
                 self._drop_stale(heap)
 
