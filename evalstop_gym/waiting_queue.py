@@ -29,7 +29,7 @@ class WaitingQueue:
     jobs, and while there are none no head needs checking. Some are left
     only when a job leaves the queue while its entry is held: a driver
     starting or stopping waiting jobs outside the plans, or, on nodes, a
-    start whose entry the backfilling walk put back without taking it again.
+    start whose entry went back for the backfilling walk, which did not take it.
     """
 
     def __init__(self, key: Callable[[JobView, ClusterView], object]):
