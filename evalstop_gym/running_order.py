@@ -67,7 +67,8 @@ class RunningOrder:
         if cluster is not self._cluster:  # a new episode
             self._cluster, self._runs, self._seq, self.entries, self.keys = cluster, {}, 0, [], []
             self._reset_scan()
-        self._purge()
+        if self._stale:
+            self._purge()
         running, runs = cluster.running, self._runs
         new = []
         for v in reversed(running.values()):
@@ -83,7 +84,7 @@ class RunningOrder:
             keys.insert(i, k)
             runs[v.job_id] = v.queued_seq
         if len(entries) > 2 * len(running) + 64:
-            valid = [e for e in entries if self.valid(e)]
+            valid = [e for e in entries if running.get(e[2]) is e[3] and e[3].queued_seq == e[4]]  # valid(e)
             self.entries, self.keys = valid, [e[0] for e in valid]
             self._runs = {e[2]: e[4] for e in valid}
         self._reset_scan()
