@@ -321,58 +321,26 @@ class Scheduler(Policy):
         entries, keys = order.entries, order.keys
         n = len(entries)
         key_at = partial(self.key_at, cluster=cluster)
-        cap = queue.max_gpus  # free GPUs beyond the largest demand change nothing
+        cap = queue.largest_demand()  # free GPUs beyond the largest demand change nothing
 
         def best(k: int, base: int):
             """The best waiting job that fits in ``base`` GPUs plus those of running jobs from ``k`` on."""
             return queue.best(base if base >= cap else base + order.gpus_from(k, cap - base))
 
-        def fits(g: int, k: int, base: int) -> bool:
-            return g <= base or order.gpus_from(k, g - base) >= g - base
-
         d, i = cluster.free_gpus, 0  # at i = 0 every running job still holds its GPUs
         skipped, taken = [], []      # running entries not kept; waiting entries started
         w = queue.best(cluster.total_gpus)
 
-        def group(m: int) -> tuple[int, int, object]:
-            """``(a, b, key)``: the positions of the running jobs whose key equals job ``m``'s."""
-            gk = key_at(keys[m])
-            a = m if m == 0 or key_at(keys[m - 1]) < gk else bisect_left(keys, gk, 0, m - 1, key=key_at)
-            b = m + 1 if m + 1 == n or key_at(keys[m + 1]) > gk else bisect_right(keys, gk, m + 2, n, key=key_at)
-            return a, b, gk
-
-        def walk_group(a: int, b: int, gk) -> None:
-            """Walk the group ``a..b-1`` job by job in start order, from its start.
-
-            Only running jobs were kept since ``a``, so ``d`` is the same there.
-            """
-            nonlocal d, w
-            members = sorted((e for e in entries[a:b] if order.valid(e)), key=lambda e: e[1])
-            rest = sum(e[3].gpus for e in members)  # GPUs of the members not walked yet
-            w = best(b, d + rest)
-            for e in members:
-                g = e[3].gpus
-                while w is not None and w[0] < gk and fits(g, b, d + rest):  # only where it begins
-                    d -= w[3].gpus
-                    queue.take(w)
-                    taken.append(w)
-                    w = best(b, d + rest)
-                rest -= g
-                if not fits(g, b, d + rest + g):
-                    skipped.append(e)
-                    d += g
-                elif w is not None and not fits(w[3].gpus, b, d + rest):
-                    w = best(b, d + rest)
-
+        fits, group = order.fits, order.group
         running_bound = self.running_bound
         while i < n:
             if d <= 0 and not fits(1, i, d):  # no GPU left: the running jobs from i on lose theirs,
                 if d == 0:         # unless their first one's group began before i
                     break
-                a, b, gk = group(order.reach(-d))
+                a, b, gk = group(order.reach(-d), key_at)
                 if a >= i:
                     break
-                walk_group(a, b, gk)
+                d, w = _walk_group(order, queue, best, a, b, gk, d, skipped, taken)
                 i = b
                 continue
             m = n if d >= 0 else order.reach(-d)  # the first running job that does not fit
@@ -396,13 +364,13 @@ class Scheduler(Policy):
                 w = best(i, d)
             if stop != m or m == n:
                 continue
-            a, b, gk = group(m)
+            a, b, gk = group(m, key_at)
             if b - a == 1:
                 skipped.append(entries[m])
                 d += entries[m][3].gpus
                 i = m + 1
             else:  # start order decides which of the group fit
-                walk_group(a, b, gk)
+                d, w = _walk_group(order, queue, best, a, b, gk, d, skipped, taken)
                 i = b
         preempt = skipped + (order.valid_from(i) if i < n else [])  # no GPU left for these
         while d > 0 and w is not None:  # every running job is placed; w fits in the d free GPUs
@@ -419,6 +387,36 @@ class Scheduler(Policy):
         else:
             taken.sort(key=itemgetter(1))
         return Plan([e[2] for e in preempt], [e[2] for e in taken])
+
+
+def _walk_group(order: RunningOrder, queue: WaitingQueue, best, a: int, b: int, gk, d: int, skipped: list,
+                taken: list) -> tuple[int, tuple | None]:
+    """The kept-order walk through running jobs ``a..b-1``, of equal key ``gk``, job by job in start order.
+
+    Only running jobs were kept since ``a``, so ``d`` (the walk's leftover
+    GPUs, :meth:`Scheduler._allocate_from_kept_orders`) is the same there;
+    ``best(k, base)`` is the walk's best waiting job that fits. Appends the
+    members that lose their GPUs to ``skipped`` and the waiting jobs started
+    to ``taken``; returns ``d`` and the best waiting job after the group.
+    """
+    fits = order.fits
+    members = sorted((e for e in order.entries[a:b] if order.valid(e)), key=lambda e: e[1])
+    rest = sum(e[3].gpus for e in members)  # GPUs of the members not walked yet
+    w = best(b, d + rest)
+    for e in members:
+        g = e[3].gpus
+        while w is not None and w[0] < gk and fits(g, b, d + rest):  # only where it begins
+            d -= w[3].gpus
+            queue.take(w)
+            taken.append(w)
+            w = best(b, d + rest)
+        rest -= g
+        if not fits(g, b, d + rest + g):
+            skipped.append(e)
+            d += g
+        elif w is not None and not fits(w[3].gpus, b, d + rest):
+            w = best(b, d + rest)
+    return d, w
 
 
 class Stopper(Policy):

@@ -27,6 +27,9 @@ from typing import Callable
 
 from .view import ClusterView, JobView
 
+_PAST_END = -(1 << 62)  # below -position of any entry
+_ALL = float("inf")     # more GPUs than any scan can count
+
 
 class RunningOrder:
     """The running jobs of one episode ordered by ``(K, start order)``, with stale entries.
@@ -52,9 +55,11 @@ class RunningOrder:
         self._reset_scan()
 
     def _reset_scan(self) -> None:
-        self._scan = len(self.entries)     # entries[_scan:] are scanned (valid ones are in the lists below)
-        self._tail_neg_pos: list[int] = []  # -position of each valid scanned entry (increasing)
-        self._tail_sum: list[int] = []      # GPUs of the valid entries from that one to the end (increasing)
+        # entries[_scan:] are scanned; the valid ones are in the two lists below, after a first item that
+        # stands for "past the end" (no position, 0 GPUs), so no lookup needs a case for "none scanned"
+        self._scan = len(self.entries)
+        self._tail_neg_pos: list[int] = [_PAST_END]  # -position of each valid scanned entry (increasing)
+        self._tail_sum: list[int] = [0]  # GPUs of the valid entries from that one to the end (increasing)
         self._stale: list[int] = []         # positions of stale entries met by the scan
 
     def sync(self, cluster: ClusterView) -> None:
@@ -62,7 +67,8 @@ class RunningOrder:
         if cluster is not self._cluster:  # a new episode
             self._cluster, self._runs, self._seq, self.entries, self.keys = cluster, {}, 0, [], []
             self._reset_scan()
-        self._purge()
+        if self._stale:
+            self._purge()
         running, runs = cluster.running, self._runs
         new = []
         for v in reversed(running.values()):
@@ -72,13 +78,13 @@ class RunningOrder:
         entries, keys = self.entries, self.keys
         for v in reversed(new):
             self._seq += 1
-            e = (self._key(v, cluster), self._seq, v.job_id, v, v.queued_seq)
-            i = bisect_left(entries, e[:2])  # (K, seq) is unique: views are never compared
-            entries.insert(i, e)
-            keys.insert(i, e[0])
+            k = self._key(v, cluster)
+            i = bisect_right(keys, k)  # after every equal K: their seq are all smaller
+            entries.insert(i, (k, self._seq, v.job_id, v, v.queued_seq))
+            keys.insert(i, k)
             runs[v.job_id] = v.queued_seq
         if len(entries) > 2 * len(running) + 64:
-            valid = [e for e in entries if self.valid(e)]
+            valid = [e for e in entries if running.get(e[2]) is e[3] and e[3].queued_seq == e[4]]  # valid(e)
             self.entries, self.keys = valid, [e[0] for e in valid]
             self._runs = {e[2]: e[4] for e in valid}
         self._reset_scan()
@@ -90,7 +96,7 @@ class RunningOrder:
     def _extend(self, k: int, x: int) -> None:
         """Scan from the end until the valid entries at positions >= ``k`` are all seen or hold ``x`` GPUs."""
         entries, neg, sums, stale = self.entries, self._tail_neg_pos, self._tail_sum, self._stale
-        acc = sums[-1] if sums else 0
+        acc = sums[-1]
         scan = self._scan
         running = self._cluster.running
         while acc < x and scan > k:
@@ -107,29 +113,47 @@ class RunningOrder:
     def gpus_from(self, k: int, cap: int) -> int:
         """``min(S, cap)``, where ``S`` is the GPUs held by the running jobs at positions ``>= k``."""
         sums = self._tail_sum
-        if self._scan > k and (sums[-1] if sums else 0) < cap:  # else _extend would not move
+        if self._scan > k and sums[-1] < cap:  # else _extend would not move
             self._extend(k, cap)
-        t = bisect_right(self._tail_neg_pos, -k)  # valid scanned entries at positions >= k
-        s = self._tail_sum[t - 1] if t else 0
-        return cap if self._scan > k else min(s, cap)  # scan stopped early: S >= what it saw >= cap
+        if self._scan > k:  # the scan stopped early: S >= what it counted >= cap
+            return cap
+        s = sums[bisect_right(self._tail_neg_pos, -k) - 1]  # the valid entries at positions >= k hold s
+        return s if s < cap else cap
+
+    def fits(self, g: int, k: int, base: int) -> bool:
+        """True if ``g`` GPUs fit in ``base`` GPUs plus those of the running jobs at positions ``>= k``."""
+        return g <= base or self.gpus_from(k, g - base) >= g - base
+
+    def group(self, m: int, key_at: Callable) -> tuple[int, int, object]:
+        """``(a, b, key)``: the positions ``a..b-1`` of the entries whose key ``key_at(K)`` equals entry ``m``'s."""
+        keys = self.keys
+        gk = key_at(keys[m])
+        a = m if m == 0 or key_at(keys[m - 1]) < gk else bisect_left(keys, gk, 0, m - 1, key=key_at)
+        n = len(keys)
+        b = m + 1 if m + 1 == n or key_at(keys[m + 1]) > gk else bisect_right(keys, gk, m + 2, n, key=key_at)
+        return a, b, gk
 
     def reach(self, x: int) -> int:
         """Position of the valid entry at which the GPUs counted from the end first reach ``x`` (>= 1).
 
         The caller knows the running jobs hold at least ``x`` GPUs.
         """
-        self._extend(0, x)
-        t = bisect_left(self._tail_sum, x)
+        sums = self._tail_sum
+        if sums[-1] < x:  # else the scan has counted x GPUs already
+            self._extend(0, x)
+        t = bisect_left(sums, x)
         return -self._tail_neg_pos[t]
 
     def valid_from(self, k: int) -> list[tuple]:
         """The valid entries at positions ``>= k`` (scans them all: for short tails)."""
-        self._extend(k, float("inf"))
+        if self._scan > k:
+            self._extend(k, _ALL)
         t = bisect_right(self._tail_neg_pos, -k)
-        return [self.entries[-p] for p in self._tail_neg_pos[:t]]
+        entries = self.entries
+        return [entries[-p] for p in self._tail_neg_pos[1:t]]
 
     def _purge(self) -> None:
         """Drop the stale entries the last scan met (positions are still those of that scan)."""
-        for i in sorted(self._stale, reverse=True):
-            del self.entries[i], self.keys[i]
+        for i in self._stale:  # met in decreasing order (scans only move towards the front), so
+            del self.entries[i], self.keys[i]  # each deletion leaves the positions still to go as they were
         self._stale = []

@@ -38,3 +38,49 @@ def test_a_policy_object_is_reusable_across_episodes():
     a = run_policy(generate(WorkloadConfig(jobs=60, seed=1)), policy)
     run_policy(generate(WorkloadConfig(jobs=80, seed=2)), policy)
     assert run_policy(generate(WorkloadConfig(jobs=60, seed=1)), policy) == a
+
+
+class _View:
+    """The fields of a job view the queue reads."""
+
+    def __init__(self, job_id, gpus, key, queued_seq):
+        self.job_id, self.gpus, self.key, self.queued_seq = job_id, gpus, key, queued_seq
+
+
+class _Cluster:
+    def __init__(self, *views):
+        self.waiting = {v.job_id: v for v in views}  # in queued_seq order, as the simulator keeps it
+
+
+def test_the_queue_follows_starts_it_planned_and_starts_it_did_not():
+    from evalstop_gym.waiting_queue import WaitingQueue
+
+    a, b, c = _View(0, 1, 5, 1), _View(1, 2, 3, 2), _View(2, 1, 4, 3)
+    cluster = _Cluster(a, b, c)
+    q = WaitingQueue(lambda v, cluster: v.key)
+    q.sync(cluster)
+    assert q.best(1)[2] == 2 and q.best(2)[2] == 1 and q.best(0) is None  # keys: b 3 < c 4 < a 5
+    assert q.largest_demand() == 2
+    # a plan takes b but is not applied: b still waits, so it is back at the next point
+    q.take(q.best(2))
+    assert q.best(2)[2] == 2
+    q.put_back([(3, 2, 1, b)])
+    q.sync(cluster)
+    assert q.best(2)[2] == 1
+    # the plan is applied this time: b leaves the queue, c is the best job, 1 GPU the largest demand
+    q.take(q.best(2))
+    q.put_back([(3, 2, 1, b)])
+    del cluster.waiting[1]
+    q.sync(cluster)
+    assert q.best(2)[2] == 2 and q.largest_demand() == 1
+    # a driver starts c without a plan: its entry is stale and never returned
+    del cluster.waiting[2]
+    q.sync(cluster)
+    assert q.best(2)[2] == 0
+    # c is preempted and waits again under a new stamp, now ranked first (key 1)
+    c.queued_seq, c.key = 4, 1
+    cluster.waiting[2] = c
+    q.sync(cluster)
+    assert q.best(1)[2] == 2
+    q.take(q.best(1))
+    assert q.best(1)[2] == 0 and q.best(2)[2] == 0
