@@ -8,8 +8,10 @@ looks only at the heads of the demand classes that fit.
 
 It learns about new waiting jobs from ``JobView.queued_seq`` (a public stamp
 the simulator gives a job each time it enters the queue; ``ClusterView.waiting``
-is in stamp order), and drops stale entries (jobs that started, were stopped,
-or came back with a new stamp) lazily when they reach a head.
+is in stamp order). Stale entries (jobs that started, were stopped, or came
+back with a new stamp) are popped when they are at a head, at :meth:`sync` and
+after :meth:`take`, and only while the count of stale entries (entries held
+less waiting jobs, counted at each sync) says some are left.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import heapq
 from typing import Callable
 
+from .simulator import SimulationError
 from .view import ClusterView, JobView
 
 
@@ -76,6 +79,9 @@ class WaitingQueue:
                 heapq.heappush(heap, (key(v, cluster), v.queued_seq, v.job_id, v))
             self._held += len(new)
         self._stale = self._held - len(waiting)
+        if self._stale < 0:  # a waiting job without an entry would never be picked again
+            raise SimulationError(f"the waiting queue holds {self._held} entries for {len(waiting)} waiting jobs: "
+                                  "entries a plan took were neither applied nor put back")
         if self._stale:  # jobs left the queue while their entries were held (class docstring)
             for _, heap in self._classes:
                 self._drop_stale(heap)

@@ -2,6 +2,7 @@
 generated in, which ``reset(options=...)`` may change, not the world the env was made with."""
 
 import math
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -38,10 +39,8 @@ def charges(env_id, options=None, *, scheduler="srtf-est", **kwargs):
     env = gym.make(env_id, jobs=JOBS, **own, **kwargs)
     u = env.unwrapped
     agent = PolicyAgent(make_policy(scheduler, "evalstop"), env)
-    obs, _ = env.reset(seed=0, options=options)
-    agent.reset()
-    resumes = []
-    if env_id == STOP_CONTROL_ID:  # the base scheduler preempts: record its plans' preemptions
+    resumes = [[]]  # per step; the first step's charge also carries the preemptions made during reset
+    if env_id == STOP_CONTROL_ID:  # the base scheduler preempts: record its plans' preemptions, from reset on
         schedule = u._scheduler.schedule
 
         def recording(cluster):
@@ -50,10 +49,11 @@ def charges(env_id, options=None, *, scheduler="srtf-est", **kwargs):
             return plan
 
         u._scheduler.schedule = recording
+    obs, _ = env.reset(seed=0, options=options)
+    agent.reset()
     steps = []
     while True:
         a = agent(obs)
-        resumes.append([])
         if env_id == CLUSTER_ID and u.decision == "schedule" and a >= SLOT0 and u.window[a - SLOT0].status == RUNNING:
             v = u.window[a - SLOT0]
             resumes[-1].append((v.job_type, v.gpus))
@@ -62,6 +62,7 @@ def charges(env_id, options=None, *, scheduler="srtf-est", **kwargs):
         assert not trunc
         if term:
             return steps, resumes, u._sim.outcome()
+        resumes.append([])
 
 
 @pytest.mark.parametrize("env_id", [CLUSTER_ID, STOP_CONTROL_ID])
@@ -93,22 +94,41 @@ def test_a_reset_with_another_world_model_is_charged_in_that_model():
         assert charged == pytest.approx(sum(g * per_gpu_s[t] / 3600 for t, g in rs), rel=1e-12, abs=0)
 
 
-def test_ready_workloads_are_charged_as_their_simulator_charges_resumes():
-    # generated in the paper's world (no resume costs), played on a realistic env: free
-    paper = generate(WorkloadConfig(jobs=JOBS, seed=3))
-    steps, resumes, out = charges(CLUSTER_ID, {"workload": paper}, calibration="realistic", cluster="flat")
+def test_ready_workloads_without_resume_costs_are_free_and_others_are_priced_in_the_envs_world():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # none of these misses a charge, so none warns
+        # generated in the paper's world (no resume costs), played on a realistic env: free
+        paper = generate(WorkloadConfig(jobs=JOBS, seed=3))
+        steps, resumes, out = charges(CLUSTER_ID, {"workload": paper}, calibration="realistic", cluster="flat")
+        assert out.preemptions > 0 and sum(steps) == 0.0
+        # a hand-written workload has no resume costs either; SRTF preempts the 4 h job for the 1 h one
+        jobs = [dict(submit_h=0.0, gpus=8, length_h=4.0), dict(submit_h=1.0, gpus=8, length_h=1.0)]
+        steps, resumes, out = charges(CLUSTER_ID, {"workload": workload_from_jobs(jobs, total_gpus=8)},
+                                      calibration="realistic", cluster="flat")
+        assert out.preemptions > 0 and sum(steps) == 0.0
+        # one with resume costs, played in the world it was made in, is priced there
+        real = generate(WorkloadConfig(jobs=JOBS, seed=3, calibration="realistic", cluster="flat"))
+        steps, resumes, out = charges(CLUSTER_ID, {"workload": real}, calibration="realistic", cluster="flat")
+        assert out.preemptions > 0
+        for charged, rs in zip(steps, resumes):
+            assert charged == pytest.approx(sum(by_hand(REALISTIC, t, g) for t, g in rs), rel=1e-12, abs=0)
+
+
+def test_a_ready_workload_whose_resumes_cost_nothing_is_free_in_a_realistic_env():
+    # a world with eval sampling error but no state and no warm-up: every resume costs 0 h in the simulator,
+    # though the workload carries the realistic world's arrays
+    free = generate(WorkloadConfig(jobs=JOBS, seed=3, world=WorldModel(eval_items=(100,))))
+    assert free.restart_h is not None and free.restart_h.max() == 0.0
+    steps, resumes, out = charges(CLUSTER_ID, {"workload": free}, calibration="realistic", cluster="flat")
     assert out.preemptions > 0 and sum(steps) == 0.0
-    # a hand-written workload has no resume costs either; SRTF preempts the 4 h job for the 1 h one
-    jobs = [dict(submit_h=0.0, gpus=8, length_h=4.0), dict(submit_h=1.0, gpus=8, length_h=1.0)]
-    steps, resumes, out = charges(CLUSTER_ID, {"workload": workload_from_jobs(jobs, total_gpus=8)},
-                                  calibration="realistic", cluster="flat")
-    assert out.preemptions > 0 and sum(steps) == 0.0
-    # one with resume costs is priced in the env's world
+
+
+def test_a_ready_workload_with_resume_costs_on_a_free_env_warns_that_its_charge_is_0():
     real = generate(WorkloadConfig(jobs=JOBS, seed=3, calibration="realistic", cluster="flat"))
-    steps, resumes, out = charges(CLUSTER_ID, {"workload": real}, calibration="realistic", cluster="flat")
-    assert out.preemptions > 0
-    for charged, rs in zip(steps, resumes):
-        assert charged == pytest.approx(sum(by_hand(REALISTIC, t, g) for t, g in rs), rel=1e-12, abs=0)
+    assert real.restart_h.min() > 0  # the simulator charges every resume
+    with pytest.warns(UserWarning, match="prices them at 0 GPU-h"):
+        steps, resumes, out = charges(CLUSTER_ID, {"workload": real})  # the paper's world: resumes priced 0
+    assert out.preemptions > 0 and sum(steps) == 0.0
 
 
 @pytest.mark.skipif(not PHILLY.exists(), reason="../shared/traces/philly_jobs_pollux.csv is not here")

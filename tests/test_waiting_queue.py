@@ -84,3 +84,16 @@ def test_the_queue_follows_starts_it_planned_and_starts_it_did_not():
     assert q.best(1)[2] == 2
     q.take(q.best(1))
     assert q.best(1)[2] == 0 and q.best(2)[2] == 0
+
+
+def test_a_plan_whose_taken_entries_are_lost_is_an_error():
+    from evalstop_gym.simulator import SimulationError
+    from evalstop_gym.waiting_queue import WaitingQueue
+
+    a, b = _View(0, 1, 5, 1), _View(1, 2, 3, 2)
+    cluster = _Cluster(a, b)
+    q = WaitingQueue(lambda v, cluster: v.key)
+    q.sync(cluster)
+    q.take(q.best(2))  # b's entry, by a plan that is neither applied nor put back: b still waits, unheld
+    with pytest.raises(SimulationError, match="holds 1 entries for 2 waiting jobs"):
+        q.sync(cluster)

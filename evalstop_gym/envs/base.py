@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -194,14 +195,28 @@ def episode_workload(episode: WorkloadConfig | Workload, seed: int | None, trace
     return generate(episode.replace(seed=seed))
 
 
+def charges_resumes(world: WorldModel) -> bool:
+    """Whether :func:`resume_gpu_h` prices a resume in ``world`` above 0 (some state to save or a warm-up)."""
+    return any(resume_gpu_h(world, t, 1) > 0 for t in range(len(JOB_TYPES)))
+
+
 def episode_world(episode: WorkloadConfig | Workload, config: WorkloadConfig) -> WorldModel:
     """The world whose preemption costs an episode is charged (:class:`ResumeCharge`): the world its workload is
-    generated (or replayed) in. A ready workload does not record its world: one without resume costs
-    (``restart_h`` None) resumes for free, as in the paper's world; any other is priced in the env's
-    ``config.world``."""
+    generated (or replayed) in. A ready workload does not record its world, and its ``restart_h`` are the
+    jobs' hidden draws, which the charge must not read: one whose resumes cost nothing (``restart_h`` None,
+    or all 0, as in any world without state or warm-up) is charged nothing, as the simulator charges it;
+    any other is priced in the env's ``config.world``. When that world prices resumes at 0 while the
+    workload's cost time, the charge misses them: a ``UserWarning`` says so (shown once, by Python's
+    default warning filter)."""
     if not isinstance(episode, Workload):
         return episode.world
-    return config.world if episode.restart_h is not None else FREE_RESUMES
+    if episode.restart_h is None or not episode.restart_h.any():
+        return FREE_RESUMES
+    if not charges_resumes(config.world):
+        warnings.warn("the ready workload's resumes cost time in the simulator, but the env's world prices "
+                      "them at 0 GPU-h, so preempt_gpu_h stays 0; make the env in the workload's world "
+                      "(calibration=..., world=...) to charge them", stacklevel=2)
+    return config.world
 
 
 def check_topology(spec, w: Workload) -> None:

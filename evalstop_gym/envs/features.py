@@ -228,10 +228,17 @@ def topology_row(cluster: ClusterView, views: Sequence[JobView], slots: int) -> 
     for v in views[:slots]:
         if v.nodes is None:
             out += _NO_TOPO_SLOT
-        else:
+        else:  # in _ROW_ORDER
             out += (1.0 if len(v.nodes) > -(-v.gpus // per) else 0.0, cluster.job_speed(v))
     out += _NO_TOPO_SLOT * (slots - min(len(views), slots))
     return out
+
+
+# topology_row writes a slot's values as one tuple, cheaper than looking each up by name; its order must be
+# the one the names and bounds take from TOPOLOGY_SLOT_FEATURES
+_ROW_ORDER = ("spread", "speed")
+if tuple(TOPOLOGY_SLOT_FEATURES) != _ROW_ORDER:
+    raise ImportError(f"topology_row writes {_ROW_ORDER}, TOPOLOGY_SLOT_FEATURES names {tuple(TOPOLOGY_SLOT_FEATURES)}")
 
 
 def topology_names(spec, slots: int) -> list[str]:
