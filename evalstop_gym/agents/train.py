@@ -159,25 +159,41 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     ``overrides`` replace keys of the hyperparameter entry or of its project
     section (tests use it to shrink a run). An ``out`` that already holds a
     model is refused unless ``force``. ``progress``: a bar (True), one-line
-    summaries on stderr (False), or a bar only on a terminal (None). Returns
-    the config written.
+    summaries on stderr (False), or a bar only on a terminal (None). A recipe
+    with ``run_seeds`` > 1 trains run seeds ``seed ..`` and keeps one
+    (:mod:`evalstop_gym.agents.run_selection`). Returns the config written.
     """
-    from .seeds import VALIDATION_FIRST, train_first
-
     recipe = load_recipe(algo, env_id, hyperparams, overrides)
     timesteps = recipe.n_timesteps if timesteps is None else timesteps
     n_envs = recipe.n_envs if n_envs is None else n_envs
     check_range("timesteps", timesteps, 1, integer=True)
     check_range("n_envs", n_envs, 1, 64, integer=True)
-    check_range("seed", seed, 0, 2**31 - 1, integer=True)
-    wrappers, env_kwargs = recipe.wrappers, dict(recipe.env_settings)
-    if calibration is not None:  # the world trained in (docs/calibration.md); saved with the model
-        env_kwargs["calibration"] = calibration
+    check_range("seed", seed, 0, 2**31 - recipe.run_seeds, integer=True)
     train_wl, eval_wl = recipe.train_workload, recipe.eval_workload
-    eval_freq, n_eval = recipe.eval_freq, recipe.n_eval_episodes
+    if calibration is not None:  # the world trained and validated in (docs/calibration.md); saved with the model
+        train_wl, eval_wl = {**train_wl, "calibration": calibration}, {**eval_wl, "calibration": calibration}
     outdir = _prepare_out(out, force)
     if tensorboard is not None:
         prepare_out(tensorboard, "tensorboard")
+    run = functools.partial(_train_one, recipe, timesteps=timesteps, n_envs=n_envs, train_wl=train_wl,
+                            eval_wl=eval_wl, tensorboard=tensorboard, verbose=verbose, progress=progress, echo=echo)
+    if recipe.run_seeds == 1:
+        return run(outdir, seed)
+    from .run_selection import train_and_select
+
+    return train_and_select(recipe, lambda run_dir, s: run(prepare_out(run_dir), s), outdir, seed, timesteps,
+                            eval_wl, force=force, echo=echo)
+
+
+def _train_one(recipe, outdir: Path, seed: int, *, timesteps: int, n_envs: int, train_wl: dict[str, Any],
+               eval_wl: dict[str, Any], tensorboard: str | None, verbose: int, progress: bool | None,
+               echo: Callable[[str], None]) -> dict[str, Any]:
+    """One training run of ``recipe`` with run seed ``seed`` into ``outdir``; returns the config written."""
+    from .seeds import VALIDATION_FIRST, train_first
+
+    env_id, algo = recipe.env_id, recipe.algo
+    wrappers, env_kwargs = recipe.wrappers, dict(recipe.env_settings)
+    eval_freq, n_eval = recipe.eval_freq, recipe.n_eval_episodes
 
     # fail on a bad env / wrapper / workload before starting any worker
     probe = make_env(env_id, env_kwargs, train_wl, wrappers)
