@@ -184,3 +184,22 @@ def test_reproduce_model_flag_adds_the_learned_row(capsys, tmp_path, monkeypatch
     pol = LearnedPolicy.load(tmp_path / "m")
     assert learned[0]["metrics"] == pol.run(seed=0, jobs=20, scheduler="srtf-est")
 
+
+
+def test_a_scheduler_names_its_stop_policy_so_that_it_loads_from_any_folder(monkeypatch, tmp_path):
+    """A recipe names the stop-policy its scheduler plays over by a path from the working directory; the saved
+    config names it by its absolute path, so the model loads (and fingerprints) from anywhere."""
+    from evalstop_gym.agents.policy import fingerprint
+
+    monkeypatch.chdir(tmp_path)
+    train(STOP_CONTROL_ID, "ppo", out="stop", timesteps=64, n_envs=1, overrides=TINY_PPO, echo=lambda _: None)
+    stops = {"evalstop_gym.agents.wrappers.HandCodedStops": {"stop_model": "stop", "work_conserving": True}}
+    config = train(CLUSTER_ID, "maskable-ppo", out="sched", timesteps=64, n_envs=1,
+                   overrides={**TINY_MASKABLE, "env_wrapper": [stops]}, echo=lambda _: None)
+    assert config["env_wrapper"][0][1]["stop_model"] == str((tmp_path / "stop").resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    policy = LearnedPolicy.load(tmp_path / "sched")
+    assert policy.run(seed=3, jobs=8)["jobs"] == 8
+    assert len(fingerprint(tmp_path / "sched")) == 12

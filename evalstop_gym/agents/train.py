@@ -172,10 +172,14 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     train_wl, eval_wl = recipe.train_workload, recipe.eval_workload
     if calibration is not None:  # the world trained and validated in (docs/calibration.md); saved with the model
         train_wl, eval_wl = {**train_wl, "calibration": calibration}, {**eval_wl, "calibration": calibration}
+    # a saved stop-policy the env plays over, named from the working directory: saved by its absolute path,
+    # so the model loads from any folder
+    wrappers = [(name, {**kw, "stop_model": str(Path(kw["stop_model"]).resolve())} if kw.get("stop_model") else kw)
+                for name, kw in recipe.wrappers]
     outdir = _prepare_out(out, force)
     if tensorboard is not None:
         prepare_out(tensorboard, "tensorboard")
-    run = functools.partial(_train_one, recipe, timesteps=timesteps, n_envs=n_envs, train_wl=train_wl,
+    run = functools.partial(_train_one, recipe, wrappers, timesteps=timesteps, n_envs=n_envs, train_wl=train_wl,
                             eval_wl=eval_wl, tensorboard=tensorboard, verbose=verbose, progress=progress, echo=echo)
     if recipe.run_seeds == 1:
         return run(outdir, seed)
@@ -185,14 +189,14 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
                             eval_wl, force=force, echo=echo)
 
 
-def _train_one(recipe, outdir: Path, seed: int, *, timesteps: int, n_envs: int, train_wl: dict[str, Any],
-               eval_wl: dict[str, Any], tensorboard: str | None, verbose: int, progress: bool | None,
-               echo: Callable[[str], None]) -> dict[str, Any]:
+def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: int, n_envs: int,
+               train_wl: dict[str, Any], eval_wl: dict[str, Any], tensorboard: str | None, verbose: int,
+               progress: bool | None, echo: Callable[[str], None]) -> dict[str, Any]:
     """One training run of ``recipe`` with run seed ``seed`` into ``outdir``; returns the config written."""
     from .seeds import VALIDATION_FIRST, train_first
 
     env_id, algo = recipe.env_id, recipe.algo
-    wrappers, env_kwargs = recipe.wrappers, dict(recipe.env_settings)
+    env_kwargs = dict(recipe.env_settings)
     eval_freq, n_eval = recipe.eval_freq, recipe.n_eval_episodes
 
     # fail on a bad env / wrapper / workload before starting any worker
