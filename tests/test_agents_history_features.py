@@ -51,7 +51,7 @@ def test_the_wrapper_appends_them_for_the_job_at_the_checkpoint():
     o, _ = env.reset(seed=7)
     nonzero = 0
     for _ in range(60):
-        v = raw.unwrapped.checkpoint_job()
+        v = raw.unwrapped.decision_job
         want = [o_raw[list(JOB_FEATURES).index("last_score")], *history_row(v, ["drop_z_1"]),
                 o_raw[list(JOB_FEATURES).index("type_rlhf")], *history_row(v, ["proxy_rise_2", "drop_z_2"])]
         assert np.array_equal(o, np.array(want, np.float32)) and env.observation_space.contains(o)

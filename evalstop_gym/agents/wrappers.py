@@ -98,7 +98,7 @@ class JobFeatures(gym.ObservationWrapper):
         self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
-        return self.observation_of(observation, self.env.unwrapped.checkpoint_job() if self._history else None)
+        return self.observation_of(observation, self.env.unwrapped.decision_job if self._history else None)
 
     def observation_of(self, observation: np.ndarray, job) -> np.ndarray:
         """The wrapped observation of ``job`` at its checkpoint (None: after the episode), whose env observation

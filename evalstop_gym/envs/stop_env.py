@@ -83,12 +83,9 @@ class StopControlEnv(SimEnv):
             self._run_to_eval()
         return self._finish_step(invalid)
 
-    def checkpoint_job(self):
-        """The :class:`~evalstop_gym.view.JobView` at the current eval checkpoint (None once the episode is over)."""
-        return self._sim.decision_job if self._kind == EVAL else None
-
     def _observe(self) -> np.ndarray:
-        return stop_observation(self._sim.cluster, self.checkpoint_job(), self._topo_spec is not None)
+        return stop_observation(self._sim.cluster, self._sim.decision_job if self._kind == EVAL else None,
+                                self._topo_spec is not None)
 
     def action_masks(self) -> np.ndarray:
         """Both actions at a checkpoint; only 0 once the episode is over."""
