@@ -34,7 +34,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 from evalstop_gym.envs.cluster_env import SLOT0
-from evalstop_gym.envs.features import N_CLUSTER, N_JOB
+from evalstop_gym.envs.features import N_CLUSTER, N_JOB, N_TOPO_SLOT
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -46,7 +46,6 @@ def _mlp(sizes: list[int], act: type[nn.Module]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-N_TOPO_SLOT = 2      # per slot on a cluster of nodes: spread, speed
 N_NODE_SUMMARY = 3   # mean, min, max of the nodes' free-GPU shares
 
 

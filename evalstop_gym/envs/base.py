@@ -23,12 +23,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ..config import JOB_TYPES, PRESETS, ConfigError, CurveModel, WorkloadConfig, check_range
+from ..config import JOB_TYPES, PRESETS, ConfigError, CurveModel, WorkloadConfig, WorldModel, check_range
 from ..metrics import compute_metrics
 from ..simulator import DONE, EVAL, SCHEDULE, Simulator
 from ..view import COMPLETED, ClusterView, JobView
 from ..workload import Workload, generate
-from .features import topology_bounds, topology_row, topology_shape
+from .features import topology_bounds, topology_shape
 from .render import AllocationRecorder, Window, ansi_text, frame_rgb
 from .supervision import HIDDEN_TERMS, hidden_terms
 
@@ -37,6 +37,7 @@ STOP = 1                # stop the job at the eval checkpoint
 
 DECISION_NAMES = {EVAL: "eval", SCHEDULE: "schedule", DONE: "done"}
 _WORKLOAD_FIELDS = {f.name for f in dataclasses.fields(WorkloadConfig)}
+FREE_RESUMES = WorldModel()  # every knob off, as in the paper's world: resumes cost nothing
 
 # reward = sum over terms of weight * term; terms are per-job averages (see docs/mdp.md)
 # an invalid action is a no-op costing 0.1: six minutes of mean JCT, small next to an episode's return
@@ -73,8 +74,9 @@ class FreshEvalCredit:
 
 
 def episode_seed(np_random, seed: int | None, options: Mapping | None) -> int | None:
-    """The workload seed of a new episode: ``seed``, or for a generated workload the draw from ``np_random``
-    that :func:`episode_workload` would make (made here so the credit stream can use it too)."""
+    """The workload seed of a new episode: ``seed``, or for a generated workload a draw from ``np_random``
+    (the one place it is drawn: :func:`episode_workload` and the credit stream both use it); None only for
+    a ready workload (``options={"workload": w}``)."""
     ready = isinstance(options, Mapping) and "workload" in options
     if seed is None and not ready:
         seed = int(np_random.integers(0, 2**63 - 1))
@@ -96,6 +98,25 @@ def resume_gpu_h(world, job_type: int, gpus: int) -> float:
     inv_bw = 1.0 / lo if hi == lo else (1.0 / lo - 1.0 / hi) / math.log(hi / lo)  # E[1 / bandwidth]
     seconds = 2.0 * world.checkpoint_gb[job_type] * inv_bw + 0.5 * (world.warmup_s[0] + world.warmup_s[1])
     return gpus * seconds / 3600.0
+
+
+class ResumeCharge:
+    """What a preemption is charged in one episode: :func:`resume_gpu_h` of the episode's ``world`` (a
+    :class:`~evalstop_gym.config.WorldModel`), GPU-hours, computed once per (job type, GPUs) demand."""
+
+    __slots__ = ("world", "_cost")
+
+    def __init__(self, world):
+        self.world = world
+        self._cost: dict[tuple[str, int], float] = {}
+
+    def __call__(self, job_type: str, gpus: int) -> float:
+        """The expected GPU-hours of one resume of a ``job_type`` job (a name in ``JOB_TYPES``) on ``gpus`` GPUs."""
+        key = (job_type, gpus)
+        cost = self._cost.get(key)
+        if cost is None:
+            cost = self._cost[key] = resume_gpu_h(self.world, JOB_TYPES.index(job_type), gpus)
+        return cost
 
 
 def _check_mapping(name: str, value: Any, allowed: str) -> dict:
@@ -138,15 +159,9 @@ def workload_fields(fields: Mapping[str, Any], where: str = "") -> dict[str, Any
     return out
 
 
-def episode_workload(config: WorkloadConfig, np_random, seed: int | None, options: dict | None,
-                     trace=None, trace_options: dict | None = None) -> Workload:
-    """The workload of a new episode: ``options["workload"]``, or ``config`` with the
-    options' field overrides and ``seed`` (drawn from ``np_random`` when None).
-
-    With ``trace`` (a :class:`~evalstop_gym.traces.TraceTable`), the episode
-    replays it (:func:`~evalstop_gym.traces.replay_trace` with ``trace_options``):
-    arrivals, demands and lengths from the trace, curves and labels drawn with
-    the episode's seed."""
+def episode_config(config: WorkloadConfig, options: dict | None) -> WorkloadConfig | Workload:
+    """What a new episode plays: the ready :class:`Workload` of ``options["workload"]``, or ``config`` with
+    the options' workload field overrides (its seed set later, by :func:`episode_workload`)."""
     options = _check_mapping("options", options, "reset options must be a dict: workload field overrides, or "
                              "{'workload': Workload}")
     if "workload" in options:
@@ -158,16 +173,35 @@ def episode_workload(config: WorkloadConfig, np_random, seed: int | None, option
         return w
     if "seed" in options:
         raise ConfigError("options.seed", options["seed"], "pass the seed as reset(seed=...)")
-    cfg = config
-    if options:
-        cfg = cfg.replace(**workload_fields(options, "options."))
-    if seed is None:
-        seed = int(np_random.integers(0, 2**63 - 1))
+    return config.replace(**workload_fields(options, "options.")) if options else config
+
+
+def episode_workload(episode: WorkloadConfig | Workload, seed: int | None, trace=None,
+                     trace_options: dict | None = None) -> Workload:
+    """The workload of a new episode from :func:`episode_config`'s answer ``episode``: a ready workload as it
+    is, else the config's workload with ``seed`` (from :func:`episode_seed`, never None for a config).
+
+    With ``trace`` (a :class:`~evalstop_gym.traces.TraceTable`), the episode
+    replays it (:func:`~evalstop_gym.traces.replay_trace` with ``trace_options``):
+    arrivals, demands and lengths from the trace, curves and labels drawn with
+    the episode's seed."""
+    if isinstance(episode, Workload):
+        return episode
     if trace is not None:
         from ..traces import replay_trace
 
-        return replay_trace(trace, cfg.replace(seed=seed), **(trace_options or {}))[0]
-    return generate(cfg.replace(seed=seed))
+        return replay_trace(trace, episode.replace(seed=seed), **(trace_options or {}))[0]
+    return generate(episode.replace(seed=seed))
+
+
+def episode_world(episode: WorkloadConfig | Workload, config: WorkloadConfig) -> WorldModel:
+    """The world whose preemption costs an episode is charged (:class:`ResumeCharge`): the world its workload is
+    generated (or replayed) in. A ready workload does not record its world: one without resume costs
+    (``restart_h`` None) resumes for free, as in the paper's world; any other is priced in the env's
+    ``config.world``."""
+    if not isinstance(episode, Workload):
+        return episode.world
+    return config.world if episode.restart_h is not None else FREE_RESUMES
 
 
 def check_topology(spec, w: Workload) -> None:
@@ -309,17 +343,17 @@ class SimEnv(gym.Env):
         return self._sim.decision_job if self._sim is not None and self._kind == EVAL else None
 
     # -- episode -----------------------------------------------------------------
-    def _episode_workload(self, seed: int | None, options: dict | None) -> Workload:
-        return episode_workload(self.config, self.np_random, seed, options, self._trace, self._trace_options)
-
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         seed = plain(seed)
         if seed is None and self._episodes == 0:
             seed = self.config.seed  # the first unseeded episode plays the configured seed
         super().reset(seed=seed)
         seed = episode_seed(self.np_random, seed, options)
-        w = self._episode_workload(seed, options)
+        episode = episode_config(self.config, options)
+        w = episode_workload(episode, seed, self._trace, self._trace_options)
         check_topology(self._topo_spec, w)
+        # preemptions are priced in the episode's own world, which reset options may change
+        self._resume = ResumeCharge(episode_world(episode, self.config))
         self._episodes += 1
         self._sim = Simulator(w)
         n = w.n
@@ -381,8 +415,9 @@ class SimEnv(gym.Env):
             self._recorder.update(self._sim.cluster, stopped=v.job_id)
 
     def _preempted(self, v: JobView) -> None:
-        """Charge a preemption the expected GPU-hours of the job's resume (:func:`resume_gpu_h`)."""
-        self._terms[3] += resume_gpu_h(self.config.world, JOB_TYPES.index(v.job_type), v.gpus)
+        """Charge a preemption the expected GPU-hours of the job's resume in the episode's world
+        (:class:`ResumeCharge`)."""
+        self._terms[3] += self._resume(v.job_type, v.gpus)
 
     def _job_ended(self, v: JobView, stopped: bool) -> None:
         """Delivered score as credited (:class:`FreshEvalCredit`) and GPU-hours past the best observed checkpoint;

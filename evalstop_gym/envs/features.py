@@ -198,33 +198,42 @@ def feature_names(slots: int, spec=None) -> list[str]:
 
 
 # -- nodes (clusters of several nodes or GPU types; absent on the flat pool) --------
+# the node block: free GPUs / GPUs per node for every node, then these per slot (high of speed: the spec's top)
+TOPOLOGY_SLOT_FEATURES: dict[str, str] = {
+    "spread": "1 if the job runs spread over more nodes than it needs, else 0",
+    "speed": "the job's speed on its nodes (0 for waiting jobs and empty slots)",
+}
+N_TOPO_SLOT = len(TOPOLOGY_SLOT_FEATURES)
+_NO_TOPO_SLOT = (0.0,) * N_TOPO_SLOT  # a waiting job or an empty slot
+
+
 def topology_shape(spec) -> int | None:
     """Nodes shown in the node block of a cluster spec's observations; None on the flat pool."""
     return None if spec is None or spec.trivial else spec.nodes
 
 
 def topology_bounds(spec, slots: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(low, high)`` of the node block: free GPUs per node, then per slot ``spread`` and ``speed``."""
+    """``(low, high)`` of the node block: free GPUs per node, then per slot :data:`TOPOLOGY_SLOT_FEATURES`."""
     top = max([1.0, *(float(spec.speed(t, j)) for t in spec.gpu_types for j in JOB_TYPES)])
-    lo = np.zeros(spec.nodes + 2 * slots, np.float32)
-    hi = np.concatenate([np.ones(spec.nodes), np.tile([1.0, top], slots)]).astype(np.float32)
-    return lo, hi
+    high = {"spread": 1.0, "speed": top}
+    lo = np.zeros(spec.nodes + N_TOPO_SLOT * slots, np.float32)
+    hi = np.concatenate([np.ones(spec.nodes), np.tile([high[f] for f in TOPOLOGY_SLOT_FEATURES], slots)])
+    return lo, hi.astype(np.float32)
 
 
 def topology_row(cluster: ClusterView, views: Sequence[JobView], slots: int) -> list[float]:
-    """Free GPUs / GPUs per node, for each node; then, per slot, whether the job runs spread over
-    more nodes than it needs (0/1) and its speed on its nodes (0 for waiting jobs and empty slots)."""
+    """Free GPUs / GPUs per node, for each node; then, per slot, :data:`TOPOLOGY_SLOT_FEATURES` in order."""
     per = cluster.spec.gpus_per_node
     out = [f / per for f in cluster.node_free]
     for v in views[:slots]:
         if v.nodes is None:
-            out += (0.0, 0.0)
+            out += _NO_TOPO_SLOT
         else:
             out += (1.0 if len(v.nodes) > -(-v.gpus // per) else 0.0, cluster.job_speed(v))
-    out += [0.0] * (2 * (slots - min(len(views), slots)))
+    out += _NO_TOPO_SLOT * (slots - min(len(views), slots))
     return out
 
 
 def topology_names(spec, slots: int) -> list[str]:
     return [f"node{n}.free_gpus" for n in range(spec.nodes)] + \
-        [f"slot{i}.{f}" for i in range(slots) for f in ("spread", "speed")]
+        [f"slot{i}.{f}" for i in range(slots) for f in TOPOLOGY_SLOT_FEATURES]

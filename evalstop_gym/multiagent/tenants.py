@@ -36,7 +36,7 @@ from ..policy import apply_plan
 from ..simulator import DONE, EVAL, Outcome, Simulator
 from ..view import COMPLETED, RUNNING, JobView
 from ..workload import Workload
-from ..envs.base import FreshEvalCredit, as_int, episode_seed, episode_workload
+from ..envs.base import FreshEvalCredit, as_int, episode_config, episode_seed, episode_workload
 from ..envs.base import check_topology, with_topology
 from ..envs.features import (COUNT_SCALE, cluster_bounds, cluster_row, feature_names, job_bounds, observation,
                              topology_names, topology_row, topology_shape, window)
@@ -206,7 +206,7 @@ class TenantsEnv(ParallelEnv):
             raise ConfigError("options.tenants", options["tenants"], "the tenant count fixes the agents; "
                               "make a new env with tenants=...")
         seed = episode_seed(self.np_random, seed, options)
-        w = episode_workload(self.config, self.np_random, seed, options)
+        w = episode_workload(episode_config(self.config, options), seed)
         self._check_workload(w)
         self._episodes += 1
         self._start(w, seed)
