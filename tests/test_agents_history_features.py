@@ -82,12 +82,18 @@ from test_agents_targets import REALISTIC, TINY_STOP, stops_about_half  # noqa: 
 
 def test_a_stop_policy_reading_history_features_answers_as_in_its_env(tmp_path):
     features = ["type_rlhf", "last_score", "drawdown", "eval_se", *NAMES]
+    wrapper = {"evalstop_gym.agents.wrappers.JobFeatures": {"features": features}}
     train(STOP_CONTROL_ID, "ppo", out=tmp_path / "m", timesteps=256, n_envs=1, calibration="realistic",
-          overrides={**TINY_STOP, "env_wrapper": [{"evalstop_gym.agents.wrappers.JobFeatures": {"features": features}}]},
-          echo=lambda _: None)
+          overrides={**TINY_STOP, "env_wrapper": [wrapper]}, echo=lambda _: None)
     pol = stops_about_half(LearnedPolicy.load(tmp_path / "m"))
     w = generate(REALISTIC.replace(jobs=40, seed=5))
     via_env = pol.run(scheduler="srtf-est", workload=w)
     direct = run_policy(w, LearnedStop(make_policy("srtf-est"), pol))
     assert 0 < direct["jobs_stopped"] < direct["jobs"]
     assert direct == via_env
+
+
+def test_history_features_alone():
+    env = JobFeatures(gym.make(STOP_CONTROL_ID, jobs=10, calibration="realistic"), features=["drop_z_2", "drop_z_1"])
+    o, _ = env.reset(seed=2)
+    assert o.shape == (2,) and env.observation_space.contains(o)

@@ -115,9 +115,13 @@ def test_the_kept_runs_model_is_the_recipes_output(kept):
     for name in ("model.zip", "final_model.zip"):
         assert (out / name).read_bytes() == (run_dir / name).read_bytes()
     run_cfg = json.loads((run_dir / "config.json").read_text())
-    assert {k: v for k, v in config.items() if k not in ("run_selection", "cpu_seconds")} == \
-           {k: v for k, v in run_cfg.items() if k != "cpu_seconds"}
+    totals = ("cpu_seconds", "wall_seconds")   # the whole recipe's in the kept config
+    assert {k: v for k, v in config.items() if k not in ("run_selection", *totals)} == \
+           {k: v for k, v in run_cfg.items() if k not in totals}
     assert config["cpu_seconds"] >= sum(r["cpu_seconds"] for r in config["run_selection"]["runs"])
+    runs_wall = [json.loads((out / r["dir"] / "config.json").read_text())["wall_seconds"]
+                 for r in config["run_selection"]["runs"]]
+    assert config["wall_seconds"] >= sum(runs_wall)
     assert LearnedPolicy.load(out).env_id == STOP_CONTROL_ID
     assert f"kept run seed {config['seed']}" in said
 
@@ -158,3 +162,28 @@ def test_calibration_overrides_a_recipe_that_names_its_world(tmp_path):
     assert config["train_workload"]["calibration"] == config["eval_workload"]["calibration"] == "paper"
     env = LearnedPolicy.load(tmp_path / "m").make_env()
     assert env.unwrapped.config.calibration == "paper"
+
+
+@pytest.mark.parametrize("changed", [{"calibration": "paper"}, {"n_envs": 2}])
+def test_a_run_of_another_world_or_env_count_is_never_reused(kept, tmp_path, changed):
+    """Arguments of ``train`` that are not in the hyperparameter file are settings too."""
+    out, _, _ = kept
+    copy = tmp_path / "other"
+    (copy / "runs" / "seed-4").mkdir(parents=True)
+    for f in (out / "runs" / "seed-4").iterdir():
+        (copy / "runs" / "seed-4" / f.name).write_bytes(f.read_bytes())
+    with pytest.raises(ConfigError, match=r"seed-4.*other settings \(.*(train_workload|n_envs)"):
+        tiny_train(copy, **changed)
+
+
+def test_selection_reads_every_run_from_disk(monkeypatch, tmp_path):
+    """A run retrained in the same process (``force``) is validated as saved, never as a cached copy."""
+    import evalstop_gym.agents.evaluate as evaluate
+
+    class Stale:
+        def __getattr__(self, name):
+            raise AssertionError("selection used a model cached before the run was retrained")
+
+    monkeypatch.setattr(evaluate, "_LOADED", {str(tmp_path / "m" / "runs" / f"seed-{s}"): Stale() for s in (4, 5)})
+    config, _ = tiny_train(tmp_path / "m", overrides={"run_seeds": 2, "select_seeds": 1})
+    assert [r["seed"] for r in config["run_selection"]["runs"]] == [4, 5]

@@ -11,8 +11,8 @@ so default observations keep their shape:
 
 * ``proxy_rise_2``: ``proxy[-1] - proxy[-3]``, clipped to [-1, 1] (0 with fewer
   than three proxy readings; only RLHF jobs have a proxy reward);
-* ``drop_z_1``: ``(max(s[:-1]) - s[-1]) / sigma``, DropTest's statistic with a
-  window of one score;
+* ``drop_z_1``: ``(max(s[:-1]) - s[-1]) / (sigma * sqrt(2))``, DropTest's
+  statistic with a window of one score;
 * ``drop_z_2``: ``(max(s[:-2]) - mean(s[-2:])) / (sigma * sqrt(1.5))``, with a
   window of two.
 
@@ -30,13 +30,14 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-FACTOR, JITTER = 1.5, 0.01      # DropTest's defaults: the noise model the drop statistics are scaled by
+from evalstop_gym.baselines.droptest import FACTOR, JITTER   # the noise model the drop statistics are scaled by
+
 Z_SCALE = 10.0
 
 # name -> (low, high, meaning)
 HISTORY_FEATURES: dict[str, tuple[float, float, str]] = {
     "proxy_rise_2": (-1.0, 1.0, "proxy reward's change over the last two checkpoints, clipped (0 if undefined)"),
-    "drop_z_1": (-1.0, 1.0, "(best earlier score - last score) / sampling error, / 10, clipped (0 if undefined)"),
+    "drop_z_1": (-1.0, 1.0, "(best earlier score - last score) / its sampling error, / 10, clipped (0 if undefined)"),
     "drop_z_2": (-1.0, 1.0, "(best earlier score - mean of the last two) / its sampling error, / 10, clipped"),
 }
 

@@ -16,7 +16,7 @@ reads (it looks up the env id only)::
         n_eval_episodes: 2
         torch_threads: 1
         run_seeds: 3                   # train run seeds seed..seed+2, keep the one chosen on validation
-        select_seeds: 10               # validation workloads that choice plays (run_selection.py)
+        select_seeds: 10               # validation workloads that choice plays (used with run_seeds > 1)
 
 Every key and value is checked before any training starts: an unknown key, a
 key of another algorithm, a value out of range or of the wrong type, or a

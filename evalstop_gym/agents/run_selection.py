@@ -25,10 +25,13 @@ workload, each run's stop-policy over the default base scheduler, as the
 
 ``OUT/model.zip`` and ``OUT/config.json`` are then the kept run's, the config
 with a ``run_selection`` entry holding every run's validation figures, the
-detector's and the rule; ``cpu_seconds`` there is the whole recipe's (every
-run's training and the selection). An interrupted recipe resumes: a run
-folder whose ``config.json`` was written for the same settings and seed is
-reused, not retrained (``force`` retrains every run).
+detector's and the rule; ``cpu_seconds`` and ``wall_seconds`` there are the
+whole recipe's (every run's training and the selection). An interrupted
+recipe resumes: a run folder whose ``config.json`` records the same settings
+(hyperparameters, world, seed, steps, env workers, wrappers) is reused, not
+retrained; one of other settings is refused (``force`` retrains every run).
+A recipe whose selection has written ``OUT/model.zip`` is finished: choosing
+again (say on more validation seeds) needs ``force``, which retrains.
 """
 
 from __future__ import annotations
@@ -48,15 +51,20 @@ RULE = ("eligible: mean validation compute waste <= the best hand-coded detector
         "seed); none eligible: the run with the least waste")
 
 
+def eligible(row: Mapping[str, Any], max_waste: float) -> bool:
+    """Whether a run's mean validation waste is within ``max_waste`` (the best detector's)."""
+    return row["compute_waste_gpu_h"] <= max_waste
+
+
 def choose(rows: Sequence[Mapping[str, Any]], max_waste: float) -> int:
     """Index of the kept run among ``rows`` (each with ``seed``, ``f1`` (None: undefined on every seed) and
     ``compute_waste_gpu_h``), by :data:`RULE`."""
     if not rows:
         raise ValueError("no runs to choose from")
-    eligible = [i for i, r in enumerate(rows) if r["compute_waste_gpu_h"] <= max_waste]
-    if not eligible:
+    ok = [i for i, r in enumerate(rows) if eligible(r, max_waste)]
+    if not ok:
         return min(range(len(rows)), key=lambda i: (rows[i]["compute_waste_gpu_h"], rows[i]["seed"]))
-    return min(eligible, key=lambda i: (-(rows[i]["f1"] if rows[i]["f1"] is not None else -1.0),
+    return min(ok, key=lambda i: (-(rows[i]["f1"] if rows[i]["f1"] is not None else -1.0),
                                         rows[i]["compute_waste_gpu_h"], rows[i]["seed"]))
 
 
@@ -66,10 +74,12 @@ def validation_row(model_dir: Path, base: WorkloadConfig, seeds: Sequence[int], 
     from evalstop_gym.experiments.stats import summarize
     from evalstop_gym.workload import generate
 
-    from .evaluate import learned_on
+    from .combined import learned_metrics
+    from .policy import LearnedPolicy
     from .selection import f1_counts
 
-    runs = [learned_on(scheduler, {"model": str(model_dir)}, generate(base.replace(seed=s))) for s in seeds]
+    pol = LearnedPolicy.load(model_dir)   # from disk: a run retrained in this process is never a cached copy
+    runs = [learned_metrics(pol, generate(base.replace(seed=s)), scheduler) for s in seeds]
     row = {"f1": summarize([f1_counts(m) for m in runs]).mean}
     for key in ("precision", "recall", "compute_waste_gpu_h", "avg_jct_h"):
         row[key] = summarize([m[key] for m in runs]).mean
@@ -80,41 +90,43 @@ def _f1(value: float | None) -> str:
     return "undefined" if value is None else f"{value:.4f}"
 
 
-def _finished(run_dir: Path, recipe, seed: int, timesteps: int) -> dict[str, Any] | None:
-    """The config of a finished run of these settings in ``run_dir``, else None (a run of other settings
-    there is a :class:`ConfigError`: it is never silently reused or overwritten)."""
-    from .train import CONFIG_FILE, MODEL_FILE
+def _finished(run_dir: Path, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The config of a finished run in ``run_dir`` whose recorded settings (:func:`~evalstop_gym.agents.train.
+    run_settings`) are ``settings``, else None; a finished run of other settings is a :class:`ConfigError`:
+    it is never silently reused or overwritten."""
+    from .train import CONFIG_FILE, FINAL_FILE, MODEL_FILE
 
-    cfg_path = run_dir / CONFIG_FILE
-    if not cfg_path.is_file() or not (run_dir / MODEL_FILE).is_file():
+    cfg_path = run_dir / CONFIG_FILE   # written last: a run without it did not finish
+    if not all(f.is_file() for f in (cfg_path, run_dir / MODEL_FILE, run_dir / FINAL_FILE)):
         return None
     try:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     except ValueError:
         return None   # cut off while written: train it again
-    same = (cfg.get("hyperparams") == recipe.raw and cfg.get("seed") == seed and cfg.get("timesteps") == timesteps)
-    if not same:
-        raise ConfigError("out", str(run_dir), "holds a run of other settings (hyperparameters, seed or steps); "
-                          "pass --force to retrain it, or choose another folder")
+    want = json.loads(json.dumps(settings))   # as JSON gives it back (tuples as lists)
+    other = [k for k, v in want.items() if not isinstance(cfg, dict) or cfg.get(k) != v]
+    if other:
+        raise ConfigError("out", str(run_dir), f"holds a run of other settings ({', '.join(other)}); pass --force "
+                          "to retrain it, or choose another folder")
     return cfg
 
 
 def train_and_select(recipe, train_one: Callable[[Path, int], dict[str, Any]], outdir: Path, first_seed: int,
-                     timesteps: int, eval_workload: Mapping[str, Any], *, force: bool = False,
-                     echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train ``recipe.run_seeds`` runs with ``train_one(run_dir, seed)``, keep one by :data:`RULE`; returns the
-    config written to ``outdir``."""
+                     settings_of: Callable[[int], dict[str, Any]], eval_workload: Mapping[str, Any], *,
+                     force: bool = False, echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train ``recipe.run_seeds`` runs with ``train_one(run_dir, seed)`` (``settings_of(seed)``: what a finished
+    run of them records), keep one by :data:`RULE`; returns the config written to ``outdir``."""
     from evalstop_gym.api import DEFAULT_SCHEDULER
 
     from .seeds import VALIDATION_FIRST
     from .selection import best_detector
-    from .train import CONFIG_FILE, FINAL_FILE, MODEL_FILE
+    from .train import CONFIG_FILE, FINAL_FILE, MODEL_FILE, write_config
 
     seeds = list(range(first_seed, first_seed + recipe.run_seeds))
     runs = []
     for s in seeds:
         run_dir = outdir / RUNS_DIR / f"seed-{s}"
-        cfg = None if force else _finished(run_dir, recipe, s, timesteps)
+        cfg = None if force else _finished(run_dir, settings_of(s))
         if cfg is None:
             echo(f"run seed {s} ({seeds.index(s) + 1} of {len(seeds)})")
             cfg = train_one(run_dir, s)
@@ -122,7 +134,7 @@ def train_and_select(recipe, train_one: Callable[[Path, int], dict[str, Any]], o
             echo(f"run seed {s}: reusing the finished run in {run_dir}")
         runs.append((s, run_dir, cfg))
 
-    cpu0 = time.process_time()
+    t0, cpu0 = time.time(), time.process_time()
     base = WorkloadConfig(**eval_workload)
     val_seeds = list(range(VALIDATION_FIRST, VALIDATION_FIRST + recipe.select_seeds))
     det = best_detector(base, seeds=recipe.select_seeds, out=outdir / SELECTION_DIR)
@@ -130,19 +142,19 @@ def train_and_select(recipe, train_one: Callable[[Path, int], dict[str, Any]], o
              **validation_row(run_dir, base, val_seeds, DEFAULT_SCHEDULER)} for s, run_dir, cfg in runs]
     kept = choose(rows, det["compute_waste_gpu_h"])
     for i, r in enumerate(rows):
-        r["eligible"] = r["compute_waste_gpu_h"] <= det["compute_waste_gpu_h"]
-        r["kept"] = i == kept
-    select_cpu = time.process_time() - cpu0
+        r["eligible"], r["kept"] = eligible(r, det["compute_waste_gpu_h"]), i == kept
+    select_cpu, select_wall = time.process_time() - cpu0, time.time() - t0
 
     s, run_dir, cfg = runs[kept]
     for name in (MODEL_FILE, FINAL_FILE):
         shutil.copyfile(run_dir / name, outdir / name)
     config = {**cfg, "cpu_seconds": round(sum(r["cpu_seconds"] for r in rows) + select_cpu, 1),
+              "wall_seconds": round(sum(c["wall_seconds"] for _, _, c in runs) + select_wall, 1),
               "run_selection": {
                   "rule": RULE, "scheduler": DEFAULT_SCHEDULER, "validation_seeds": val_seeds,
                   "detector": {"arm": det["arm"], "f1": det["f1"], "compute_waste_gpu_h": det["compute_waste_gpu_h"]},
                   "runs": rows, "kept_seed": s, "selection_cpu_seconds": round(select_cpu, 1)}}
-    (outdir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    write_config(outdir, config)
     echo("\n".join([f"validation ({len(val_seeds)} workloads, over {DEFAULT_SCHEDULER}); {det['arm']}: F1 "
                     f"{_f1(det['f1'])}, waste {det['compute_waste_gpu_h']:.0f} GPU-h"]
                    + [f"  run seed {r['seed']}: F1 {_f1(r['f1'])}, waste {r['compute_waste_gpu_h']:.0f} GPU-h"

@@ -173,8 +173,10 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     if calibration is not None:  # the world trained and validated in (docs/calibration.md); saved with the model
         train_wl, eval_wl = {**train_wl, "calibration": calibration}, {**eval_wl, "calibration": calibration}
     # a saved stop-policy the env plays over, named from the working directory: saved by its absolute path,
-    # so the model loads from any folder
-    wrappers = [(name, {**kw, "stop_model": str(Path(kw["stop_model"]).resolve())} if kw.get("stop_model") else kw)
+    # so the model loads from any folder (a path that does not exist, or not a string, is left for the
+    # wrapper's own error, which names it as written)
+    wrappers = [(name, {**kw, "stop_model": os.path.abspath(kw["stop_model"])}
+                 if isinstance(kw.get("stop_model"), str) and os.path.exists(kw["stop_model"]) else kw)
                 for name, kw in recipe.wrappers]
     outdir = _prepare_out(out, force)
     if tensorboard is not None:
@@ -185,8 +187,23 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
         return run(outdir, seed)
     from .run_selection import train_and_select
 
-    return train_and_select(recipe, lambda run_dir, s: run(prepare_out(run_dir), s), outdir, seed, timesteps,
+    settings = functools.partial(run_settings, recipe, wrappers, timesteps=timesteps, n_envs=n_envs,
+                                 train_wl=train_wl, eval_wl=eval_wl)
+    return train_and_select(recipe, lambda run_dir, s: run(prepare_out(run_dir), s), outdir, seed, settings,
                             eval_wl, force=force, echo=echo)
+
+
+def run_settings(recipe, wrappers: list, seed: int, *, timesteps: int, n_envs: int, train_wl: dict[str, Any],
+                 eval_wl: dict[str, Any]) -> dict[str, Any]:
+    """The entries of a run's ``config.json`` that its settings fix (a finished run is reused only if they match)."""
+    return {"env_id": recipe.env_id, "env_kwargs": dict(recipe.env_settings),
+            "env_wrapper": [[name, kwargs] for name, kwargs in wrappers], "train_workload": train_wl,
+            "eval_workload": eval_wl, "algo": recipe.algo, "policy": recipe.policy, "hyperparams": recipe.raw,
+            "timesteps": timesteps, "n_envs": n_envs, "seed": seed}
+
+
+def write_config(outdir: Path, config: dict[str, Any]) -> None:
+    (outdir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
 def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: int, n_envs: int,
@@ -198,6 +215,7 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
     env_id, algo = recipe.env_id, recipe.algo
     env_kwargs = dict(recipe.env_settings)
     eval_freq, n_eval = recipe.eval_freq, recipe.n_eval_episodes
+    (outdir / CONFIG_FILE).unlink(missing_ok=True)   # a run cut off from here on is never taken as finished
 
     # fail on a bad env / wrapper / workload before starting any worker
     probe = make_env(env_id, env_kwargs, train_wl, wrappers)
@@ -254,18 +272,9 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
     best_round = max(rounds, key=lambda r: r["mean_return"]) if rounds else None
     config = {
         "format": CONFIG_FORMAT,
-        "env_id": env_id,
-        "env_kwargs": env_kwargs,
-        "env_wrapper": [[name, kwargs] for name, kwargs in wrappers],
-        "train_workload": train_wl,
-        "eval_workload": eval_wl,
-        "algo": algo,
-        "policy": recipe.policy,
-        "hyperparams": recipe.raw,
+        **run_settings(recipe, wrappers, seed, timesteps=timesteps, n_envs=n_envs, train_wl=train_wl,
+                       eval_wl=eval_wl),
         "hyperparams_file": str(recipe.path),
-        "timesteps": timesteps,
-        "n_envs": n_envs,
-        "seed": seed,
         "seeds": {
             "train": f"env rank r of {n_envs} plays episode i on workload seed {train_first(seed, 0)} + r + "
                      f"{n_envs} * i",
@@ -283,7 +292,7 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
         "versions": versions(),
         "command": " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]]),
     }
-    (outdir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    write_config(outdir, config)
     echo(f"trained {algo} on {env_id} for {timesteps} steps with seed {seed} in {cpu / 60:.1f} CPU minutes "
          f"({config['wall_seconds'] / 60:.1f} min wall); wrote {outdir / MODEL_FILE} and {outdir / CONFIG_FILE}")
     return config

@@ -87,7 +87,7 @@ class JobFeatures(gym.ObservationWrapper):
                               f"history features: {', '.join(HISTORY_FEATURES)}")
         self.features = tuple(features)
         self._row = [i for i, f in enumerate(features) if f in JOB_FEATURES]
-        self._index = np.array([names.index(features[i]) for i in self._row])
+        self._index = np.array([names.index(features[i]) for i in self._row], dtype=np.intp)
         self._history = [i for i, f in enumerate(features) if f in HISTORY_FEATURES]
         self._history_names = [features[i] for i in self._history]
         space = env.observation_space
