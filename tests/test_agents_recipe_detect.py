@@ -5,11 +5,11 @@ counting the vectorized env's workers, the run kept on validation seeds, and 2-4
 
     python -m pytest -m slow tests/test_agents_recipe_detect.py
 
-Asserts what survives another CPU's last bits (torch differs across CPUs): the recipe fits its budget,
-the kept run wastes no more than the best detector on validation seeds (the run selection's rule; every run
-of the recipe's three did here), its test F1 is well above EvalStop k=2's, and its test waste is within a
-loose bound of the best detector's. The
-figures of one run are in docs/learned.md.
+Asserts the recipe fits its budget, the kept run wastes no more than the best detector on validation seeds
+(the run selection's rule), its test F1 is well above EvalStop k=2's, and target (b) itself: test F1 at least
+the best detector's at no more waste. Torch differs across CPUs in the last bits, so another machine trains
+other runs; on this one both kept runs of two seed groups, and five of six single runs, met (b) with F1
+0.944-0.969 against 0.931 (docs/learned.md).
 """
 
 from pathlib import Path
@@ -33,7 +33,6 @@ REALISTIC = WorkloadConfig(calibration="realistic")
 TEST_SEEDS = range(10)
 BUDGET_S = 20 * 60      # CPU seconds of the whole recipe: its three runs and the selection
 F1_MARGIN = 0.05        # above EvalStop k=2's F1 (0.823 on these seeds; the recipe's run: docs/learned.md)
-WASTE_SLACK = 1.25      # waste at most this times the validation-chosen detector's
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +64,8 @@ def test_f1_well_above_evalstops(judged):
     assert j.learned_f1 >= evalstop + F1_MARGIN, (j.learned_f1, evalstop)
 
 
-def test_waste_within_a_loose_bound_of_the_best_detectors(judged):
+def test_target_b_f1_at_least_the_best_detectors_at_no_more_waste(judged):
     _, j = judged
-    assert j.learned_waste <= WASTE_SLACK * j.detector_waste, (j.learned_waste, j.detector_waste)
+    assert j.learned_f1 >= j.detector_f1, (j.learned_f1, j.detector_f1)
+    assert j.learned_waste <= j.detector_waste, (j.learned_waste, j.detector_waste)
+    assert j.b.met
