@@ -81,6 +81,23 @@ def test_a_model_folder_and_its_zip_evaluate_identically(stop_model):
     assert again.run(seed=1, jobs=40, noise=0.05) == a.per_seed[a.rows[0]["arm"]][1]
 
 
+def test_two_saved_models_of_one_kind_get_a_row_each(stop_model, tmp_path):
+    """Models share a label by kind ("learned stop-policy (ppo) over srtf-est"): two of them are two rows named
+    by their paths; one model named twice (folder and zip) is refused."""
+    import shutil
+
+    path, _ = stop_model
+    other = tmp_path / "copy"
+    shutil.copytree(path, other)
+    base = evalstop_gym.WorkloadConfig(jobs=20, noise=0.05)
+    r = evaluate([str(path), str(other)], seeds=1, base=base)
+    assert [row["arm"] for row in r.rows] == [f"learned stop-policy (ppo) over srtf-est [{path}]",
+                                              f"learned stop-policy (ppo) over srtf-est [{other}]"]
+    assert r.per_seed[r.rows[0]["arm"]] == r.per_seed[r.rows[1]["arm"]]     # the same weights
+    with pytest.raises(ConfigError, match="lists the same policy twice"):
+        evaluate([str(path), str(path / "model.zip")], seeds=1, base=base)
+
+
 def test_config_records_what_rebuilds_and_reproduces_the_run(stop_model):
     path, config = stop_model
     on_disk = json.loads((path / "config.json").read_text())

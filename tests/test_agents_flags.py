@@ -12,6 +12,7 @@ import evalstop_gym.agents.train as train_module  # noqa: E402
 from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.cli import main  # noqa: E402
+from evalstop_gym.config import ConfigError  # noqa: E402
 from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID  # noqa: E402
 
 # no validation round within the run (eval_freq > timesteps): model.zip is the final model
@@ -184,3 +185,30 @@ def test_reproduce_model_flag_adds_the_learned_row(capsys, tmp_path, monkeypatch
     pol = LearnedPolicy.load(tmp_path / "m")
     assert learned[0]["metrics"] == pol.run(seed=0, jobs=20, scheduler="srtf-est")
 
+
+
+def test_a_scheduler_names_its_stop_policy_so_that_it_loads_from_any_folder(monkeypatch, tmp_path):
+    """A recipe names the stop-policy its scheduler plays over by a path from the working directory; the saved
+    config names it by its absolute path, so the model loads (and fingerprints) from anywhere."""
+    from evalstop_gym.agents.policy import fingerprint
+
+    monkeypatch.chdir(tmp_path)
+    train(STOP_CONTROL_ID, "ppo", out="stop", timesteps=64, n_envs=1, overrides=TINY_PPO, echo=lambda _: None)
+    stops = {"evalstop_gym.agents.wrappers.HandCodedStops": {"stop_model": "stop", "work_conserving": True}}
+    config = train(CLUSTER_ID, "maskable-ppo", out="sched", timesteps=64, n_envs=1,
+                   overrides={**TINY_MASKABLE, "env_wrapper": [stops]}, echo=lambda _: None)
+    assert config["env_wrapper"][0][1]["stop_model"] == str((tmp_path / "stop").resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    policy = LearnedPolicy.load(tmp_path / "sched")
+    assert policy.run(seed=3, jobs=8)["jobs"] == 8
+    assert len(fingerprint(tmp_path / "sched")) == 12
+
+
+@pytest.mark.parametrize("stop_model,says", [(5, "stop_model"), ("no/such/stop", "no/such/stop")])
+def test_a_bad_stop_model_in_a_recipe_is_a_one_line_error_naming_it_as_written(tmp_path, stop_model, says):
+    stops = {"evalstop_gym.agents.wrappers.HandCodedStops": {"stop_model": stop_model}}
+    with pytest.raises(ConfigError, match=says):
+        train(CLUSTER_ID, "maskable-ppo", out=tmp_path / "sched", timesteps=64, n_envs=1,
+              overrides={**TINY_MASKABLE, "env_wrapper": [stops]}, echo=lambda _: None)

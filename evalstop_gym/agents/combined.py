@@ -33,7 +33,7 @@ from evalstop_gym.envs.stop_env import stop_observation
 from evalstop_gym.policy import Policy, Stopper
 
 from .policy import LearnedPolicy
-from .wrappers import HandCodedStops
+from .wrappers import HandCodedStops, JobFeatures
 
 
 class LearnedStop(Stopper):
@@ -58,8 +58,8 @@ class LearnedStop(Stopper):
 
     def rule(self, job, cluster) -> bool:
         obs = stop_observation(cluster, job, topology_shape(cluster.spec) is not None)
-        for w in self._wrappers:
-            obs = w.observation(obs)
+        for w in self._wrappers:  # a wrapper that reads the job's history is given the job
+            obs = w.observation_of(obs, job) if isinstance(w, JobFeatures) else w.observation(obs)
         action, _ = self.model.model.predict(obs, deterministic=True)
         return int(action) == STOP
 

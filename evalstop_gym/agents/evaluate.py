@@ -19,9 +19,10 @@ folder or its ``model.zip``).
 
 from __future__ import annotations
 
+
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -152,9 +153,12 @@ def evaluate(policies: Sequence[str], *, scheduler: str = DEFAULT_SCHEDULER, see
     check_test_seeds(first_seed, seeds)
     base = base or WorkloadConfig()
     points = [policy_point(p, scheduler) for p in policies]
+    if len(set(points)) != len(points):
+        raise ConfigError("policy", list(policies), "lists the same policy twice")
     labels = [p.arm for p in points]
-    if len(set(labels)) != len(labels):
-        raise ConfigError("policy", labels, "lists the same policy twice")
+    # two saved models of one kind share a label: each row is then named by its --policy value too
+    points = [replace(p, arm=f"{p.arm} [{text}]") if labels.count(p.arm) > 1 else p
+              for p, text in zip(points, policies)]
     exp = Experiment("evaluate", "Evaluation", "How do these policies compare on held-out seeds?", None,
                      tuple(points), COLUMNS, ())
     seed_list = list(range(first_seed, first_seed + seeds))

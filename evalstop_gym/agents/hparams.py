@@ -15,6 +15,8 @@ reads (it looks up the env id only)::
         eval_freq: 25000               # environment steps between validation rounds
         n_eval_episodes: 2
         torch_threads: 1
+        run_seeds: 3                   # train run seeds seed..seed+2, keep the one chosen on validation
+        select_seeds: 10               # validation workloads that choice plays (used with run_seeds > 1)
 
 Every key and value is checked before any training starts: an unknown key, a
 key of another algorithm, a value out of range or of the wrong type, or a
@@ -99,9 +101,10 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "sde_sample_freq": _number(-1, integer=True),
     # the project section
     "eval_freq": _number(1, integer=True), "n_eval_episodes": _number(1, 1000, integer=True),
-    "torch_threads": _number(1, 256, integer=True),
+    "torch_threads": _number(1, 256, integer=True), "run_seeds": _number(1, 64, integer=True),
+    "select_seeds": _number(1, 1000, integer=True),
 }
-PROJECT_KEYS = ("eval_workload", "eval_freq", "n_eval_episodes", "torch_threads")
+PROJECT_KEYS = ("eval_workload", "eval_freq", "n_eval_episodes", "torch_threads", "run_seeds", "select_seeds")
 
 
 @dataclasses.dataclass
@@ -122,6 +125,8 @@ class Recipe:
     eval_freq: int
     n_eval_episodes: int
     torch_threads: int
+    run_seeds: int                    # training runs, one kept (:mod:`evalstop_gym.agents.run_selection`)
+    select_seeds: int                 # validation workloads that keep it
     algo_kwargs: dict[str, Any]       # as written; see :func:`algo_kwargs`
     raw: dict[str, Any]
 
@@ -187,6 +192,7 @@ def load_recipe(algo: str, env_id: str, path: str | os.PathLike | None = None,
     """The checked entry for ``env_id`` in ``<algo>.yml`` (or in ``path``), with ``overrides``
     (keys of either the entry or the project section) applied."""
     from evalstop_gym.envs import ENVS
+    from evalstop_gym.envs.adapter import STOP_CONTROL_ID
     from evalstop_gym.envs.base import workload_fields
 
     cls = algo_class(algo)
@@ -255,10 +261,14 @@ def load_recipe(algo: str, env_id: str, path: str | os.PathLike | None = None,
         raise ConfigError(where(e.field), e.value, e.allowed) from None
     n_timesteps = int(entry["n_timesteps"])
     n_envs = int(entry["n_envs"])
+    if int(own.get("run_seeds", 1)) > 1 and env_id != STOP_CONTROL_ID:
+        raise ConfigError(where("run_seeds", f"{PROJECT_SECTION}."), own["run_seeds"],
+                          f"more than 1 run is kept by its detection on validation seeds, which needs a stop-policy "
+                          f"({STOP_CONTROL_ID}); use 1 here")
     kwargs = {k: v for k, v in entry.items() if k not in ZOO_KEYS}
     if "n_steps" in kwargs and algo in ("ppo", "maskable-ppo") and kwargs["n_steps"] * n_envs < 2:
         raise ConfigError(where("n_steps"), kwargs["n_steps"], f"n_steps * n_envs must be > 1 for {algo}")
     return Recipe(path, env_id, algo, n_timesteps, n_envs, policy, dict(policy_kwargs), wrappers, settings,
                   train_wl, dict(eval_wl), int(own.get("eval_freq", 10_000)), int(own.get("n_eval_episodes", 2)),
-                  int(own.get("torch_threads", 1)), kwargs, {**entry, **{f"{PROJECT_SECTION}.{k}": v
-                                                                        for k, v in own.items()}})
+                  int(own.get("torch_threads", 1)), int(own.get("run_seeds", 1)), int(own.get("select_seeds", 10)),
+                  kwargs, {**entry, **{f"{PROJECT_SECTION}.{k}": v for k, v in own.items()}})

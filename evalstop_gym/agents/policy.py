@@ -79,7 +79,7 @@ def fingerprint(path: str | os.PathLike) -> str:
         h.update(f.read_bytes())
     for name, kw in read_config(path)["env_wrapper"]:
         stop_model = kw.get("stop_model") if name == "HandCodedStops" and isinstance(kw, dict) else None
-        if stop_model:  # found as loading finds it: from the working directory
+        if stop_model:  # found as loading finds it (absolute since training saves it so; else from the cwd)
             try:
                 files = model_files(stop_model)
             except ConfigError as e:

@@ -101,36 +101,59 @@ def select(base: WorkloadConfig | None = None, *, seeds: int = 10, first_seed: i
            out: str | os.PathLike = "results/targets", workers: int = 1, scheduler: str = DEFAULT_SCHEDULER,
            progress: bool = False, registry=None) -> Selection:
     """Run (or reuse) every candidate on the validation seeds and choose the best pair and detector."""
+    from evalstop_gym.experiments.spec import Experiment
+    from evalstop_gym.experiments.tables import markdown_table
+
+    base = base or WorkloadConfig()
+    pairs, detectors = candidate_points(registry, scheduler)
+    seed_list, results = _play(pairs, base, seeds, first_seed, out, workers, progress)
+    exp = Experiment("selection", "Selection", "", None, tuple(pairs), PAIR_COLUMNS, ())
+    pair_rows = rows_with_f1(exp, results, base, seed_list)
+    pair_rows.sort(key=lambda r: (r["avg_jct_h"], r["preemptions"]))   # stable: registry order breaks ties
+    det_exp, det_rows = _detector_rows(detectors, results, base, seed_list)
+    return Selection(base, seed_list, pair_rows, det_rows, scheduler, markdown_table(exp, pair_rows),
+                     markdown_table(det_exp, det_rows))
+
+
+def best_detector(base: WorkloadConfig, *, seeds: int = 10, first_seed: int = VALIDATION_FIRST,
+                  out: str | os.PathLike = "results/targets", scheduler: str = DEFAULT_SCHEDULER,
+                  registry=None) -> dict[str, Any]:
+    """The best detector's row, as :func:`select` chooses it, running (or reusing) only the detectors."""
+    _, detectors = candidate_points(registry, scheduler)
+    seed_list, results = _play(detectors, base, seeds, first_seed, out, 1, False)
+    return _detector_rows(detectors, results, base, seed_list)[1][0]
+
+
+def _play(points, base: WorkloadConfig, seeds: int, first_seed: int, out, workers: int,
+          progress: bool) -> tuple[list[int], dict[str, Any]]:
+    """``(seeds, results by run id)`` of ``points`` on the validation seeds, run or reused from ``out``."""
     from tqdm import tqdm
 
     from evalstop_gym.experiments.runner import ResultStore, RunSpec, exclusive, pending_specs, run_sweep
-    from evalstop_gym.experiments.spec import Experiment
     from evalstop_gym.files import prepare_out
 
     check_range("validation_seeds", seeds, 1, integer=True)
     check_validation_seeds(first_seed, seeds)
     check_range("workers", workers, 1, integer=True)
-    base = base or WorkloadConfig()
-    pairs, detectors = candidate_points(registry, scheduler)
     seed_list = list(range(first_seed, first_seed + seeds))
-    specs = [RunSpec.of(p, base, s) for p in pairs for s in seed_list]
+    specs = [RunSpec.of(p, base, s) for p in points for s in seed_list]
     outdir = prepare_out(out)
     with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
         store = ResultStore(Path(outdir) / RUNS_FILE)
         todo = len(pending_specs(specs, store))
         with tqdm(total=todo, desc="selection", unit="run", file=sys.stderr, disable=not progress) as bar:
             run_sweep(specs, store, workers=workers, on_done=bar.update)
-        results = store.metrics
-    exp = Experiment("selection", "Selection", "", None, tuple(pairs), PAIR_COLUMNS, ())
-    pair_rows = rows_with_f1(exp, results, base, seed_list)
-    pair_rows.sort(key=lambda r: (r["avg_jct_h"], r["preemptions"]))   # stable: registry order breaks ties
+        return seed_list, store.metrics
+
+
+def _detector_rows(detectors, results, base: WorkloadConfig, seed_list):
+    """``(experiment, rows)`` of the detectors, best first: highest F1, then less compute waste."""
+    from evalstop_gym.experiments.spec import Experiment
+
     det_exp = Experiment("detectors", "Detectors", "", None, tuple(detectors), DETECTOR_COLUMNS, ())
     det_rows = rows_with_f1(det_exp, results, base, seed_list)
     det_rows.sort(key=lambda r: (-(r["f1"] if r["f1"] is not None else -1.0), r["compute_waste_gpu_h"]))
-    from evalstop_gym.experiments.tables import markdown_table
-
-    return Selection(base, seed_list, pair_rows, det_rows, scheduler, markdown_table(exp, pair_rows),
-                     markdown_table(det_exp, det_rows))
+    return det_exp, det_rows
 
 
 def rows_with_f1(exp, results: Mapping[str, Mapping[str, Any]], base: WorkloadConfig,

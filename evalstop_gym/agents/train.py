@@ -159,25 +159,63 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     ``overrides`` replace keys of the hyperparameter entry or of its project
     section (tests use it to shrink a run). An ``out`` that already holds a
     model is refused unless ``force``. ``progress``: a bar (True), one-line
-    summaries on stderr (False), or a bar only on a terminal (None). Returns
-    the config written.
+    summaries on stderr (False), or a bar only on a terminal (None). A recipe
+    with ``run_seeds`` > 1 trains run seeds ``seed ..`` and keeps one
+    (:mod:`evalstop_gym.agents.run_selection`). Returns the config written.
     """
-    from .seeds import VALIDATION_FIRST, train_first
-
     recipe = load_recipe(algo, env_id, hyperparams, overrides)
     timesteps = recipe.n_timesteps if timesteps is None else timesteps
     n_envs = recipe.n_envs if n_envs is None else n_envs
     check_range("timesteps", timesteps, 1, integer=True)
     check_range("n_envs", n_envs, 1, 64, integer=True)
-    check_range("seed", seed, 0, 2**31 - 1, integer=True)
-    wrappers, env_kwargs = recipe.wrappers, dict(recipe.env_settings)
-    if calibration is not None:  # the world trained in (docs/calibration.md); saved with the model
-        env_kwargs["calibration"] = calibration
+    check_range("seed", seed, 0, 2**31 - recipe.run_seeds, integer=True)
     train_wl, eval_wl = recipe.train_workload, recipe.eval_workload
-    eval_freq, n_eval = recipe.eval_freq, recipe.n_eval_episodes
+    if calibration is not None:  # the world trained and validated in (docs/calibration.md); saved with the model
+        train_wl, eval_wl = {**train_wl, "calibration": calibration}, {**eval_wl, "calibration": calibration}
+    # a saved stop-policy the env plays over, named from the working directory: saved by its absolute path,
+    # so the model loads from any folder (a path that does not exist, or not a string, is left for the
+    # wrapper's own error, which names it as written)
+    wrappers = [(name, {**kw, "stop_model": os.path.abspath(kw["stop_model"])}
+                 if isinstance(kw.get("stop_model"), str) and os.path.exists(kw["stop_model"]) else kw)
+                for name, kw in recipe.wrappers]
     outdir = _prepare_out(out, force)
     if tensorboard is not None:
         prepare_out(tensorboard, "tensorboard")
+    run = functools.partial(_train_one, recipe, wrappers, timesteps=timesteps, n_envs=n_envs, train_wl=train_wl,
+                            eval_wl=eval_wl, tensorboard=tensorboard, verbose=verbose, progress=progress, echo=echo)
+    if recipe.run_seeds == 1:
+        return run(outdir, seed)
+    from .run_selection import train_and_select
+
+    settings = functools.partial(run_settings, recipe, wrappers, timesteps=timesteps, n_envs=n_envs,
+                                 train_wl=train_wl, eval_wl=eval_wl)
+    return train_and_select(recipe, lambda run_dir, s: run(prepare_out(run_dir), s), outdir, seed, settings,
+                            eval_wl, force=force, echo=echo)
+
+
+def run_settings(recipe, wrappers: list, seed: int, *, timesteps: int, n_envs: int, train_wl: dict[str, Any],
+                 eval_wl: dict[str, Any]) -> dict[str, Any]:
+    """The entries of a run's ``config.json`` that its settings fix (a finished run is reused only if they match)."""
+    return {"env_id": recipe.env_id, "env_kwargs": dict(recipe.env_settings),
+            "env_wrapper": [[name, kwargs] for name, kwargs in wrappers], "train_workload": train_wl,
+            "eval_workload": eval_wl, "algo": recipe.algo, "policy": recipe.policy, "hyperparams": recipe.raw,
+            "timesteps": timesteps, "n_envs": n_envs, "seed": seed}
+
+
+def write_config(outdir: Path, config: dict[str, Any]) -> None:
+    (outdir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
+def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: int, n_envs: int,
+               train_wl: dict[str, Any], eval_wl: dict[str, Any], tensorboard: str | None, verbose: int,
+               progress: bool | None, echo: Callable[[str], None]) -> dict[str, Any]:
+    """One training run of ``recipe`` with run seed ``seed`` into ``outdir``; returns the config written."""
+    from .seeds import VALIDATION_FIRST, train_first
+
+    env_id, algo = recipe.env_id, recipe.algo
+    env_kwargs = dict(recipe.env_settings)
+    eval_freq, n_eval = recipe.eval_freq, recipe.n_eval_episodes
+    (outdir / CONFIG_FILE).unlink(missing_ok=True)   # a run cut off from here on is never taken as finished
 
     # fail on a bad env / wrapper / workload before starting any worker
     probe = make_env(env_id, env_kwargs, train_wl, wrappers)
@@ -234,18 +272,9 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     best_round = max(rounds, key=lambda r: r["mean_return"]) if rounds else None
     config = {
         "format": CONFIG_FORMAT,
-        "env_id": env_id,
-        "env_kwargs": env_kwargs,
-        "env_wrapper": [[name, kwargs] for name, kwargs in wrappers],
-        "train_workload": train_wl,
-        "eval_workload": eval_wl,
-        "algo": algo,
-        "policy": recipe.policy,
-        "hyperparams": recipe.raw,
+        **run_settings(recipe, wrappers, seed, timesteps=timesteps, n_envs=n_envs, train_wl=train_wl,
+                       eval_wl=eval_wl),
         "hyperparams_file": str(recipe.path),
-        "timesteps": timesteps,
-        "n_envs": n_envs,
-        "seed": seed,
         "seeds": {
             "train": f"env rank r of {n_envs} plays episode i on workload seed {train_first(seed, 0)} + r + "
                      f"{n_envs} * i",
@@ -263,7 +292,7 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
         "versions": versions(),
         "command": " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]]),
     }
-    (outdir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    write_config(outdir, config)
     echo(f"trained {algo} on {env_id} for {timesteps} steps with seed {seed} in {cpu / 60:.1f} CPU minutes "
          f"({config['wall_seconds'] / 60:.1f} min wall); wrote {outdir / MODEL_FILE} and {outdir / CONFIG_FILE}")
     return config

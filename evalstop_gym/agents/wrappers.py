@@ -34,6 +34,8 @@ from evalstop_gym.envs.features import JOB_FEATURES
 from evalstop_gym.envs.stop_env import StopControlEnv
 from evalstop_gym.view import RUNNING
 
+from .history_features import HISTORY_FEATURES, history_row
+
 
 class WorkloadSeeds(gym.Wrapper):
     """Episode ``i`` plays workload seed ``first + stride * i``; ``rewind()`` starts over.
@@ -71,23 +73,42 @@ STOP_FEATURES = ("type_lora", "type_dpo", "type_rlhf", "gpus", "est_length", "at
 
 
 class JobFeatures(gym.ObservationWrapper):
-    """Keep only the named features of the job row (EvalStop-StopControl-v0's first row)."""
+    """Keep only the named features of the job row (EvalStop-StopControl-v0's first row), and add any named
+    :data:`~evalstop_gym.agents.history_features.HISTORY_FEATURES` of the job at the checkpoint."""
 
     def __init__(self, env: gym.Env, features: Sequence[str] = STOP_FEATURES):
         super().__init__(env)
         if not isinstance(env.unwrapped, StopControlEnv):
             raise ConfigError("env_wrapper", "JobFeatures", "applies to EvalStop-StopControl-v0 only")
         names = list(JOB_FEATURES)
-        unknown = [f for f in features if f not in names]
+        unknown = [f for f in features if f not in names and f not in HISTORY_FEATURES]
         if unknown:
-            raise ConfigError("JobFeatures.features", unknown[0], f"must be job features: {', '.join(names)}")
+            raise ConfigError("JobFeatures.features", unknown[0], f"must be job features: {', '.join(names)}, or "
+                              f"history features: {', '.join(HISTORY_FEATURES)}")
         self.features = tuple(features)
-        self._index = np.array([names.index(f) for f in features])
+        self._row = [i for i, f in enumerate(features) if f in JOB_FEATURES]
+        self._index = np.array([names.index(features[i]) for i in self._row], dtype=np.intp)
+        self._history = [i for i, f in enumerate(features) if f in HISTORY_FEATURES]
+        self._history_names = [features[i] for i in self._history]
         space = env.observation_space
-        self.observation_space = gym.spaces.Box(space.low[self._index], space.high[self._index], dtype=np.float32)
+        low, high = np.empty(len(features), np.float32), np.empty(len(features), np.float32)
+        low[self._row], high[self._row] = space.low[self._index], space.high[self._index]
+        for i, name in zip(self._history, self._history_names):
+            low[i], high[i] = HISTORY_FEATURES[name][:2]
+        self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
-        return observation[self._index]
+        return self.observation_of(observation, self.env.unwrapped.decision_job if self._history else None)
+
+    def observation_of(self, observation: np.ndarray, job) -> np.ndarray:
+        """The wrapped observation of ``job`` at its checkpoint (None: after the episode), whose env observation
+        is ``observation``; a saved stop-policy answering another policy's checkpoints calls this."""
+        if not self._history:
+            return observation[self._index]
+        out = np.empty(len(self.features), np.float32)
+        out[self._row] = observation[self._index]
+        out[self._history] = history_row(job, self._history_names)
+        return out
 
 
 class HandCodedStops(gym.Wrapper):

@@ -33,11 +33,14 @@ from evalstop_gym.policy import Stopper
 from .noise import PooledNoise
 
 
+FACTOR, JITTER = 1.5, 0.01   # the noise model's defaults (module docstring)
+
+
 class DropTest(Stopper):
     rule_name = "droptest"
 
-    def __init__(self, base, window: int = 1, z: float = 2.0, min_drop: float = 0.03, factor: float = 1.5,
-                 jitter: float = 0.01):
+    def __init__(self, base, window: int = 1, z: float = 2.0, min_drop: float = 0.03, factor: float = FACTOR,
+                 jitter: float = JITTER):
         super().__init__(base)
         check_range("window", window, 1, 20, integer=True)
         check_range("z", z, 0.0, 20.0)
