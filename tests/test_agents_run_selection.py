@@ -143,14 +143,21 @@ def test_an_interrupted_recipe_resumes_without_retraining(kept, tmp_path):
         assert a["f1"] == b["f1"] and a["compute_waste_gpu_h"] == b["compute_waste_gpu_h"]
 
 
-def test_a_run_of_other_settings_is_never_reused(kept, tmp_path):
+@pytest.mark.parametrize("changed,named", [({"overrides": {"n_epochs": 2}}, "hyperparams"),
+                                           ({"calibration": "paper"}, "train_workload"),   # train's own
+                                           ({"n_envs": 2}, "n_envs")])                     # arguments too
+def test_a_run_of_other_settings_is_never_reused(kept, tmp_path, changed, named):
     out, _, _ = kept
     copy = tmp_path / "other"
     (copy / "runs" / "seed-4").mkdir(parents=True)
     for f in (out / "runs" / "seed-4").iterdir():
         (copy / "runs" / "seed-4" / f.name).write_bytes(f.read_bytes())
-    with pytest.raises(ConfigError, match=r"seed-4.*other settings.*--force"):
-        tiny_train(copy, overrides={"n_epochs": 2})
+    with pytest.raises(ConfigError, match=rf"seed-4.*other settings \(.*{named}.*--force"):
+        tiny_train(copy, **changed)
+
+
+def test_a_finished_recipe_is_not_overwritten(kept):
+    out, _, _ = kept
     with pytest.raises(ConfigError, match="already holds a model"):
         tiny_train(out)
 
@@ -162,18 +169,6 @@ def test_calibration_overrides_a_recipe_that_names_its_world(tmp_path):
     assert config["train_workload"]["calibration"] == config["eval_workload"]["calibration"] == "paper"
     env = LearnedPolicy.load(tmp_path / "m").make_env()
     assert env.unwrapped.config.calibration == "paper"
-
-
-@pytest.mark.parametrize("changed", [{"calibration": "paper"}, {"n_envs": 2}])
-def test_a_run_of_another_world_or_env_count_is_never_reused(kept, tmp_path, changed):
-    """Arguments of ``train`` that are not in the hyperparameter file are settings too."""
-    out, _, _ = kept
-    copy = tmp_path / "other"
-    (copy / "runs" / "seed-4").mkdir(parents=True)
-    for f in (out / "runs" / "seed-4").iterdir():
-        (copy / "runs" / "seed-4" / f.name).write_bytes(f.read_bytes())
-    with pytest.raises(ConfigError, match=r"seed-4.*other settings \(.*(train_workload|n_envs)"):
-        tiny_train(copy, **changed)
 
 
 def test_selection_reads_every_run_from_disk(monkeypatch, tmp_path):
