@@ -186,7 +186,6 @@ def test_reproduce_model_flag_adds_the_learned_row(capsys, tmp_path, monkeypatch
     assert learned[0]["metrics"] == pol.run(seed=0, jobs=20, scheduler="srtf-est")
 
 
-
 def test_a_scheduler_names_its_stop_policy_so_that_it_loads_from_any_folder(monkeypatch, tmp_path):
     """A recipe names the stop-policy its scheduler plays over by a path from the working directory; the saved
     config names it by its absolute path, so the model loads (and fingerprints) from anywhere."""

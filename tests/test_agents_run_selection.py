@@ -156,6 +156,21 @@ def test_a_run_of_other_settings_is_never_reused(kept, tmp_path, changed, named)
         tiny_train(copy, **changed)
 
 
+def test_choosing_again_reuses_the_runs(kept, tmp_path):
+    """A recipe cut off after copying the kept model (no config.json yet) resumes without --force, and the
+    selection's own keys (how many validation workloads choose) are not settings of a run."""
+    out, _, _ = kept
+    copy = tmp_path / "again"
+    for f in out.rglob("*"):
+        if f.is_file() and f.name != "config.json" or f.parent != out and f.is_file():
+            (copy / f.relative_to(out)).parent.mkdir(parents=True, exist_ok=True)
+            (copy / f.relative_to(out)).write_bytes(f.read_bytes())
+    assert (copy / "model.zip").exists() and not (copy / "config.json").exists()
+    config, said = tiny_train(copy, overrides={"select_seeds": 2})
+    assert said.count("reusing the finished run") == 3
+    assert len(config["run_selection"]["validation_seeds"]) == 2
+
+
 def test_a_finished_recipe_is_not_overwritten(kept):
     out, _, _ = kept
     with pytest.raises(ConfigError, match="already holds a model"):

@@ -19,7 +19,6 @@ folder or its ``model.zip``).
 
 from __future__ import annotations
 
-
 import json
 import os
 from dataclasses import dataclass, replace

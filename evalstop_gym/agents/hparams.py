@@ -15,7 +15,7 @@ reads (it looks up the env id only)::
         eval_freq: 25000               # environment steps between validation rounds
         n_eval_episodes: 2
         torch_threads: 1
-        run_seeds: 3                   # train run seeds seed..seed+2, keep the one chosen on validation
+        run_seeds: 3                   # stop-policies: train run seeds seed..seed+2, keep one (validation)
         select_seeds: 10               # validation workloads that choice plays (used with run_seeds > 1)
 
 Every key and value is checked before any training starts: an unknown key, a
@@ -104,7 +104,8 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     "torch_threads": _number(1, 256, integer=True), "run_seeds": _number(1, 64, integer=True),
     "select_seeds": _number(1, 1000, integer=True),
 }
-PROJECT_KEYS = ("eval_workload", "eval_freq", "n_eval_episodes", "torch_threads", "run_seeds", "select_seeds")
+SELECTION_KEYS = ("run_seeds", "select_seeds")   # how many runs and which one is kept (run_selection.py)
+PROJECT_KEYS = ("eval_workload", "eval_freq", "n_eval_episodes", "torch_threads", *SELECTION_KEYS)
 
 
 @dataclasses.dataclass

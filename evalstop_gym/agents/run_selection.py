@@ -123,6 +123,7 @@ def train_and_select(recipe, train_one: Callable[[Path, int], dict[str, Any]], o
     from .train import CONFIG_FILE, FINAL_FILE, MODEL_FILE, write_config
 
     seeds = list(range(first_seed, first_seed + recipe.run_seeds))
+    (outdir / CONFIG_FILE).unlink(missing_ok=True)   # a recipe cut off from here on resumes without --force
     runs = []
     for s in seeds:
         run_dir = outdir / RUNS_DIR / f"seed-{s}"

@@ -33,6 +33,7 @@ from evalstop_gym.config import ConfigError, check_range
 from evalstop_gym.files import prepare_out
 
 from .hparams import ALGOS, HYPERPARAMS_DIR, algo_class, algo_kwargs, load_recipe, policy_class  # noqa: F401
+from .hparams import PROJECT_SECTION, SELECTION_KEYS
 
 MASKABLE = ("maskable-ppo",)
 CONFIG_FILE, MODEL_FILE, FINAL_FILE = "config.json", "model.zip", "final_model.zip"
@@ -196,9 +197,11 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
 def run_settings(recipe, wrappers: list, seed: int, *, timesteps: int, n_envs: int, train_wl: dict[str, Any],
                  eval_wl: dict[str, Any]) -> dict[str, Any]:
     """The entries of a run's ``config.json`` that its settings fix (a finished run is reused only if they match)."""
+    selection_keys = {f"{PROJECT_SECTION}.{k}" for k in SELECTION_KEYS}   # how runs are kept, not how one trains
     return {"env_id": recipe.env_id, "env_kwargs": dict(recipe.env_settings),
             "env_wrapper": [[name, kwargs] for name, kwargs in wrappers], "train_workload": train_wl,
-            "eval_workload": eval_wl, "algo": recipe.algo, "policy": recipe.policy, "hyperparams": recipe.raw,
+            "eval_workload": eval_wl, "algo": recipe.algo, "policy": recipe.policy,
+            "hyperparams": {k: v for k, v in recipe.raw.items() if k not in selection_keys},
             "timesteps": timesteps, "n_envs": n_envs, "seed": seed}
 
 
@@ -309,9 +312,10 @@ def quiet_logger(verbose: int = 0):
 
 
 def _prepare_out(out: str | os.PathLike, force: bool = False) -> Path:
-    """``out`` as a writable folder; one that already holds a model only with ``force``."""
+    """``out`` as a writable folder; one that already holds a finished model (its ``config.json``, written
+    last) only with ``force``."""
     taken = [f for f in (MODEL_FILE, FINAL_FILE, CONFIG_FILE) if (Path(out) / f).exists()]
-    if taken and not force:
+    if (Path(out) / CONFIG_FILE).exists() and not force:
         raise ConfigError("out", str(out), f"already holds a model ({', '.join(taken)}); pass --force to "
                           "overwrite it, or choose another folder")
     if Path(out).exists() and not Path(out).is_dir():
