@@ -30,8 +30,10 @@ whole recipe's (every run's training and the selection). An interrupted
 recipe resumes: a run folder whose ``config.json`` records the same settings
 (hyperparameters, world, seed, steps, env workers, wrappers) is reused, not
 retrained; one of other settings is refused (``force`` retrains every run).
-A recipe whose selection has written ``OUT/model.zip`` is finished: choosing
-again (say on more validation seeds) needs ``force``, which retrains.
+The selection's own keys (``run_seeds``, ``select_seeds``) are not settings
+of a run. A recipe is finished once ``OUT/config.json`` is written; to
+choose again without retraining (say on more validation seeds, or with more
+runs), remove that file and run it again.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def choose(rows: Sequence[Mapping[str, Any]], max_waste: float) -> int:
     if not ok:
         return min(range(len(rows)), key=lambda i: (rows[i]["compute_waste_gpu_h"], rows[i]["seed"]))
     return min(ok, key=lambda i: (-(rows[i]["f1"] if rows[i]["f1"] is not None else -1.0),
-                                        rows[i]["compute_waste_gpu_h"], rows[i]["seed"]))
+                                  rows[i]["compute_waste_gpu_h"], rows[i]["seed"]))
 
 
 def validation_row(model_dir: Path, base: WorkloadConfig, seeds: Sequence[int], scheduler: str) -> dict[str, Any]:

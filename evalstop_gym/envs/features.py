@@ -238,7 +238,8 @@ def topology_row(cluster: ClusterView, views: Sequence[JobView], slots: int) -> 
 # the one the names and bounds take from TOPOLOGY_SLOT_FEATURES
 _ROW_ORDER = ("spread", "speed")
 if tuple(TOPOLOGY_SLOT_FEATURES) != _ROW_ORDER:
-    raise RuntimeError(f"topology_row writes {_ROW_ORDER}, TOPOLOGY_SLOT_FEATURES names {tuple(TOPOLOGY_SLOT_FEATURES)}")
+    raise RuntimeError(f"topology_row writes {_ROW_ORDER}, TOPOLOGY_SLOT_FEATURES names "
+                       f"{tuple(TOPOLOGY_SLOT_FEATURES)}")
 
 
 def topology_names(spec, slots: int) -> list[str]:
