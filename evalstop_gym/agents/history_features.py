@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from evalstop_gym.baselines.droptest import FACTOR, JITTER   # the noise model the drop statistics are scaled by
+from evalstop_gym.baselines.droptest import drop_below_best, eval_sigma   # DropTest's statistic and noise model
 
 Z_SCALE = 10.0
 
@@ -49,10 +49,8 @@ def _clip(x: float) -> float:
 def _drop_z(scores: Sequence[float], items: int, window: int) -> float:
     if len(scores) <= window or items <= 0:
         return 0.0
-    level = sum(scores[-window:]) / window
-    p = min(max(level, 0.0), 1.0)
-    sigma = math.sqrt(FACTOR ** 2 * p * (1.0 - p) / items + JITTER ** 2)
-    return _clip((max(scores[:-window]) - level) / (sigma * math.sqrt(1.0 + 1.0 / window)) / Z_SCALE)
+    drop, level = drop_below_best(scores, window)
+    return _clip(drop / (eval_sigma(level, items) * math.sqrt(1.0 + 1.0 / window)) / Z_SCALE)
 
 
 def history_row(job, names: Sequence[str]) -> list[float]:

@@ -36,6 +36,20 @@ from .noise import PooledNoise
 FACTOR, JITTER = 1.5, 0.01   # the noise model's defaults (module docstring)
 
 
+def drop_below_best(scores, window: int) -> tuple[float, float]:
+    """``(drop, level)`` of ``scores`` (more than ``window`` of them): ``level`` the mean of the last ``window``,
+    ``drop`` the best earlier score minus it."""
+    level = sum(scores[-window:]) / window
+    return max(scores[:-window]) - level, level
+
+
+def eval_sigma(level: float, items: int, factor: float = FACTOR, jitter: float = JITTER) -> float:
+    """The noise of a score at ``level`` measured on ``items`` items: ``sqrt(factor**2 p (1 - p) / items +
+    jitter**2)`` with ``p`` the level clipped to [0, 1]."""
+    p = min(max(level, 0.0), 1.0)
+    return math.sqrt(factor ** 2 * p * (1.0 - p) / items + jitter ** 2)
+
+
 class DropTest(Stopper):
     rule_name = "droptest"
 
@@ -64,13 +78,11 @@ class DropTest(Stopper):
         s = job.eval_scores
         if len(s) <= window:
             return False
-        level = sum(s[-window:]) / window
-        drop = max(s[:-window]) - level
+        drop, level = drop_below_best(s, window)
         if drop < min_drop:
             return False
         if job.eval_items > 0:
-            p = min(max(level, 0.0), 1.0)
-            sigma = math.sqrt(self.factor ** 2 * p * (1.0 - p) / job.eval_items + self.jitter ** 2)
+            sigma = eval_sigma(level, job.eval_items, self.factor, self.jitter)
         else:
             sigma = self.noise.sigma
             if sigma is None:
