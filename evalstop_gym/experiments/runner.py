@@ -64,12 +64,17 @@ class RunSpec:
 
     def describe(self) -> dict[str, Any]:
         """The spec as plain JSON: policy and the workload's scalar fields."""
-        cfg = {f.name: getattr(self.config, f.name) for f in fields(self.config)
-               if isinstance(getattr(self.config, f.name), (int, float, str))}
-        if self.config.cluster is not None:
-            cfg["cluster"] = self.config.cluster.describe()
         return {"scheduler": self.scheduler, "stopper": self.stopper, "params": dict(self.params),
-                "workload": cfg}
+                "workload": describe_config(self.config)}
+
+
+def describe_config(config: WorkloadConfig) -> dict[str, Any]:
+    """A workload's scalar fields (and its cluster's description) as plain JSON."""
+    cfg = {f.name: getattr(config, f.name) for f in fields(config)
+           if isinstance(getattr(config, f.name), (int, float, str))}
+    if config.cluster is not None:
+        cfg["cluster"] = config.cluster.describe()
+    return cfg
 
 
 @functools.lru_cache(maxsize=None)
