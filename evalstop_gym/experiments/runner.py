@@ -242,6 +242,47 @@ class ResultStore:
         self.metrics[run_id] = metrics
 
 
+def table_row(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's record as one flat row: ids, the policy, ``workload.<field>`` columns and every scalar
+    metric under its own name (per-job lists and nested values left out or as JSON text)."""
+    spec = rec.get("spec", {})
+    row: dict[str, Any] = {"run_id": rec["run_id"], "code": rec.get("code"), "checksum": rec.get("checksum"),
+                           "scheduler": spec.get("scheduler"), "stopper": spec.get("stopper"),
+                           "params": json.dumps(spec.get("params", {}), sort_keys=True)}
+    for k, v in spec.get("workload", {}).items():
+        row[f"workload.{k}"] = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+    row.update((k, v) for k, v in rec["metrics"].items() if k != JOBS_KEY)
+    return row
+
+
+def export_parquet(jsonl: str | os.PathLike, parquet: str | os.PathLike | None = None) -> Path:
+    """Write the checksummed records of ``jsonl`` as a Parquet table (default: beside it, ``.parquet``).
+
+    The JSONL file stays the record of truth, appended run by run; the table is a snapshot of it,
+    written to a temporary file and renamed over the old one, so a kill at any moment leaves the
+    previous table or the new one, never a part. Records that fail their checks are left out, as a
+    resume leaves them out. Needs pyarrow (the ``experiments`` extra).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = Path(jsonl)
+    dst = src.with_suffix(".parquet") if parquet is None else Path(parquet)
+    rows = []
+    with open(src, "rb") as f:
+        for line in f:
+            try:
+                rec = json.loads(line, parse_constant=_refuse_constant)
+            except ValueError:
+                continue       # a partial last line or a bad record: ResultStore reports those
+            if record_problem(rec) is None:
+                rows.append(table_row(rec))
+    tmp = dst.with_name(dst.name + ".tmp")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    os.replace(tmp, dst)
+    return dst
+
+
 def _refuse_constant(name: str):
     raise ValueError(f"{name} is not strict JSON")
 

@@ -6,6 +6,7 @@ Output folder layout (one folder per world: ``results/<calibration>/`` by defaul
     suite.json          the world the folder holds (workload, seeds, base scheduler, detectors)
                         and each written experiment's claim verdicts
     runs.jsonl          one record per finished run (appended; resume skips these)
+    runs.parquet        the same records as one table (pandas.read_parquet, DuckDB), rewritten atomically
     <E>.md <E>.csv <E>.png   per experiment: Markdown table + claims, CSV, figure
     summary.md          every claim against the paper, then every experiment written to the folder
 
@@ -28,11 +29,13 @@ from tqdm import tqdm
 
 from ..config import ConfigError, UsageError, WorkloadConfig, check_range
 from ..files import prepare_out
-from .runner import BACKENDS, ResultStore, RunSpec, describe_config, exclusive, pending_specs, run_sweep
+from .runner import (BACKENDS, ResultStore, RunSpec, describe_config, exclusive, export_parquet, pending_specs,
+                     run_sweep)
 from .spec import EXPERIMENTS, LEARNED, Experiment, build_suite
 from .tables import aggregate, claim_verdicts, claims_table, console_text, csv_table, markdown_table
 
 RUNS_FILE = "runs.jsonl"
+TABLE_FILE = "runs.parquet"   # the same records as a table for pandas / SQL (a snapshot, rewritten atomically)
 MANIFEST = "suite.json"
 OUTPUTS = (".md", ".csv", ".png")   # the files each experiment writes
 
@@ -245,6 +248,8 @@ def _run_and_write(experiments, specs, outdir: Path, manifest: dict[str, Any], b
             new += provider().run(pending_specs(learned, store), store,
                                limit=None if max_runs is None else max_runs - new, on_done=bar.update)
     result = SuiteResult(experiments, new, todo - new)
+    if new or not (outdir / TABLE_FILE).exists():
+        export_parquet(outdir / RUNS_FILE, outdir / TABLE_FILE)
     if not result.complete:
         echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
         return result
