@@ -80,3 +80,13 @@ def test_a_write_cut_off_leaves_the_previous_table_and_bad_records_are_left_out(
     assert (tmp_path / "runs.parquet").read_bytes() == snapshot    # the old table, whole
     monkeypatch.undo()
     assert len(pq.read_table(export_parquet(jsonl))) == 12          # the next export replaces it
+
+
+def test_a_table_older_than_its_records_is_brought_up_to_date_by_the_next_reproduce(folder):
+    table = folder / "runs.parquet"
+    table.write_bytes(b"stale")                                    # as if killed between a record and the table
+    import os
+    os.utime(table, ns=(0, 0))
+    reproduce(["E5"], seeds=2, out=folder, base=WorkloadConfig(jobs=20), workers=1, progress=False, plots=False,
+              echo=lambda _: None)                                 # nothing left to run
+    assert len(pq.read_table(table)) == 12

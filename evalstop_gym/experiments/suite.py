@@ -248,8 +248,9 @@ def _run_and_write(experiments, specs, outdir: Path, manifest: dict[str, Any], b
             new += provider().run(pending_specs(learned, store), store,
                                limit=None if max_runs is None else max_runs - new, on_done=bar.update)
     result = SuiteResult(experiments, new, todo - new)
-    if new or not (outdir / TABLE_FILE).exists():
-        export_parquet(outdir / RUNS_FILE, outdir / TABLE_FILE)
+    runs, table = outdir / RUNS_FILE, outdir / TABLE_FILE
+    if runs.exists() and (not table.exists() or table.stat().st_mtime_ns < runs.stat().st_mtime_ns):
+        export_parquet(runs, table)    # the table is older than the records (or missing): bring it up to date
     if not result.complete:
         echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
         return result
