@@ -2,6 +2,7 @@
 that a kill never leaves half written."""
 
 import json
+import os
 
 import pytest
 
@@ -85,7 +86,6 @@ def test_a_write_cut_off_leaves_the_previous_table_and_bad_records_are_left_out(
 def test_a_table_older_than_its_records_is_brought_up_to_date_by_the_next_reproduce(folder):
     table = folder / "runs.parquet"
     table.write_bytes(b"stale")                                    # as if killed between a record and the table
-    import os
     os.utime(table, ns=(0, 0))
     reproduce(["E5"], seeds=2, out=folder, base=WorkloadConfig(jobs=20), workers=1, progress=False, plots=False,
               echo=lambda _: None)                                 # nothing left to run
