@@ -88,5 +88,11 @@ def test_a_broken_manifest_is_refused_naming_the_file(capsys, in_tmp):
     (in_tmp / "res" / "suite.json").write_text("{not json")
     err = reproduce(capsys, "--experiments", "E5", "--out", "res", code=2).err
     assert "suite.json is not readable JSON" in err and err.count("\n") == 1
+    # experiment names are the suite's own: --force never removes files a manifest names elsewhere
+    (in_tmp / "keep.md").write_text("mine")
+    (in_tmp / "res" / "suite.json").write_text('{"world": {}, "experiments": {"../keep": []}}')
+    assert "is not a results manifest" in reproduce(capsys, "--experiments", "E5", "--out", "res", code=2).err
+    reproduce(capsys, "--experiments", "E5", "--out", "res", "--force")
+    assert (in_tmp / "keep.md").read_text() == "mine"
     reproduce(capsys, "--experiments", "E5", "--out", "res", "--force")
     assert json.loads((in_tmp / "res" / "suite.json").read_text())["experiments"].keys() == {"E5"}

@@ -63,7 +63,7 @@ def world_of(base: WorkloadConfig, seed_list: Sequence[int], base_scheduler: str
 
 
 def _difference(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> str | None:
-    """The first field where two worlds differ, as ``name=old vs new`` (``None``: the same world)."""
+    """The first field where two worlds differ, as ``name=<old> there, <new> here`` (``None``: the same world)."""
     for key in sorted(set(old) | set(new), key=str):
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
@@ -85,7 +85,7 @@ def _read_manifest(outdir: Path) -> dict[str, Any] | None:
         raise UsageError(f"{path} is not readable JSON ({e}): move it away, or pass --force to replace "
                          "the folder's tables") from None
     if not (isinstance(data, dict) and isinstance(data.get("world"), dict)
-            and isinstance(data.get("experiments"), dict)):
+            and isinstance(data.get("experiments"), dict) and set(data["experiments"]) <= set(EXPERIMENTS)):
         raise UsageError(f"{path} is not a results manifest: move it away, or pass --force to replace "
                          "the folder's tables")
     return data
@@ -127,9 +127,7 @@ def claim_folder(outdir: Path, world: dict[str, Any], force: bool,
 def summary_text(outdir: Path, manifest: Mapping[str, Any]) -> str:
     """``summary.md`` from the folder's experiments (in the suite's order): every claim, then each
     experiment's Markdown file as written."""
-    names = sorted(manifest["experiments"], key=lambda n: (list(EXPERIMENTS).index(n) if n in EXPERIMENTS
-                                                          else len(EXPERIMENTS), n))
-    names = [n for n in names if (outdir / f"{n}.md").is_file()]
+    names = [n for n in EXPERIMENTS if n in manifest["experiments"] and (outdir / f"{n}.md").is_file()]
     verdicts = [v for n in names for v in manifest["experiments"][n]]
     parts = ["# evalstop-gym reproduce: summary", ""]
     if verdicts:
