@@ -1,7 +1,7 @@
 """A sweep on 1 and 2 workers: wall and CPU time, and how much CPU other processes took meanwhile.
 
-Runs ``python3 -m evalstop_gym.cli reproduce --scale large --seeds 1 --workers W``
-(every experiment, 158 runs) for each worker count in turn, ``--repeats``
+Runs ``python3 -m evalstop_gym.cli reproduce --scale default --seeds 1 --workers W``
+(every experiment; ``--scale large`` gives the 158 runs of docs/scale.md) for each worker count in turn, ``--repeats``
 times, alternating, each into a fresh folder. For each it prints the wall
 time, the CPU time of the command and its workers (``RUSAGE_CHILDREN``), the
 load average before and after, and the CPU seconds other processes used
@@ -14,7 +14,7 @@ that run takes, whatever the workers.
 ``--against DIR`` also runs the checkout in DIR (e.g. the code before a
 change), alternately with this one, labelled ``other``.
 
-    python benchmarks/bench_sweep.py [--workers 1,2] [--repeats 3] [--scale large] [--seeds 1]
+    python benchmarks/bench_sweep.py [--workers 1,2] [--repeats 1] [--scale default] [--seeds 1]
                                      [--against DIR]
 """
 
@@ -82,8 +82,10 @@ def longest_run(scale: str) -> tuple[str, float, float]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workers", default="1,2", help="worker counts, comma-separated (default %(default)s)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--scale", default="large")
+    # the defaults finish in about two minutes on 2 shared cores; the figures of docs/scale.md came from
+    # --scale large --repeats 3 (about an hour)
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--scale", default="default")
     p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--against", default=None, metavar="DIR", help="another checkout to run alternately")
     a = p.parse_args(argv)

@@ -40,6 +40,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="evalstop-gym",
         description="Simulate a multi-tenant LLM fine-tuning GPU cluster with EvalStop.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"evalstop-gym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for mod in command_modules(command):
         mod.add_parser(sub)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 # top-level module -> the extra of pyproject.toml that installs it
 EXTRA_OF = {
-    "matplotlib": "experiments", "scipy": "experiments", "tqdm": "experiments",
+    "matplotlib": "experiments", "scipy": "experiments", "tqdm": "experiments", "pyarrow": "experiments",
     "stable_baselines3": "rl", "sb3_contrib": "rl", "torch": "rl", "yaml": "rl", "tensorboard": "rl",
     "pettingzoo": "multiagent", "supersuit": "multiagent",
     "ray": "ray", "tree": "ray",

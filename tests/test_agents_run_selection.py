@@ -2,6 +2,7 @@
 (:mod:`evalstop_gym.agents.run_selection`); ``--calibration`` overrides a recipe that names its world."""
 
 import json
+import shutil
 
 import pytest
 
@@ -149,9 +150,7 @@ def test_an_interrupted_recipe_resumes_without_retraining(kept, tmp_path):
 def test_a_run_of_other_settings_is_never_reused(kept, tmp_path, changed, named):
     out, _, _ = kept
     copy = tmp_path / "other"
-    (copy / "runs" / "seed-4").mkdir(parents=True)
-    for f in (out / "runs" / "seed-4").iterdir():
-        (copy / "runs" / "seed-4" / f.name).write_bytes(f.read_bytes())
+    shutil.copytree(out / "runs" / "seed-4", copy / "runs" / "seed-4")
     with pytest.raises(ConfigError, match=rf"seed-4.*other settings \(.*{named}.*--force"):
         tiny_train(copy, **changed)
 

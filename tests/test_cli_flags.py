@@ -394,5 +394,6 @@ def test_reproduce_out_and_progress(capsys, in_tmp):
 
 def test_every_reproduce_flag_has_a_case():
     covered = {*REPRODUCE_CASES, *WORKLOAD_FLAGS, "--backend", "--workers", "--ray-address", "--out", "--no-progress",
+               "--force",   # tests/test_results_worlds.py
                "--model", *CLUSTER_FLAGS}
     assert flags_of("reproduce") <= covered, flags_of("reproduce") - covered

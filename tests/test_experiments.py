@@ -145,7 +145,7 @@ def test_cells_show_mean_std_gain_ci_and_both_p_values():
     assert fmt_cell(ROWS[1], "precision") == "0.971 ± 0.010"
     assert fmt_cell(ROWS[1], "jct_gain") == "8.6% [7.1, 10.2]"
     assert fmt_cell(ROWS[1], "jct_gain_p") == "<0.001 / 0.012"
-    assert fmt_cell(ROWS[0], "precision") == "n/a" and fmt_cell(ROWS[0], "jct_gain") == ""
+    assert fmt_cell(ROWS[0], "precision") == "n/a" and fmt_cell(ROWS[0], "jct_gain") == "baseline"
     md = markdown_table(toy_experiment(), ROWS)
     assert md.splitlines()[0].split("|")[1:4] == [" noise   ", " arm      ", " precision     "]
     header, *lines = csv_table(toy_experiment(), ROWS).splitlines()
@@ -199,7 +199,35 @@ def test_console_tables_fit_120_columns_and_point_to_the_full_table():
             "utilization", "compute_waste_gpu_h", "delivered_quality", "jct_gain", "jct_gain_p")
     exp = Experiment("EX", "A wide table", "?", None, (Point.of(Arm("a very long arm label " * 4, "none"), "fifo"),),
                      cols, ())
-    row = {"arm": "a very long arm label " * 4, "x": None, **{c: 0.123456 for c in cols}, "jct_gain_pct": 12.5}
-    text = console_text(exp, [row], [], full="OUT/EX.md")
-    assert max(map(len, text.splitlines())) <= 120
-    assert "more columns" in text and "OUT/EX.md" in text and "![" not in text
+    label = "a very long arm label number " + " ".join(str(i) for i in range(20))
+    row = {"arm": label, "x": None, "stopper": "evalstop", "scheduler": "fifo", **{c: 0.123456 for c in cols},
+           "jct_gain_pct": 12.5}
+    none = {**row, "arm": "none", "stopper": "none", "jct_gain_pct": None}
+    claim = {"claim": "a claim of many words " * 5 + "END", "ours": "JCT gain % 12.5", "holds": "yes"}
+    text = console_text(exp, [row, none], [claim], full="OUT/EX.md")
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 120
+    assert "OUT/EX.md" in text and "![" not in text and "…" not in text and "..." not in text
+    # every column is there (the ones that do not fit in a table under the first), nothing is cut:
+    # the long label and the claim wrap, each word once per table
+    flat = " ".join(text.split())
+    for header in ("precision", "p99 JCT (h)", "utilization", "JCT gain %"):
+        assert header in flat, header
+    assert flat.count("number") == text.count("arm  ") >= 2 and "19" in text and "END" in text
+    assert "baseline" in text                         # the no-stopper row's gain says why it is blank
+
+
+def test_blank_gain_cells_say_why():
+    from evalstop_gym.experiments.spec import Arm, Experiment, Point
+    from evalstop_gym.experiments.tables import fmt_cell
+
+    cols = ("avg_jct_h", "jct_gain", "jct_gain_p")
+    exp = Experiment("EX", "t", "?", None, (Point.of(Arm("evalstop", "evalstop"), "sjf-est"),), cols, ())
+    assert exp.baseline_of(exp.points[0]) is None           # nothing to compare with, as in `evaluate`
+    alone = {"arm": "evalstop", "stopper": "evalstop", "scheduler": "sjf-est", "seeds": 3, "avg_jct_h": 1.0}
+    assert fmt_cell(alone, "jct_gain") == "n/a: no sjf-est row without a stopper to compare with"
+    assert fmt_cell({**alone, "stopper": "none"}, "jct_gain") == "baseline"
+    assert fmt_cell({**alone, "stopper": "none"}, "jct_gain_p") == "baseline"
+    one_seed = {**alone, "seeds": 1, "jct_gain_pct": 10.0, "jct_gain_ci_lo": None, "jct_gain_p_t": None,
+                "jct_gain_p_wilcoxon": None}
+    assert fmt_cell(one_seed, "jct_gain") == "10.0%" and fmt_cell(one_seed, "jct_gain_p") == "n/a: one seed"

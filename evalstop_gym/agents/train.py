@@ -62,8 +62,10 @@ def _policy_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def make_env(env_id: str, env_kwargs: dict[str, Any], workload: dict[str, Any],
-             wrappers: list, first_seed: int | None = None, stride: int = 1, monitor: bool = False):
-    """The env stack of a model: ``gym.make`` + named wrappers (+ seeds and a Monitor for training)."""
+             wrappers: list, first_seed: int | None = None, stride: int = 1, monitor: bool = False,
+             monitor_file: str | None = None):
+    """The env stack of a model: ``gym.make`` + named wrappers (+ seeds and a Monitor for training,
+    writing its episodes to ``monitor_file``, SB3's ``<name>.monitor.csv``, if given)."""
     import gymnasium as gym
 
     import evalstop_gym  # noqa: F401  (registers the env ids in a fresh worker)
@@ -76,7 +78,7 @@ def make_env(env_id: str, env_kwargs: dict[str, Any], workload: dict[str, Any],
     if monitor:
         from stable_baselines3.common.monitor import Monitor
 
-        env = Monitor(env)
+        env = Monitor(env, filename=monitor_file)
     return env
 
 
@@ -157,6 +159,12 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
           echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Train, save ``<out>/model.zip`` (best validation round), ``final_model.zip`` and ``config.json``.
 
+    Logs go to the model folder as SB3's tools expect them: ``<rank>.monitor.csv`` per training env
+    (``stable_baselines3.common.monitor.load_results(out)`` reads them), ``evaluations.npz`` of the
+    validation rounds (EvalCallback's ``timesteps``, ``results``, ``ep_lengths``) and TensorBoard
+    event files under ``<out>/tensorboard/`` (or ``tensorboard``, when given; none when the
+    tensorboard package is not installed and no folder was asked for).
+
     ``overrides`` replace keys of the hyperparameter entry or of its project
     section (tests use it to shrink a run). An ``out`` that already holds a
     model is refused unless ``force``. ``progress``: a bar (True), one-line
@@ -219,6 +227,10 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
     env_kwargs = dict(recipe.env_settings)
     eval_freq, n_eval = recipe.eval_freq, recipe.n_eval_episodes
     (outdir / CONFIG_FILE).unlink(missing_ok=True)   # a run cut off from here on is never taken as finished
+    for stale in outdir.glob("*.monitor.csv"):        # an earlier run's (--force), maybe with more envs
+        stale.unlink()
+    if tensorboard is None and _has_tensorboard():
+        tensorboard = str(outdir / TENSORBOARD_DIR)
 
     # fail on a bad env / wrapper / workload before starting any worker
     probe = make_env(env_id, env_kwargs, train_wl, wrappers)
@@ -230,8 +242,8 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
 
     cls = algo_class(algo)
     torch.set_num_threads(recipe.torch_threads)
-    fns = [functools.partial(make_env, env_id, env_kwargs, train_wl, wrappers, train_first(seed, r), n_envs, True)
-           for r in range(n_envs)]
+    fns = [functools.partial(make_env, env_id, env_kwargs, train_wl, wrappers, train_first(seed, r), n_envs, True,
+                             str(outdir / str(r))) for r in range(n_envs)]
     venv = SubprocVecEnv(fns) if n_envs > 1 else DummyVecEnv(fns)
     eval_env = DummyVecEnv([functools.partial(make_env, env_id, env_kwargs, eval_wl, wrappers, VALIDATION_FIRST,
                                               1, True)])
@@ -250,7 +262,7 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
                 model.set_logger(quiet_logger(verbose))
             callback = _validation_callback(algo in MASKABLE, eval_env=eval_env, n_eval_episodes=n_eval,
                                             eval_freq=max(eval_freq // n_envs, 1), best_model_save_path=tmp,
-                                            log_path=tmp, deterministic=True, verbose=verbose)
+                                            log_path=str(outdir), deterministic=True, verbose=verbose)
             with warnings.catch_warnings():   # validation runs in-process on purpose (DummyVecEnv)
                 warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
                 model.learn(timesteps, callback=[callback, progress_callback(timesteps, progress)],
@@ -301,6 +313,15 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
     return config
 
 
+TENSORBOARD_DIR = "tensorboard"   # inside the model folder, unless --tensorboard names another
+
+
+def _has_tensorboard() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorboard") is not None
+
+
 def quiet_logger(verbose: int = 0):
     """An SB3 logger writing no files (stdout with ``verbose`` >= 1). Without one, and without a
     TensorBoard folder, ``learn()`` makes an empty ``<tmp>/SB3-<date>`` folder on every call
@@ -327,7 +348,8 @@ def _prepare_out(out: str | os.PathLike, force: bool = False) -> Path:
 HELP = "train a learned stop-policy (ppo, a2c, dqn) or scheduler (maskable-ppo)"
 DESCRIPTION = ("Train PPO, A2C or DQN on EvalStop-StopControl-v0, or MaskablePPO on EvalStop-Cluster-v0, with "
                "hyperparameters from evalstop_gym/agents/hyperparams/<algo>.yml; validate on held-out seeds and write "
-               "OUT/model.zip and OUT/config.json. Needs the rl extra (pip install 'evalstop-gym[rl]').")
+               "OUT/model.zip and OUT/config.json, with SB3's logs: OUT/<rank>.monitor.csv, OUT/evaluations.npz "
+               "and TensorBoard events in OUT/tensorboard/. Needs the rl extra (pip install 'evalstop-gym[rl]').")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -343,7 +365,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="folder for model.zip and config.json")
     p.add_argument("--n-envs", type=int, default=None, metavar="N",
                    help="SubprocVecEnv workers (default: n_envs of the hyperparameter file, 2)")
-    p.add_argument("--tensorboard", default=None, metavar="DIR", help="write TensorBoard logs there")
+    p.add_argument("--tensorboard", default=None, metavar="DIR",
+                   help="write TensorBoard logs there (default OUT/tensorboard/)")
     p.add_argument("--hyperparams", default=None, metavar="FILE",
                    help="a YAML file to read instead of evalstop_gym/agents/hyperparams/<algo>.yml")
     p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2), help="SB3 verbosity (default 0)")

@@ -18,12 +18,17 @@ def add_parser(sub) -> None:
         "reproduce", help="run the experiment suite E1-E9 and write tables and plots",
         description="Run the paper's experiments over N seeds (seeds SEED..SEED+N-1) on the workload "
                     "below (each experiment overrides the variable it sweeps); print each table and write "
-                    "OUT/<E>.md, .csv, .png and OUT/summary.md. Finished runs in OUT/runs.jsonl are reused, "
-                    f"so an interrupted run resumes. Experiments: {listing}.")
+                    "OUT/<E>.md, .csv, .png and OUT/summary.md (which keeps the experiments of earlier runs "
+                    "into OUT). Finished runs in OUT/runs.jsonl are reused, so an interrupted run resumes. "
+                    "OUT holds one world: a folder holding another workload, calibration or seed range is "
+                    f"refused unless --force. Experiments: {listing}.")
     p.add_argument("--experiments", default="all", metavar="LIST",
                    help="comma-separated experiment names, or 'all' (default %(default)s)")
     p.add_argument("--seeds", type=int, default=10, help="seeds per point (default %(default)s)")
-    p.add_argument("--out", default="results", metavar="DIR", help="output folder (default %(default)s/)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder (default results/CALIBRATION/, or results/CALIBRATION-SCALE/ with --scale)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the tables of another world in --out instead of refusing")
     p.add_argument("--backend", default="local", metavar="NAME",
                    help="local (process pool) or ray (a local Ray) (default %(default)s)")
     p.add_argument("--workers", type=int, default=None, help="parallel workers (default: CPU count)")
@@ -51,23 +56,26 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..config import ConfigError, UsageError, WorkloadConfig
     from ..experiments import parse_names, reproduce
-    from ..experiments.suite import SCALES
+    from ..experiments.suite import SCALES, default_out
 
     if args.scale not in SCALES:
         raise ConfigError("scale", args.scale, f"must be one of {', '.join(SCALES)}")
     wl = {**workload_kwargs(args), **SCALES[args.scale]}
     first_seed = wl.pop("seed")
     detectors = args.detectors and [d.strip() for d in args.detectors.split(",") if d.strip()]
+    base = WorkloadConfig(**wl)
+    out = default_out(base, args.scale) if args.out is None else args.out
     try:
-        reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=args.out,
-                  base=WorkloadConfig(**wl), backend=args.backend, workers=args.workers,
+        reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=out,
+                  base=base, backend=args.backend, workers=args.workers,
                   base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
-                  progress=not args.no_progress, model=args.model, ray_address=args.ray_address)
+                  progress=not args.no_progress, model=args.model, ray_address=args.ray_address,
+                  force=args.force)
     except OSError as e:   # writing tables or plots (a full disk): finished runs are on disk already
-        raise UsageError(f"cannot write to {e.filename or args.out} ({e.strerror or e}); finished runs are kept "
-                         f"in {args.out}/runs.jsonl: fix that and run the same command again") from None
+        raise UsageError(f"cannot write to {e.filename or out} ({e.strerror or e}); finished runs are kept "
+                         f"in {out}/runs.jsonl: fix that and run the same command again") from None
     except KeyboardInterrupt:
-        print(f"\ninterrupted: finished runs are kept in {args.out}/runs.jsonl; run the same command again "
+        print(f"\ninterrupted: finished runs are kept in {out}/runs.jsonl; run the same command again "
               "to resume", file=sys.stderr)
         return 130
     return 0

@@ -30,7 +30,7 @@ from ..simulator import DONE, EVAL, SCHEDULE, Simulator
 from ..view import COMPLETED, ClusterView, JobView
 from ..workload import Workload, generate
 from .features import topology_bounds, topology_shape
-from .render import AllocationRecorder, Window, ansi_text, frame_rgb
+from .render import AllocationRecorder, Window, ansi_text, frame_rgb, render_modes
 from .supervision import HIDDEN_TERMS, hidden_terms
 
 CONTINUE = COMMIT = 0   # at an eval checkpoint: let the job run on; at a scheduling point: done deciding
@@ -290,8 +290,9 @@ class SimEnv(gym.Env):
     plays a ready ``Workload`` with ``options={"workload": w}``.
     """
 
+    # render_modes: what this install can run (no "human" without pygame, so checkers pass on a core install);
     # 30 frames per second: a default episode recorded with render.RecordVideo plays in about a minute
-    metadata = {"render_modes": ["human", "ansi", "rgb_array"], "render_fps": 30}
+    metadata = {"render_modes": render_modes(), "render_fps": 30}
 
     def __init__(self, *, config: WorkloadConfig | None = None, max_steps: int | str | None = "auto",
                  invalid_action: str = "penalize", reward_weights: dict[str, float] | None = None,
@@ -321,6 +322,9 @@ class SimEnv(gym.Env):
         invalid_action = plain(invalid_action)
         if invalid_action not in INVALID_ACTION_MODES:
             raise ConfigError("invalid_action", invalid_action, f"must be one of {', '.join(INVALID_ACTION_MODES)}")
+        self.metadata = {**self.metadata, "render_modes": render_modes()}   # as installed now
+        if render_mode == "human" and "human" not in self.metadata["render_modes"]:
+            Window.check_available()
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError("render_mode", render_mode, f"must be None or one of "
                               f"{', '.join(self.metadata['render_modes'])}")

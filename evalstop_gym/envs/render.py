@@ -13,6 +13,7 @@ That placement exists only in the picture. The chart itself is numpy
 from __future__ import annotations
 
 import colorsys
+import importlib.util
 import os
 import warnings
 
@@ -97,8 +98,16 @@ def gantt_rgb(rec: AllocationRecorder, now_h: float, width: int = WIDTH, height:
     return np.ascontiguousarray(img, dtype=np.uint8)
 
 
+def render_modes() -> list[str]:
+    """The render modes this install can run: ``human`` only where pygame (the ``render`` extra) is
+    installed. Looked up without importing pygame, so asking prints nothing."""
+    return ["ansi", "rgb_array"] + (["human"] if importlib.util.find_spec("pygame") is not None else [])
+
+
 def _pygame():
-    """pygame, imported on first use (the ``render`` extra); ``None`` if it is not installed."""
+    """pygame, imported on first use (the ``render`` extra); ``None`` if it is not installed.
+
+    Its greeting on import is hidden, so importing it prints nothing."""
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     try:
         import pygame
@@ -134,14 +143,14 @@ def _tick_label(v: float) -> str:
 def frame_rgb(rec: AllocationRecorder, cluster: ClusterView, decision: str, decision_job: JobView | None,
               n_jobs: int) -> np.ndarray:
     """``(FRAME_HEIGHT, FRAME_WIDTH, 3)`` uint8: the Gantt chart with a time axis (hours), a GPU
-    axis, the clock and cluster state in a title line, and a legend. Without pygame: the bare
-    chart (one warning says which extra adds the rest)."""
+    axis, the clock and cluster state in a title line, and a legend. Without pygame: a frame of the
+    same size with the chart and its two axis lines, no text (one warning says which extra adds it)."""
     chart = gantt_rgb(rec, cluster.now_h)
     pg = _pygame()
     if pg is None:
-        warnings.warn("rgb_array frames without pygame carry no axes, legend or clock: "
+        warnings.warn("rgb_array frames without pygame carry no tick labels, legend or clock: "
                       "pip install 'evalstop-gym[render]'", stacklevel=3)
-        return chart
+        return bare_frame(chart)
     surf = pg.Surface((FRAME_WIDTH, FRAME_HEIGHT))
     surf.fill(tuple(int(c) for c in BACKGROUND))
     surf.blit(pg.image.frombuffer(chart.tobytes(), (WIDTH, HEIGHT), "RGB"), (CHART_LEFT, CHART_TOP))
@@ -180,17 +189,35 @@ def frame_rgb(rec: AllocationRecorder, cluster: ClusterView, decision: str, deci
     return np.frombuffer(pg.image.tobytes(surf, "RGB"), np.uint8).reshape(FRAME_HEIGHT, FRAME_WIDTH, 3).copy()
 
 
+def bare_frame(chart: np.ndarray) -> np.ndarray:
+    """``(FRAME_HEIGHT, FRAME_WIDTH, 3)``: ``chart`` where :func:`frame_rgb` puts it, with its time and
+    GPU axis lines, on the background (the frame without pygame: same size, no text)."""
+    img = np.empty((FRAME_HEIGHT, FRAME_WIDTH, 3), np.uint8)
+    img[:] = BACKGROUND
+    x0, y1 = CHART_LEFT, CHART_TOP
+    img[y1:y1 + HEIGHT, x0:x0 + WIDTH] = chart
+    img[y1:y1 + HEIGHT + 1, x0 - 1] = AXIS                  # GPU axis
+    img[y1 + HEIGHT, x0 - 1:x0 + WIDTH + 1] = AXIS          # time axis
+    return img
+
+
 class Window:
     """The ``human`` render mode: frames shown in a pygame window at ``fps``."""
 
-    def __init__(self, fps: int):
+    @staticmethod
+    def check_available():
+        """pygame, or :class:`~evalstop_gym.extras.MissingExtra` naming the ``render`` extra."""
         from ..extras import missing_extra
 
-        try:
-            import pygame
-        except ModuleNotFoundError as e:
-            raise missing_extra(e, "render_mode='human'") from None
-        self.pg, self.fps = _pygame(), fps
+        pygame = _pygame()   # hides pygame's greeting before the first import
+        if pygame is None:
+            raise missing_extra(ModuleNotFoundError("No module named 'pygame'", name="pygame"),
+                                "render_mode='human'")
+        return pygame
+
+    def __init__(self, fps: int):
+        pygame = self.check_available()
+        self.pg, self.fps = pygame, fps
         try:
             pygame.display.init()
             self.screen = pygame.display.set_mode((FRAME_WIDTH, FRAME_HEIGHT))

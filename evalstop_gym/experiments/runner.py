@@ -64,12 +64,17 @@ class RunSpec:
 
     def describe(self) -> dict[str, Any]:
         """The spec as plain JSON: policy and the workload's scalar fields."""
-        cfg = {f.name: getattr(self.config, f.name) for f in fields(self.config)
-               if isinstance(getattr(self.config, f.name), (int, float, str))}
-        if self.config.cluster is not None:
-            cfg["cluster"] = self.config.cluster.describe()
         return {"scheduler": self.scheduler, "stopper": self.stopper, "params": dict(self.params),
-                "workload": cfg}
+                "workload": describe_config(self.config)}
+
+
+def describe_config(config: WorkloadConfig) -> dict[str, Any]:
+    """A workload's scalar fields (and its cluster's description) as plain JSON."""
+    cfg = {f.name: getattr(config, f.name) for f in fields(config)
+           if isinstance(getattr(config, f.name), (int, float, str))}
+    if config.cluster is not None:
+        cfg["cluster"] = config.cluster.describe()
+    return cfg
 
 
 @functools.lru_cache(maxsize=None)
@@ -235,6 +240,47 @@ class ResultStore:
             raise UsageError(f"cannot append to {self.path} ({e.strerror or e}); the {len(self)} runs "
                              "recorded so far are kept: fix that and run the same command again to resume") from None
         self.metrics[run_id] = metrics
+
+
+def table_row(rec: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's record as one flat row: ids, the policy, ``workload.<field>`` columns and every scalar
+    metric under its own name (per-job lists and nested values left out or as JSON text)."""
+    spec = rec.get("spec", {})
+    row: dict[str, Any] = {"run_id": rec["run_id"], "code": rec.get("code"), "checksum": rec.get("checksum"),
+                           "scheduler": spec.get("scheduler"), "stopper": spec.get("stopper"),
+                           "params": json.dumps(spec.get("params", {}), sort_keys=True)}
+    for k, v in spec.get("workload", {}).items():
+        row[f"workload.{k}"] = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+    row.update((k, v) for k, v in rec["metrics"].items() if k != JOBS_KEY)
+    return row
+
+
+def export_parquet(jsonl: str | os.PathLike, parquet: str | os.PathLike | None = None) -> Path:
+    """Write the checksummed records of ``jsonl`` as a Parquet table (default: beside it, ``.parquet``).
+
+    The JSONL file stays the record of truth, appended run by run; the table is a snapshot of it,
+    written to a temporary file and renamed over the old one, so a kill at any moment leaves the
+    previous table or the new one, never a part. Records that fail their checks are left out, as a
+    resume leaves them out. Needs pyarrow (the ``experiments`` extra).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = Path(jsonl)
+    dst = src.with_suffix(".parquet") if parquet is None else Path(parquet)
+    rows = []
+    with open(src, "rb") as f:
+        for line in f:
+            try:
+                rec = json.loads(line, parse_constant=_refuse_constant)
+            except ValueError:
+                continue       # a partial last line or a bad record: ResultStore reports those
+            if record_problem(rec) is None:
+                rows.append(table_row(rec))
+    tmp = dst.with_name(dst.name + ".tmp")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    os.replace(tmp, dst)
+    return dst
 
 
 def _refuse_constant(name: str):

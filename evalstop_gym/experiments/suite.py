@@ -1,30 +1,43 @@
 """``reproduce``: build the experiments, run the missing runs, write tables, plots and a summary.
 
-Output folder layout::
+Output folder layout (one folder per world: ``results/<calibration>/`` by default,
+``results/<calibration>-<scale>/`` for a named scale)::
 
+    suite.json          the world the folder holds (workload, seeds, base scheduler, detectors)
+                        and each written experiment's claim verdicts
     runs.jsonl          one record per finished run (appended; resume skips these)
+    runs.parquet        the same records as one table (pandas.read_parquet, DuckDB), rewritten atomically
     <E>.md <E>.csv <E>.png   per experiment: Markdown table + claims, CSV, figure
-    summary.md          the setup, every claim against the paper, every table
+    summary.md          every claim against the paper, then every experiment written to the folder
+
+A run of some experiments (``--experiments E9``) rewrites those experiments' files and their part
+of ``summary.md`` and keeps the others. A folder that holds another world is refused in one line
+unless ``force`` is set, which replaces it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from tqdm import tqdm
 
-from ..config import ConfigError, WorkloadConfig, check_range
+from ..config import ConfigError, UsageError, WorkloadConfig, check_range
 from ..files import prepare_out
-from .runner import BACKENDS, ResultStore, RunSpec, exclusive, pending_specs, run_sweep
-from .spec import LEARNED, Experiment, build_suite
+from .runner import (BACKENDS, ResultStore, RunSpec, describe_config, exclusive, export_parquet, pending_specs,
+                     run_sweep)
+from .spec import EXPERIMENTS, LEARNED, Experiment, build_suite
 from .tables import aggregate, claim_verdicts, claims_table, console_text, csv_table, markdown_table
 
 RUNS_FILE = "runs.jsonl"
+TABLE_FILE = "runs.parquet"   # the same records as a table for pandas / SQL (a snapshot, rewritten atomically)
+MANIFEST = "suite.json"
+OUTPUTS = (".md", ".csv", ".png")   # the files each experiment writes
 
 # Sizes of the base workload every experiment starts from (its sweeps override the rest).
 # "large": 1,024-GPU clusters with 5,000 jobs; with the default 10 seeds, 1,580 distinct runs
@@ -33,6 +46,94 @@ SCALES: dict[str, dict[str, int]] = {
     "default": {},
     "large": {"jobs": 5000, "gpus": 1024},
 }
+
+
+def default_out(base: WorkloadConfig, scale: str = "default") -> Path:
+    """Where a world's results go unless told: ``results/<calibration>`` (``-<scale>`` for a named scale)."""
+    return Path("results") / (base.calibration if scale == "default" else f"{base.calibration}-{scale}")
+
+
+def world_of(base: WorkloadConfig, seed_list: Sequence[int], base_scheduler: str | None,
+             detectors: Sequence[str] | None) -> dict[str, Any]:
+    """What the tables of a folder depend on besides the code: two runs with different worlds must
+    not share a folder's tables."""
+    workload = {k: v for k, v in describe_config(base).items() if k != "seed"}
+    return {"workload": workload, "seeds": [seed_list[0], len(seed_list)],
+            "base_scheduler": base_scheduler, "detectors": None if detectors is None else list(detectors)}
+
+
+def _difference(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> str | None:
+    """The first field where two worlds differ, as ``name=<old> there, <new> here`` (``None``: the same world)."""
+    for key in sorted(set(old) | set(new), key=str):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            found = _difference(a, b, f"{prefix}{key}.")
+            if found:
+                return found
+        elif a != b:
+            return f"{prefix}{key}={a!r} there, {b!r} here"
+    return None
+
+
+def _read_manifest(outdir: Path) -> dict[str, Any] | None:
+    path = outdir / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path} is not readable JSON ({e}): move it away, or pass --force to replace "
+                         "the folder's tables") from None
+    if not (isinstance(data, dict) and isinstance(data.get("world"), dict)
+            and isinstance(data.get("experiments"), dict) and set(data["experiments"]) <= set(EXPERIMENTS)):
+        raise UsageError(f"{path} is not a results manifest: move it away, or pass --force to replace "
+                         "the folder's tables")
+    return data
+
+
+def _write_manifest(outdir: Path, manifest: Mapping[str, Any]) -> None:
+    tmp = outdir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, outdir / MANIFEST)   # atomic: a kill leaves the old manifest or the new one
+
+
+def claim_folder(outdir: Path, world: dict[str, Any], force: bool,
+                 echo: Callable[[str], None]) -> dict[str, Any]:
+    """The folder's manifest for ``world``: the one there if it holds the same world; refused
+    (:class:`UsageError`, one line) if it holds another, unless ``force``, which removes the
+    other world's experiment files and starts a fresh manifest."""
+    manifest = None
+    try:
+        manifest = _read_manifest(outdir)
+    except UsageError:
+        if not force:
+            raise
+    if manifest is not None:
+        diff = _difference(manifest["world"], world)
+        if diff is None:
+            return manifest
+        if not force:
+            raise UsageError(f"{outdir} holds the results of another world ({diff}): pass --out DIR for "
+                             "a folder of its own, or --force to replace them")
+        for name in manifest["experiments"]:
+            for ext in OUTPUTS:
+                (outdir / f"{name}{ext}").unlink(missing_ok=True)
+        echo(f"--force: replacing the results of another world in {outdir} ({diff})")
+    manifest = {"world": world, "experiments": {}}
+    _write_manifest(outdir, manifest)
+    return manifest
+
+
+def summary_text(outdir: Path, manifest: Mapping[str, Any]) -> str:
+    """``summary.md`` from the folder's experiments (in the suite's order): every claim, then each
+    experiment's Markdown file as written."""
+    names = [n for n in EXPERIMENTS if n in manifest["experiments"] and (outdir / f"{n}.md").is_file()]
+    verdicts = [v for n in names for v in manifest["experiments"][n]]
+    parts = ["# evalstop-gym reproduce: summary", ""]
+    if verdicts:
+        parts += ["## Compared with the paper", "", claims_table(verdicts, with_experiment=True), ""]
+    parts += [(outdir / f"{n}.md").read_text(encoding="utf-8") for n in names]
+    return "\n".join(parts)
 
 
 @dataclass
@@ -72,12 +173,16 @@ def experiment_markdown(exp: Experiment, rows, verdicts, setup: str) -> str:
 
 
 def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed: int = 0,
-              out: str | os.PathLike = "results", base: WorkloadConfig | None = None,
+              out: str | os.PathLike | None = None, base: WorkloadConfig | None = None,
               backend: str = "local", workers: int | None = None, base_scheduler: str | None = None,
               detectors: Sequence[str] | None = None, max_runs: int | None = None, progress: bool = True,
               plots: bool = True, echo: Callable[[str], None] = print, model: str | None = None,
-              ray_address: str | None = None) -> SuiteResult:
+              ray_address: str | None = None, force: bool = False) -> SuiteResult:
     """Run the named experiments (default: all) over ``seeds`` seeds from ``first_seed``.
+
+    ``out`` (default :func:`default_out`, ``results/<calibration>``) holds one world: a folder
+    whose ``suite.json`` names another workload, seed range, base scheduler or detector list is
+    refused with a :class:`UsageError` unless ``force`` (then that world's tables are replaced).
 
     Finished runs found in ``<out>/runs.jsonl`` are not run again. With
     ``max_runs``, stops after that many new runs and writes no tables until a
@@ -108,16 +213,21 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
                        for e in experiments]
     seed_list = list(range(first_seed, first_seed + seeds))
     specs = [RunSpec.of(p, base, s) for e in experiments for p in e.points for s in seed_list]
-    outdir = prepare_out(out)
-    with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
-        return _run_and_write(experiments, specs, outdir, base, seed_list, backend=backend, workers=workers,
-                              max_runs=max_runs, progress=progress, plots=plots, echo=echo,
+    outdir = prepare_out(default_out(base) if out is None else out)
+
+    def warn(text):
+        print(text, file=sys.stderr)
+
+    with exclusive(outdir, echo=warn):
+        manifest = claim_folder(outdir, world_of(base, seed_list, base_scheduler, detectors), force, warn)
+        return _run_and_write(experiments, specs, outdir, manifest, base, seed_list, backend=backend,
+                              workers=workers, max_runs=max_runs, progress=progress, plots=plots, echo=echo,
                               ray_address=ray_address)
 
 
-def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_list: list[int], *,
-                   backend: str, workers: int, max_runs: int | None, progress: bool, plots: bool,
-                   echo: Callable[[str], None], ray_address: str | None) -> SuiteResult:
+def _run_and_write(experiments, specs, outdir: Path, manifest: dict[str, Any], base: WorkloadConfig,
+                   seed_list: list[int], *, backend: str, workers: int, max_runs: int | None, progress: bool,
+                   plots: bool, echo: Callable[[str], None], ray_address: str | None) -> SuiteResult:
     """The part of :func:`reproduce` that holds the output folder's lock: run what is missing, write."""
     learned = [s for s in specs if s.stopper == LEARNED]
     store = ResultStore(outdir / RUNS_FILE)
@@ -136,12 +246,12 @@ def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_
             new += provider().run(pending_specs(learned, store), store,
                                limit=None if max_runs is None else max_runs - new, on_done=bar.update)
     result = SuiteResult(experiments, new, todo - new)
+    runs, table = outdir / RUNS_FILE, outdir / TABLE_FILE
+    if runs.exists() and (not table.exists() or table.stat().st_mtime_ns < runs.stat().st_mtime_ns):
+        export_parquet(runs, table)    # the table is older than the records (or missing): bring it up to date
     if not result.complete:
         echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
         return result
-    summary = ["# evalstop-gym reproduce: summary", ""]
-    all_verdicts: list[dict[str, str]] = []
-    sections = []
     for exp in experiments:
         rows = aggregate(exp, store.metrics, base, seed_list)
         verdicts = claim_verdicts(exp, rows)
@@ -154,10 +264,10 @@ def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_
 
             plot_experiment(exp, rows, outdir / f"{exp.name}.png")
         echo(console_text(exp, rows, verdicts, full=str(outdir / f"{exp.name}.md")))
-        all_verdicts += verdicts
-        sections.append(md)
-    if all_verdicts:
-        summary += ["## Compared with the paper", "", claims_table(all_verdicts, with_experiment=True), ""]
-    (outdir / "summary.md").write_text("\n".join(summary + sections), encoding="utf-8")
-    echo(f"wrote {', '.join(e.name for e in experiments)} tables and plots and summary.md to {outdir}/")
+        manifest["experiments"][exp.name] = verdicts
+    _write_manifest(outdir, manifest)
+    (outdir / "summary.md").write_text(summary_text(outdir, manifest), encoding="utf-8")
+    kept = sorted(set(manifest["experiments"]) - {e.name for e in experiments})
+    echo(f"wrote {', '.join(e.name for e in experiments)} tables and plots and summary.md to {outdir}/"
+         + (f" (summary.md keeps {', '.join(kept)} from earlier runs)" if kept else ""))
     return result

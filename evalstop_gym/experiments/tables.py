@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import textwrap
 from typing import Any, Mapping, Sequence
 
 from tabulate import tabulate
@@ -100,18 +101,38 @@ def fmt_p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def no_gain_reason(row: Mapping[str, Any], gain: str) -> str:
+    """What a gain cell says when there is no gain to show: why."""
+    if row.get("stopper") == "none":
+        return "baseline"          # the row the others are compared with
+    if not any(f"{g}_pct" in row for g in GAINS):
+        return f"n/a: no {row.get('scheduler')} row without a stopper to compare with"
+    if gain == "jct_gain_kept":
+        return "n/a: no per-job results, or every job stopped"
+    return "n/a: undefined on every seed"
+
+
+def fmt_gain_pct(row: Mapping[str, Any], gain: str) -> str:
+    """A gain's mean alone (the console), or why there is none."""
+    pct = row.get(f"{gain}_pct")
+    return no_gain_reason(row, gain) if pct is None else fmt(pct, 1)
+
+
 def fmt_cell(row: Mapping[str, Any], column: str) -> str:
-    """One Markdown cell: mean ± std, a gain with its CI, or the two p-values."""
+    """One Markdown cell: mean ± std, a gain with its CI, or the two p-values; a gain's cells
+    without a value say why (:func:`no_gain_reason`)."""
     if column in GAINS:
         pct = row.get(f"{column}_pct")
         if pct is None:
-            return ""
+            return no_gain_reason(row, column)
         lo, hi = row.get(f"{column}_ci_lo"), row.get(f"{column}_ci_hi")
         ci = f" [{lo:.1f}, {hi:.1f}]" if lo is not None else ""
         return f"{pct:.1f}%{ci}"
     if column.endswith("_p") and column[:-2] in GAINS:
         if row.get(f"{column}_t") is None and row.get(f"{column}_wilcoxon") is None:
-            return ""
+            if row.get("stopper") == "none":
+                return "baseline"
+            return "n/a: one seed" if row.get("seeds", 2) < 2 else "n/a"
         return f"{fmt_p(row.get(f'{column}_t'))} / {fmt_p(row.get(f'{column}_wilcoxon'))}"
     return fmt_value(column, row.get(column), row.get(f"{column}_std"))
 
@@ -213,43 +234,53 @@ def claims_table(verdicts: Sequence[Mapping[str, str]], with_experiment: bool = 
 
 # -- console -----------------------------------------------------------------------
 CONSOLE_WIDTH = 120
+ARM_WIDTH = 40          # an arm label longer than this wraps onto more lines of its cell
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
+def _table(headers: list[str], body: list[list[str]], widths: list[int | None]) -> str:
+    return tabulate(body, headers=headers, tablefmt="simple", disable_numparse=True, maxcolwidths=widths,
+                    maxheadercolwidths=widths)
 
 
-def _fit(headers: list[str], body: list[list[str]], keep: int, width: int) -> tuple[str, int]:
-    """A plain-text table of at most ``width`` columns: drop trailing columns (never the first
-    ``keep``) until it fits; return the table and how many columns were dropped."""
-    dropped = 0
+def _blocks(headers: list[str], body: list[list[str]], keep: int, width: int,
+            widths: list[int | None]) -> list[str]:
+    """Plain-text tables of at most ``width`` characters holding every column: as many columns as fit,
+    then the rest in further tables that repeat the first ``keep`` (the row's name). Long cells wrap
+    onto more lines; nothing is cut."""
+    out, start = [], keep
     while True:
-        n = len(headers) - dropped
-        text = tabulate([r[:n] for r in body], headers=headers[:n], tablefmt="simple", disable_numparse=True)
-        if n <= keep or max(map(len, text.splitlines())) <= width:
-            return text, dropped
-        dropped += 1
+        n = len(headers)
+        while n > start + 1:
+            cols = list(range(keep)) + list(range(start, n))
+            text = _table([headers[i] for i in cols], [[r[i] for i in cols] for r in body],
+                          [widths[i] for i in cols])
+            if max(map(len, text.splitlines())) <= width:
+                break
+            n -= 1
+        cols = list(range(keep)) + list(range(start, n))
+        out.append(_table([headers[i] for i in cols], [[r[i] for i in cols] for r in body],
+                          [widths[i] for i in cols]))
+        if n >= len(headers):
+            return out
+        start = n
 
 
 def console_text(exp: Experiment, rows: Sequence[Mapping[str, Any]], verdicts: Sequence[Mapping[str, str]],
                  full: str, width: int = CONSOLE_WIDTH) -> str:
-    """What ``reproduce`` prints for an experiment: means only, gains without their intervals,
-    columns dropped from the right until the table fits ``width`` characters, the claims in
-    short, and where the full table is (``full``); no Markdown image lines."""
+    """What ``reproduce`` prints for an experiment: means only, gains without their intervals, every
+    column (those that do not fit ``width`` characters in a further table under the first), long cells
+    wrapped, the claims, and where the full table is (``full``); no Markdown image lines."""
     lead = ([exp.x_name] if exp.x_name else []) + ["arm"]
     cols = [c for c in exp.columns if not c.endswith("_p")]   # p-values stay in the full table
     headers = lead + [short_name(c + "_pct") if c in GAINS else HEADERS.get(c, c) for c in cols]
-    body = [([fmt_x(r["x"])] if exp.x_name else []) + [_clip(r["arm"], 40)]
-            + [fmt(r.get(f"{c}_pct"), 1) if c in GAINS else fmt(r.get(c), DIGITS.get(c, 3)) for c in cols]
+    body = [([fmt_x(r["x"])] if exp.x_name else []) + [r["arm"]]
+            + [fmt_gain_pct(r, c) if c in GAINS else fmt(r.get(c), DIGITS.get(c, 3)) for c in cols]
             for r in rows]
-    table, dropped = _fit(headers, body, len(lead) + 1, width)
-    parts = [_clip(f"{exp.name}: {exp.title}", width), table]
-    if dropped:
-        parts.append(f"({dropped} more column{'s' * (dropped > 1)}, standard deviations, intervals and "
-                     f"p-values in {full})")
-    else:
-        parts.append(f"(standard deviations, intervals and p-values in {full})")
+    widths = [None] * (len(lead) - 1) + [ARM_WIDTH] + [14] * len(cols)
+    parts = [textwrap.fill(f"{exp.name}: {exp.title}", width),
+             *_blocks(headers, body, len(lead), width, widths),
+             f"(standard deviations, intervals and p-values in {full})"]
     if verdicts:
-        claims = [[_clip(v["claim"], 62), _clip(v["ours"], 40), v["holds"]] for v in verdicts]
-        parts.append(_fit(["claim", "ours", "holds"], claims, 3, width)[0])
+        claims = [[v["claim"], v["ours"], v["holds"]] for v in verdicts]
+        parts.append(_table(["claim", "ours", "holds"], claims, [62, 40, None]))
     return "\n".join(parts) + "\n"

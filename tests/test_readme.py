@@ -1,0 +1,84 @@
+"""The README is the front door: short, its Python blocks run as written, its shell commands name real
+commands and flags, its links lead somewhere, and docs/index.md reaches every docs page."""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+REPRODUCE = "./install.sh && evalstop-gym reproduce"
+TEST = "./install.sh && python3 -m pytest"
+
+
+def blocks(lang):
+    return re.findall(rf"^```{lang}\n(.*?)^```", README, re.S | re.M)
+
+
+def test_short_with_the_two_commands_and_ci_runs_the_test_one():
+    assert len(README) <= 8000, len(README)
+    assert blocks("bash") == [REPRODUCE + "\n", TEST + "\n"]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert TEST in ci
+
+
+def test_every_python_block_runs_in_order(tmp_path):
+    """In a fresh interpreter (the policy example registers a scheduler), from an empty folder."""
+    code = "\n".join(blocks("python"))
+    assert "gym.make(" in code and "class LargestFirst(Scheduler)" in code
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    printed = r.stdout.split()
+    assert len(printed) == 2 + 4 + 2 and all(float(x) == float(x) for x in printed)   # numbers, not NaN
+    assert not list(tmp_path.iterdir())                                     # nothing written
+
+
+def commands():
+    """Every command the README names: its shell blocks and inline code that starts with a command."""
+    found = [line for b in blocks("bash") for line in b.splitlines() if line.strip()]
+    found += re.findall(r"`((?:evalstop-gym|python3 -m pytest|\./install\.sh)[^`]*)`", README)
+    out = []
+    for text in found:
+        out += [part.strip() for part in text.split("&&")]
+    return sorted(set(out))
+
+
+@pytest.mark.parametrize("command", commands())
+def test_every_shell_command_names_a_real_command_and_flags(command):
+    from evalstop_gym.cli import build_parser
+
+    argv = shlex.split(command)
+    while "=" in argv[0]:          # an environment assignment before the command
+        argv.pop(0)
+    if argv[0] == "./install.sh":
+        assert (ROOT / "install.sh").is_file() and len(argv) == 1
+    elif argv[:3] == ["python3", "-m", "pytest"]:
+        assert set(argv[3:]) <= {"-m", "slow"}
+    else:
+        assert argv[0] == "evalstop-gym"
+        args = build_parser(argv[1]).parse_args(argv[1:])     # unknown commands or flags exit 2 here
+        assert args.command == argv[1]
+
+
+def test_every_link_leads_to_a_file_or_heading():
+    links = re.findall(r"\]\(([^)#]+)(?:#([^)]+))?\)", README)
+    assert links
+    for path, anchor in links:
+        target = ROOT / path
+        assert target.exists(), path
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", target.read_text(encoding="utf-8"), re.M)
+            slugs = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+            assert anchor in slugs, (path, anchor)
+
+
+def test_the_docs_index_reaches_every_docs_page():
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([a-z_]+\.md)\)", index))
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
+    assert pages <= linked, pages - linked
