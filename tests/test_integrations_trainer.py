@@ -4,6 +4,7 @@ the best checkpoint (the eval before the declines), also under checkpoint rotati
 import json
 import os
 
+import numpy as np
 import pytest
 
 pytest.importorskip("transformers")
@@ -11,7 +12,15 @@ pytest.importorskip("transformers")
 from evalstop_gym.config import ConfigError  # noqa: E402
 from evalstop_gym.integrations import EvalStopCallback, live_stopper  # noqa: E402
 
-from trainer_toy import toy_trainer  # noqa: E402
+from trainer_toy import one_thread, toy_trainer  # noqa: E402
+
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with one_thread():
+        yield
+
 
 # evals at steps 2, 4, ..., the best at step 6, then two declines: EvalStop(k=2) stops at step 10
 SCRIPT = [0.1, 0.3, 0.5, 0.45, 0.4, 0.9, 0.9, 0.9]
@@ -95,3 +104,60 @@ def test_bad_configuration_names_the_field(tmp_path):
         EvalStopCallback(k=0)
     with pytest.raises(ConfigError, match="params"):
         EvalStopCallback(live=live_stopper(), k=3)
+
+
+# -- the curve logger ------------------------------------------------------------------------------------
+
+def test_curve_logger_writes_the_run_as_a_curve_log_the_reader_reads_back(tmp_path):
+    from evalstop_gym.curvelog import read_curve_log
+    from evalstop_gym.integrations import CurveLogger
+
+    loggers = [CurveLogger(tmp_path / name, job="toy", extra={"vloss": "eval_loss"}) for name in ("l.csv", "l.jsonl")]
+    trainer = toy_trainer(tmp_path / "out", [EvalStopCallback(k=2), *loggers], SCRIPT, max_steps=16,
+                          save_strategy="no")
+    trainer.train()
+    for log in loggers:
+        (run,) = read_curve_log(log.path).values()
+        assert run.name == "toy" and list(run.step) == list(range(11))   # step 0, then every step to the stop
+        steps, scores = run.series("eval_score")
+        assert list(steps) == [2, 4, 6, 8, 10] and list(scores) == SCRIPT[:5]
+        losses = {e["step"]: e["loss"] for e in trainer.state.log_history if "loss" in e}
+        steps, logged = run.series("train_loss")
+        assert dict(zip(steps, logged)) == pytest.approx(losses) and len(losses) == 10
+        evals = {e["step"]: e["eval_loss"] for e in trainer.state.log_history if "eval_loss" in e}
+        assert dict(zip(*run.series("vloss"))) == pytest.approx(evals)
+        assert np.isnan(run.proxy_reward).all()
+
+
+def test_a_logged_run_replays_in_the_simulator_with_the_same_stop(tmp_path):
+    # the run trains to the end (no stopper), its log replays onto 8 checkpoints with no added noise, and the
+    # simulator's EvalStop(k=2) stops every replayed job at the 5th eval: where the callback stopped the run live
+    from evalstop_gym.baselines import make_policy
+    from evalstop_gym.config import WorkloadConfig
+    from evalstop_gym.curvelog import apply_curve_log, read_curve_log
+    from evalstop_gym.integrations import CurveLogger
+    from evalstop_gym.policy import drive
+    from evalstop_gym.simulator import Simulator
+    from evalstop_gym.workload import generate
+
+    log = tmp_path / "full.csv"
+    toy_trainer(tmp_path / "out", [CurveLogger(log, job="toy")], SCRIPT, max_steps=16, save_strategy="no").train()
+    w = apply_curve_log(generate(WorkloadConfig(jobs=12, seed=0, noise=0.0, evals_per_job=8)),
+                        read_curve_log(log), job_types=("lora", "dpo", "rlhf"))
+    np.testing.assert_array_equal(w.observed, np.tile(SCRIPT, (w.n, 1)))
+    outcome = drive(Simulator(w), make_policy("fifo", "evalstop", k=2))
+    assert outcome.stopped.all() and (outcome.evals_seen == 5).all()
+    assert (outcome.delivered_ckpt == 2).all()   # the eval at step 6: the checkpoint the callback keeps
+
+
+def test_curve_logger_bad_options(tmp_path):
+    from evalstop_gym.integrations import CurveLogger
+
+    with pytest.raises(ConfigError, match="path"):
+        CurveLogger(tmp_path / "log.txt")
+    with pytest.raises(ConfigError, match="extra"):
+        CurveLogger(tmp_path / "log.csv", extra={"train_loss": "loss"})
+    (tmp_path / "other.csv").write_text("job,step,eval_score\n")
+    with pytest.raises(ConfigError, match="holds columns"):
+        toy_trainer(tmp_path / "o", [CurveLogger(tmp_path / "other.csv", extra={"kl": "kl"})], SCRIPT,
+                    max_steps=2).train()

@@ -4,6 +4,7 @@ nothing downloaded)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -12,6 +13,18 @@ import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
 
 VOCAB, LENGTH = 32, 8
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Torch on one thread while a toy trains: a model this small only loses to thread contention
+    (a 16-step run took about 15 times longer on 2 threads of a loaded machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def tiny_model(seed: int = 0) -> GPT2LMHeadModel:
@@ -43,11 +56,12 @@ class Scripted:
 def toy_trainer(out, callbacks, scores, *, max_steps: int, eval_steps: int = 2, save_total_limit=1,
                 **args) -> Trainer:
     """A Trainer evaluating (and saving) every ``eval_steps`` steps, with eval scores from ``scores``."""
-    targs = TrainingArguments(
+    options = dict(
         output_dir=str(out), max_steps=max_steps, per_device_train_batch_size=4, per_device_eval_batch_size=4,
         eval_strategy="steps", eval_steps=eval_steps, save_strategy="steps", save_steps=eval_steps,
         save_total_limit=save_total_limit, logging_steps=1, report_to="none", use_cpu=True,
-        disable_tqdm=True, learning_rate=1e-3, seed=0, save_only_model=True, **args)
+        disable_tqdm=True, learning_rate=1e-3, seed=0, save_only_model=True)
+    targs = TrainingArguments(**{**options, **args})
     return Trainer(model=tiny_model(), args=targs, train_dataset=token_rows(16, 1), eval_dataset=token_rows(4, 2),
                    compute_metrics=Scripted(scores), preprocess_logits_for_metrics=lambda logits, labels: logits[..., :1],
                    callbacks=callbacks)

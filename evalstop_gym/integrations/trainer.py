@@ -1,5 +1,10 @@
 """transformers / TRL callbacks: stop a run by a registered stopper, keep its best checkpoint, log its curve.
 
+:class:`CurveLogger` writes the run's history in the curve-log format of
+:mod:`evalstop_gym.curvelog` (one row per logged step: ``job``, ``step``,
+``eval_score``, ``train_loss``, ``proxy_reward`` and extra columns), so a real
+run replays in the simulator (``--curves``, :func:`~evalstop_gym.curvelog.apply_curve_log`).
+
 :class:`EvalStopCallback` sees, at each evaluation (``on_evaluate``), the eval
 metrics the Trainer computed; it hands the watched metric, the latest training
 loss, an optional proxy reward and the progress ``global_step / max_steps`` to
@@ -23,11 +28,14 @@ TRL's trainers (``GRPOTrainer``, ``RLOOTrainer``, ``DPOTrainer``) subclass
 
 from __future__ import annotations
 
+import csv
 import json
+import math
 import os
 from typing import Hashable
 
 from ..config import ConfigError
+from ..curvelog import CURVE_COLUMNS
 from ..extras import missing_extra
 from .live import LiveStopper
 
@@ -135,3 +143,82 @@ class EvalStopCallback(TrainerCallback):
         os.makedirs(self._output_dir, exist_ok=True)
         with open(os.path.join(self._output_dir, RECORD), "w") as f:
             json.dump(record, f, indent=1)
+
+
+class CurveLogger(TrainerCallback):
+    """Append the run's logged history to the curve log ``path`` (``.csv`` or ``.jsonl``) as run ``job``.
+
+    Every ``on_log`` of the Trainer fills the row of its step: ``eval_score``
+    from the eval metric ``metric``, ``train_loss`` from the training log's
+    ``loss``, ``proxy_reward`` from ``proxy_metric`` (TRL's ``reward``) and
+    each extra column ``name`` from the log key ``extra[name]`` (e.g.
+    ``{"kl": "kl"}``). A row is written once its step is over, so a run killed
+    mid-way leaves every finished step in the file. A run starting at step 0
+    writes a row for step 0, so the run's progress maps onto the simulator's
+    checkpoint grid from the start (replay stretches ``first .. last step``
+    onto it). Several runs may share one file (distinct ``job`` names); a CSV
+    that exists must have the same columns.
+    """
+
+    def __init__(self, path, job: str = "run", metric: str = "eval_reward", *, proxy_metric: str | None = None,
+                 extra: dict[str, str] | None = None):
+        self.path = os.fspath(path)
+        if not self.path.endswith((".csv", ".jsonl")):
+            raise ConfigError("path", self.path, "must end in .csv or .jsonl (the curve-log formats)")
+        if not str(job).strip():
+            raise ConfigError("job", job, "must be a non-empty run name")
+        extra = dict(extra or {})
+        clash = [c for c in extra if c in CURVE_COLUMNS]
+        if clash:
+            raise ConfigError("extra", clash[0], f"is a curve-log column; extra columns must not be "
+                                                 f"{', '.join(CURVE_COLUMNS)}")
+        self.job, self.metric, self.proxy_metric, self.extra = str(job), metric, proxy_metric, extra
+        self.columns = list(CURVE_COLUMNS) + sorted(extra)
+        self._row: dict | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        if self.path.endswith(".csv"):
+            self._check_header()
+        if state.global_step == 0:
+            self._row = {"job": self.job, "step": 0, "eval_score": None}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        logs = logs or {}
+        if self._row is not None and self._row["step"] != state.global_step:
+            self._flush()
+        if self._row is None:
+            self._row = {"job": self.job, "step": state.global_step, "eval_score": None}
+        row = self._row
+        metric = next((k for k in (self.metric, f"eval_{self.metric}") if k in logs), None)
+        for column, key in (("eval_score", metric), ("train_loss", "loss"), ("proxy_reward", self.proxy_metric),
+                            *self.extra.items()):
+            value = logs.get(key) if key else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                row[column] = float(value)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self._row is not None:
+            self._flush()
+
+    def _check_header(self) -> None:
+        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+            with open(self.path, "w", newline="") as f:
+                csv.writer(f).writerow(self.columns)
+            return
+        with open(self.path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != self.columns:
+            raise ConfigError("path", self.path, f"holds columns {', '.join(header)}; this logger writes "
+                                                 f"{', '.join(self.columns)}")
+
+    def _flush(self) -> None:
+        row, self._row = self._row, None
+        with open(self.path, "a", newline="") as f:
+            if self.path.endswith(".jsonl"):
+                f.write(json.dumps(row, allow_nan=False) + "\n")
+            else:
+                csv.DictWriter(f, fieldnames=self.columns).writerow(row)
