@@ -153,6 +153,11 @@ class LiveStopper:
         v = self._views.get(job_key)
         return v is not None and v.status == STOPPED
 
+    def ended(self, job_key: Hashable) -> bool:
+        """Whether ``job_key`` was stopped or has finished (an eval with ``progress >= 1``)."""
+        v = self._views.get(job_key)
+        return v is not None and v.status in (STOPPED, COMPLETED)
+
     def view(self, job_key: Hashable) -> LiveJobView:
         """The public view of ``job_key`` the stopper decides on."""
         try:

@@ -28,7 +28,6 @@ from typing import Hashable
 
 from ..config import ConfigError, check_range
 from ..extras import missing_extra
-from ..view import RUNNING
 from .live import MODES, LiveStopper
 
 try:
@@ -67,7 +66,7 @@ class ResultReader:
         if self.metric is None:
             raise ConfigError("metric", None, "must be given (here or as TuneConfig(metric=...))")
         live = self._live()
-        if key in live.jobs and live.view(key).status != RUNNING:
+        if live.ended(key):
             return live.stopped(key)   # results after the end of a run change nothing
         if result.get(self.metric) is None:
             return False
