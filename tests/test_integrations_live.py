@@ -133,6 +133,17 @@ def test_the_view_is_the_public_jobview_with_one_entry_per_eval():
     assert s.jobs == ["j"]
 
 
+def test_declines_and_attained_hours_follow_the_simulators_definitions():
+    now = [0.0]
+    s = live_stopper("evalstop", k=3, clock=lambda: now[0])
+    for t, x in ((0, 0.5), (1800, 0.4), (3600, 0.4), (5400, 0.3)):   # seconds; a tie is not a decline
+        now[0] = t
+        s.update("j", x)
+    v = s.view("j")
+    assert list(v.eval_attained_h) == [0.0, 0.5, 1.0, 1.5] and v.attained_h == 1.5
+    assert v.consecutive_declines == 1
+
+
 def test_pooled_noise_is_shared_by_the_jobs_of_one_live_stopper():
     rng = np.random.default_rng(0)
     shared = live_stopper("cusum")
