@@ -1,6 +1,6 @@
 """A tiny causal LM and a plain transformers ``Trainer`` whose eval reports a scripted score, for the callback
-tests: a GPT-2 config of 2 layers x 32 wide built with ``from_config`` on integer token ids (no tokenizer,
-nothing downloaded)."""
+tests: a GPT-2 config of 2 layers x 32 wide on integer token ids (no tokenizer), and a word-level tokenizer for
+the TRL trainers; nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -27,11 +27,24 @@ def one_thread():
         torch.set_num_threads(before)
 
 
-def tiny_model(seed: int = 0) -> GPT2LMHeadModel:
+WORDS = ["<pad>", "<eos>", "a", "b", "yes", "no", "good", "bad", "?"]
+
+
+def tiny_model(seed: int = 0, vocab: int = VOCAB, positions: int = LENGTH) -> GPT2LMHeadModel:
     torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=VOCAB, n_positions=LENGTH, n_embd=32, n_layer=2, n_head=2, bos_token_id=0,
-                     eos_token_id=0)
+    cfg = GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=32, n_layer=2, n_head=2, bos_token_id=1,
+                     eos_token_id=1, pad_token_id=0)
     return GPT2LMHeadModel(cfg)
+
+
+def tiny_tokenizer():
+    """A word-level tokenizer over :data:`WORDS`, built in memory with ``tokenizers``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="?"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
 
 
 def token_rows(n: int, seed: int) -> list[dict]:
