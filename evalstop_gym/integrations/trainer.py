@@ -56,10 +56,8 @@ def _metric_key(metric: str, metrics: dict) -> str:
     raise ConfigError("metric", metric, f"is not among the eval metrics ({', '.join(sorted(metrics)) or 'none'})")
 
 
-def latest_logged(name: str, metrics: dict, log_history: list) -> float | None:
-    """``name`` from the eval ``metrics``, else its latest value in the Trainer's ``log_history``."""
-    if name in metrics:
-        return metrics[name]
+def latest_logged(name: str, log_history: list) -> float | None:
+    """The latest value of ``name`` in the Trainer's ``log_history`` (None if never logged)."""
     for entry in reversed(log_history):
         if name in entry:
             return entry[name]
@@ -111,8 +109,10 @@ class EvalStopCallback(TrainerCallback):
             return
         score = metrics[_metric_key(self.metric, metrics)]
         progress = min(step / state.max_steps, 1.0) if state.max_steps else None
-        loss = latest_logged("loss", {}, state.log_history)
-        proxy = latest_logged(self.proxy_metric, metrics, state.log_history) if self.proxy_metric else None
+        loss = latest_logged("loss", state.log_history)
+        proxy = None
+        if self.proxy_metric:   # an eval metric, else the training logs' latest (TRL logs ``reward`` there)
+            proxy = metrics.get(self.proxy_metric, latest_logged(self.proxy_metric, state.log_history))
         stop = self.live.update(self.job, score, eval_items=self.eval_items, loss=loss, proxy=proxy,
                                 progress=progress, step=step)
         self.evals.append({"step": step, "score": float(score), "stop": stop})
