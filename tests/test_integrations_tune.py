@@ -70,14 +70,14 @@ def check(results):
         assert kept == {"iteration": seen.index(max(seen)) + 1, "score": max(seen)}
 
 
-@pytest.mark.slow   # about 50 s here with Ray's start-up (18 s) on 2 loaded cores
+@pytest.mark.slow   # about 30 s here on 2 loaded cores, plus Ray's start-up (about 20 s) for the first
 def test_tune_stopper_ends_each_trial_at_its_stop(local_ray, tmp_path):
     stopper = TuneStopper("eval_reward", stopper="evalstop", k=2)
     check(run(tmp_path, stop=stopper))
     assert len(stopper.live.jobs) == len(SCRIPTS)   # one live stopper for the whole sweep
 
 
-@pytest.mark.slow   # about 25 s here (Ray started by the test before)
+@pytest.mark.slow   # about 30 s here (Ray started by the test before)
 def test_scheduler_stops_trials_and_takes_metric_and_mode_from_the_tune_config(local_ray, tmp_path):
     scheduler = EvalStopScheduler(stopper="evalstop", k=2)
     check(run(tmp_path, tune_config={"scheduler": scheduler, "metric": "eval_reward", "mode": "max"}))
