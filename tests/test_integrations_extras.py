@@ -20,7 +20,8 @@ def run(code: str, hide=()):
 
 
 def test_the_live_adapter_imports_no_training_framework():
-    out = run("import json\nfrom evalstop_gym.integrations import live_stopper\nlive_stopper('cusum').update('a', 0.5)\n"
+    out = run("import json\nfrom evalstop_gym.integrations import live_stopper\n"
+              "live_stopper('cusum').update('a', 0.5)\n"
               f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HOOK_PACKAGES)!r}))))")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == []

@@ -166,9 +166,11 @@ def test_pooled_noise_is_shared_by_the_jobs_of_one_live_stopper():
     (lambda s: s.best("nobody"), "job_key"),
 ])
 def test_bad_live_input_names_the_field(call, field):
+    s = live_stopper("evalstop")
     with pytest.raises(ConfigError) as e:
-        call(live_stopper("evalstop"))
+        call(s)
     assert e.value.field == field
+    assert s.jobs == []   # a rejected eval leaves no trace
 
 
 def test_bad_stopper_names_and_parameters_are_config_errors():

@@ -76,5 +76,6 @@ def toy_trainer(out, callbacks, scores, *, max_steps: int, eval_steps: int = 2, 
         disable_tqdm=True, learning_rate=1e-3, seed=0, save_only_model=True)
     targs = TrainingArguments(**{**options, **args})
     return Trainer(model=tiny_model(), args=targs, train_dataset=token_rows(16, 1), eval_dataset=token_rows(4, 2),
-                   compute_metrics=Scripted(scores), preprocess_logits_for_metrics=lambda logits, labels: logits[..., :1],
+                   compute_metrics=Scripted(scores),
+                   preprocess_logits_for_metrics=lambda logits, labels: logits[..., :1],   # keep predictions small
                    callbacks=callbacks)

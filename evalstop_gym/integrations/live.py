@@ -87,6 +87,7 @@ class LiveStopper:
         self._views: dict[Hashable, LiveJobView] = {}
         self._started: dict[Hashable, float] = {}
         self._steps: dict[Hashable, list[float | None]] = {}
+        self._t0: float | None = None   # clock at the first eval of any job: the cluster clock's zero
 
     def update(self, job_key: Hashable, score: float, *, eval_items: int = 0, loss: float | None = None,
                proxy: float | None = None, progress: float | None = None, step: float | None = None,
@@ -95,23 +96,25 @@ class LiveStopper:
 
         ``score`` is the eval metric; ``eval_items`` the size of the eval set it
         was measured on (0: unknown); ``loss`` the latest training loss;
-        ``proxy`` the latest proxy (reward-model) reward (a loss or proxy that is
-        None or not finite counts as not logged); ``progress`` the fraction of the run done; ``step`` the training step (kept for
-        :meth:`best`); ``job_type`` the job's type, read at its first eval.
-        A job once stopped stays stopped: later calls return True and record nothing.
+        ``proxy`` the latest proxy (reward-model) reward (a loss or proxy that
+        is None or not finite counts as not logged); ``progress`` the fraction
+        of the run done; ``step`` the training step (kept for :meth:`best`);
+        ``job_type`` the job's type, read at its first eval. A job once
+        stopped stays stopped: later calls return True and record nothing.
         """
         view = self._views.get(job_key)
-        if view is None:
-            view = self._open(job_key, job_type or self.job_type)
-        if view.status == STOPPED:
+        if view is not None and view.status == STOPPED:
             return True
-        if view.status == COMPLETED:
+        if view is not None and view.status == COMPLETED:
             raise ConfigError("job_key", job_key, "has finished (an eval with progress >= 1 was recorded); "
                                                   "use a new key for a new run")
         s = self._number("score", score)
         check_range("eval_items", eval_items, 0, integer=True)
         if progress is not None:
             check_range("progress", progress, 0.0, 1.0)
+        if view is None:
+            view = self._open(job_key, job_type or self.job_type)
+        if progress is not None:
             view.live_progress = float(progress)
         i = len(view.eval_scores)
         if i:
@@ -129,7 +132,7 @@ class LiveStopper:
         elif len(view.proxy_rewards):
             view.proxy_rewards.append(math.nan)
         self._steps[job_key].append(None if step is None else float(step))
-        self.cluster.now_ticks = max(self.cluster.now_ticks, view._service_ticks)
+        self.cluster.now_ticks = max(self.cluster.now_ticks, round((self.clock() - self._t0) * TICKS_PER_HOUR / 3600))
         self.cluster.now_h = self.cluster.now_ticks / TICKS_PER_HOUR
         if view.live_progress >= 1.0:
             self._end(job_key, COMPLETED)
@@ -182,6 +185,8 @@ class LiveStopper:
         self.cluster.running[job_id] = view
         self._views[job_key] = view
         self._started[job_key] = self.clock()
+        if self._t0 is None:
+            self._t0 = self._started[job_key]
         self._steps[job_key] = []
         return view
 
