@@ -1,0 +1,224 @@
+"""transformers / TRL callbacks: stop a run by a registered stopper, keep its best checkpoint, log its curve.
+
+:class:`CurveLogger` writes the run's history in the curve-log format of
+:mod:`evalstop_gym.curvelog` (one row per logged step: ``job``, ``step``,
+``eval_score``, ``train_loss``, ``proxy_reward`` and extra columns), so a real
+run replays in the simulator (``--curves``, :func:`~evalstop_gym.curvelog.apply_curve_log`).
+
+:class:`EvalStopCallback` sees, at each evaluation (``on_evaluate``), the eval
+metrics the Trainer computed; it hands the watched metric, the latest training
+loss, an optional proxy reward and the progress ``global_step / max_steps`` to
+a :class:`~evalstop_gym.integrations.live.LiveStopper` and, on a stop, sets
+``control.should_training_stop``. The eval at the last step is recorded but
+not judged (the run ends anyway), as in the simulator.
+
+The best checkpoint (the best eval so far, the one before the declines) is
+kept where the Trainer saves checkpoints: the callback writes its step into
+``state.best_global_step``, so the Trainer's checkpoint rotation
+(``save_total_limit``) never deletes it and ``load_best_model_at_end`` loads it;
+and it writes ``evalstop.json`` in ``output_dir`` (the evals, the stop, the best
+step, score and checkpoint directory). A checkpoint exists for an eval only if
+the Trainer saves at that step (``save_steps`` dividing ``eval_steps``). If
+``metric_for_best_model`` is set it must name the same metric in the same
+direction, since the Trainer then keeps the best itself.
+
+TRL's trainers (``GRPOTrainer``, ``RLOOTrainer``, ``DPOTrainer``) subclass
+``Trainer`` and take ``callbacks=[...]`` alike. Needs the ``live`` extra.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from typing import Hashable
+
+from ..config import ConfigError
+from ..curvelog import CURVE_COLUMNS
+from ..extras import missing_extra
+from .live import LiveStopper
+
+try:
+    from transformers import TrainerCallback
+except ModuleNotFoundError as e:
+    raise missing_extra(e, "evalstop_gym.integrations.EvalStopCallback") from None
+
+RECORD = "evalstop.json"
+CHECKPOINT_PREFIX = "checkpoint"   # transformers' PREFIX_CHECKPOINT_DIR
+
+
+def _metric_key(metric: str, metrics: dict) -> str:
+    """The key of ``metric`` in the Trainer's eval metrics (which prefix ``eval_``)."""
+    for key in (metric, f"eval_{metric}"):
+        if key in metrics:
+            return key
+    raise ConfigError("metric", metric, f"is not among the eval metrics ({', '.join(sorted(metrics)) or 'none'})")
+
+
+def latest_logged(name: str, log_history: list) -> float | None:
+    """The latest value of ``name`` in the Trainer's ``log_history`` (None if never logged)."""
+    for entry in reversed(log_history):
+        if name in entry:
+            return entry[name]
+    return None
+
+
+class EvalStopCallback(TrainerCallback):
+    """Stop training when the stopper ``stopper`` (a name of ``STOPPERS``, with ``params``) says so.
+
+    ``metric``: the eval metric watched (``eval_reward``; ``reward`` finds
+    ``eval_reward`` too); ``mode``: ``max`` or ``min`` (a loss); ``eval_items``:
+    the eval set's size when the metric is a proportion of items (0: unknown,
+    the noise is then estimated from the scores); ``proxy_metric``: a logged
+    proxy reward (TRL's ``reward``), read from the eval metrics or the training
+    logs. ``live`` and ``job``: a :class:`LiveStopper` shared with other runs
+    and this run's key in it (then ``stopper``, ``mode`` and ``params`` are the
+    shared object's).
+    """
+
+    def __init__(self, stopper: str = "evalstop", metric: str = "eval_reward", mode: str = "max", *,
+                 eval_items: int = 0, proxy_metric: str | None = None, live: LiveStopper | None = None,
+                 job: Hashable = "run", **params):
+        if live is not None and params:
+            raise ConfigError("params", params, "must be empty when a shared live stopper is given")
+        self.live = live if live is not None else LiveStopper(stopper, mode=mode, **params)
+        self.metric, self.eval_items, self.proxy_metric, self.job = metric, eval_items, proxy_metric, job
+        self.evals: list[dict] = []
+        self.stopped_at: int | None = None
+        self.best_checkpoint: str | None = None
+        self._output_dir: str | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._output_dir = args.output_dir
+        mine = self.metric if self.metric.startswith("eval_") else f"eval_{self.metric}"
+        theirs = args.metric_for_best_model
+        if theirs is not None:
+            theirs = theirs if theirs.startswith("eval_") else f"eval_{theirs}"
+            if theirs != mine or bool(args.greater_is_better) != (self.live.mode == "max"):
+                raise ConfigError("metric_for_best_model", args.metric_for_best_model,
+                                  f"must be {mine!r} with greater_is_better={self.live.mode == 'max'} (the "
+                                  f"metric EvalStopCallback watches) or None, so both keep the same best checkpoint")
+
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        metrics = metrics or {}
+        step = state.global_step
+        if self.evals and self.evals[-1]["step"] == step:
+            return   # evaluated twice at one step (trainer.evaluate() after training): one eval of the run
+        if self.stopped_at is not None:
+            return
+        score = metrics[_metric_key(self.metric, metrics)]
+        progress = min(step / state.max_steps, 1.0) if state.max_steps else None
+        loss = latest_logged("loss", state.log_history)
+        proxy = None
+        if self.proxy_metric:   # an eval metric, else the training logs' latest (TRL logs ``reward`` there)
+            proxy = metrics.get(self.proxy_metric, latest_logged(self.proxy_metric, state.log_history))
+        stop = self.live.update(self.job, score, eval_items=self.eval_items, loss=loss, proxy=proxy,
+                                progress=progress, step=step)
+        self.evals.append({"step": step, "score": float(score), "stop": stop})
+        best = self.live.best(self.job)
+        if args.metric_for_best_model is None:   # else the Trainer tracks the same best itself
+            state.best_global_step = int(best.step)
+            state.best_metric = best.score
+        if stop:
+            self.stopped_at = step
+            control.should_training_stop = True
+        self._write(state)
+
+    def on_save(self, args, state, control, **kwargs):
+        self._write(state)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._write(state)
+
+    def _write(self, state) -> None:
+        if not self.evals or self._output_dir is None or not state.is_world_process_zero:
+            return
+        best = self.live.best(self.job)
+        path = os.path.join(self._output_dir, f"{CHECKPOINT_PREFIX}-{int(best.step)}")
+        self.best_checkpoint = path if os.path.isdir(path) else None
+        record = {"stopper": self.live.name, "metric": self.metric, "mode": self.live.mode, "evals": self.evals,
+                  "stopped_at_step": self.stopped_at,
+                  "best": {"step": int(best.step), "score": best.score, "checkpoint": self.best_checkpoint}}
+        os.makedirs(self._output_dir, exist_ok=True)
+        with open(os.path.join(self._output_dir, RECORD), "w") as f:
+            json.dump(record, f, indent=1)
+
+
+class CurveLogger(TrainerCallback):
+    """Append the run's logged history to the curve log ``path`` (``.csv`` or ``.jsonl``) as run ``job``.
+
+    Every ``on_log`` of the Trainer fills the row of its step: ``eval_score``
+    from the eval metric ``metric``, ``train_loss`` from the training log's
+    ``loss``, ``proxy_reward`` from ``proxy_metric`` (TRL's ``reward``) and
+    each extra column ``name`` from the log key ``extra[name]`` (e.g.
+    ``{"kl": "kl"}``). A row is written once its step is over, so a run killed
+    mid-way leaves every finished step in the file. A run starting at step 0
+    writes a row for step 0, so the run's progress maps onto the simulator's
+    checkpoint grid from the start (replay stretches ``first .. last step``
+    onto it). Several runs may share one file (distinct ``job`` names); a CSV
+    that exists must have the same columns.
+    """
+
+    def __init__(self, path, job: str = "run", metric: str = "eval_reward", *, proxy_metric: str | None = None,
+                 extra: dict[str, str] | None = None):
+        self.path = os.fspath(path)
+        if not self.path.endswith((".csv", ".jsonl")):
+            raise ConfigError("path", self.path, "must end in .csv or .jsonl (the curve-log formats)")
+        if not str(job).strip():
+            raise ConfigError("job", job, "must be a non-empty run name")
+        extra = dict(extra or {})
+        clash = [c for c in extra if c in CURVE_COLUMNS]
+        if clash:
+            raise ConfigError("extra", clash[0], f"is a curve-log column; extra columns must not be "
+                                                 f"{', '.join(CURVE_COLUMNS)}")
+        self.job, self.metric, self.proxy_metric, self.extra = str(job), metric, proxy_metric, extra
+        self.columns = list(CURVE_COLUMNS) + sorted(extra)
+        self._row: dict | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        if self.path.endswith(".csv"):
+            self._check_header()
+        if state.global_step == 0:
+            self._row = {"job": self.job, "step": 0, "eval_score": None}
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        logs = logs or {}
+        if self._row is not None and self._row["step"] != state.global_step:
+            self._flush()
+        if self._row is None:
+            self._row = {"job": self.job, "step": state.global_step, "eval_score": None}
+        row = self._row
+        metric = next((k for k in (self.metric, f"eval_{self.metric}") if k in logs), None)
+        for column, key in (("eval_score", metric), ("train_loss", "loss"), ("proxy_reward", self.proxy_metric),
+                            *self.extra.items()):
+            value = logs.get(key) if key else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                row[column] = float(value)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self._row is not None:
+            self._flush()
+
+    def _check_header(self) -> None:
+        if not os.path.exists(self.path) or os.path.getsize(self.path) == 0:
+            with open(self.path, "w", newline="") as f:
+                csv.writer(f).writerow(self.columns)
+            return
+        with open(self.path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != self.columns:
+            raise ConfigError("path", self.path, f"holds columns {', '.join(header)}; this logger writes "
+                                                 f"{', '.join(self.columns)}")
+
+    def _flush(self) -> None:
+        row, self._row = self._row, None
+        with open(self.path, "a", newline="") as f:
+            if self.path.endswith(".jsonl"):
+                f.write(json.dumps(row, allow_nan=False) + "\n")
+            else:
+                csv.DictWriter(f, fieldnames=self.columns).writerow(row)

@@ -1,0 +1,130 @@
+"""Ray Tune: a registered stopper as a Tune ``Stopper`` and as a ``TrialScheduler``.
+
+Both read, from each result a trial reports, the eval ``metric`` and, when
+named, ``loss_metric``, ``proxy_metric`` and the eval-set size
+``eval_items``; progress is ``result[time_attr] / max_t`` when ``max_t`` is
+given (as for Tune's ASHA), else unknown. A result without ``metric`` is not
+an eval and is never judged. Both keep one
+:class:`~evalstop_gym.integrations.live.LiveStopper` for every trial of the
+run, keyed by trial id: the platform form, in which a noise-aware detector
+pools its noise estimate over the trials.
+
+- :class:`TuneStopper`: ``RunConfig(stop=TuneStopper("eval_reward"))``. Tune
+  ends a trial when ``__call__(trial_id, result)`` is True.
+- :class:`EvalStopScheduler`: ``TuneConfig(scheduler=EvalStopScheduler(...))``,
+  FIFO order plus ``STOP`` on a stop, so the trial's resources go to the next
+  pending trial (many tenants' trials on one Ray cluster).
+
+The best checkpoint of each trial (its best eval, the one before the
+declines) is Tune's to keep: ``CheckpointConfig(checkpoint_score_attribute=metric,
+checkpoint_score_order=mode, num_to_keep=1)`` keeps the checkpoint reported
+with the highest (``min``: lowest) score, and ``result.best_checkpoints`` of
+the trial's :class:`ray.tune.Result` gives it. Needs the ``ray`` extra.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable
+
+from ..config import ConfigError, check_range
+from ..extras import missing_extra
+from .live import MODES, LiveStopper
+
+try:
+    from ray.tune import Stopper
+    from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+except ModuleNotFoundError as e:
+    raise missing_extra(e, "evalstop_gym.integrations.TuneStopper") from None
+
+
+class ResultReader:
+    """Feeds Tune results to a shared :class:`LiveStopper` (the options of the module docstring)."""
+
+    def __init__(self, metric: str | None, stopper: str, mode: str | None, *, eval_items: int = 0,
+                 loss_metric: str | None = None, proxy_metric: str | None = None, max_t: float | None = None,
+                 time_attr: str = "training_iteration", live: LiveStopper | None = None, **params):
+        if mode is not None and mode not in MODES:
+            raise ConfigError("mode", mode, f"must be one of {', '.join(MODES)}")
+        check_range("eval_items", eval_items, 0, integer=True)
+        if max_t is not None:
+            check_range("max_t", max_t, 0, lo_open=True)
+        if live is not None and params:
+            raise ConfigError("params", params, "must be empty when a shared live stopper is given")
+        self.metric, self.mode, self.stopper, self.params, self.live = metric, mode, stopper, params, live
+        self.eval_items, self.loss_metric, self.proxy_metric = eval_items, loss_metric, proxy_metric
+        self.max_t, self.time_attr = max_t, time_attr
+        if metric is not None and live is None:
+            self._live()   # a bad stopper name or parameter fails here, not at the first result
+
+    def _live(self) -> LiveStopper:
+        if self.live is None:
+            self.live = LiveStopper(self.stopper, mode=self.mode or "max", **self.params)
+        return self.live
+
+    def judge(self, key: Hashable, result: dict) -> bool:
+        """True if the trial ``key`` should stop after ``result``."""
+        if self.metric is None:
+            raise ConfigError("metric", None, "must be given (here or as TuneConfig(metric=...))")
+        live = self._live()
+        if live.ended(key):
+            return live.stopped(key)   # results after the end of a run change nothing
+        if result.get(self.metric) is None:
+            return False
+        progress = None
+        if self.max_t is not None and result.get(self.time_attr) is not None:
+            progress = min(result[self.time_attr] / self.max_t, 1.0)
+        return live.update(key, result[self.metric], eval_items=self.eval_items,
+                           loss=result.get(self.loss_metric) if self.loss_metric else None,
+                           proxy=result.get(self.proxy_metric) if self.proxy_metric else None,
+                           progress=progress, step=result.get(self.time_attr))
+
+
+class TuneStopper(Stopper):
+    """A Tune ``Stopper`` ending each trial when the stopper ``stopper`` (with ``params``) says so."""
+
+    def __init__(self, metric: str, stopper: str = "evalstop", mode: str = "max", **options):
+        self.reader = ResultReader(metric, stopper, mode, **options)
+
+    @property
+    def live(self) -> LiveStopper:
+        return self.reader.live
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return self.reader.judge(trial_id, result)
+
+    def stop_all(self) -> bool:
+        return False
+
+
+class EvalStopScheduler(FIFOScheduler):
+    """FIFO trial scheduling that returns ``STOP`` for a trial the stopper ``stopper`` stops.
+
+    ``metric`` and ``mode`` may instead come from ``TuneConfig(metric=..., mode=...)``.
+    """
+
+    # every eval is judged in order: Tune must not hand over several results at once
+    _supports_buffered_results = False
+
+    def __init__(self, metric: str | None = None, stopper: str = "evalstop", mode: str | None = None, **options):
+        super().__init__()
+        self._metric, self._mode = metric, mode
+        self.reader = ResultReader(metric, stopper, mode, **options)
+
+    @property
+    def live(self) -> LiveStopper | None:
+        return self.reader.live
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec) -> bool:
+        if (self._metric and metric and metric != self._metric) or (self._mode and mode and mode != self._mode):
+            return False
+        if mode is not None and mode not in MODES:
+            raise ConfigError("mode", mode, f"must be one of {', '.join(MODES)}")
+        self._metric, self._mode = self._metric or metric, self._mode or mode
+        self.reader.metric, self.reader.mode = self._metric, self._mode
+        return True
+
+    def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+        return TrialScheduler.STOP if self.reader.judge(trial.trial_id, result) else TrialScheduler.CONTINUE
+
+    def debug_string(self) -> str:
+        return f"Using FIFO scheduling with the {self.reader.stopper!r} stop rule."
