@@ -239,25 +239,8 @@ def test_srtf_progress_sees_the_exact_remaining_time_only_in_the_paper_world():
     assert checked > 50
 
 
-def test_droptest_scales_its_test_with_the_eval_set_size():
-    from evalstop_gym.baselines import DropTest, FIFO
-    from evalstop_gym.view import ClusterView, JobView
-
-    def job(items, scores):
-        v = JobView(0, 0, "rlhf", 1, 0, 0, 10, ClusterView(1), eval_items=items)
-        v.eval_scores.extend(scores)
-        return v
-
-    rule = DropTest(FIFO())   # window 1, z 2, min_drop 0.03, factor 1.5, jitter 0.01
-    # n = 100: sigma = sqrt(1.5^2 * 0.25 / 100 + 0.01^2) = 0.0757; needs a drop > 2 * 0.0757 * sqrt(2) = 0.214
-    assert not rule.rule(job(100, [0.5, 0.6, 0.5]), None)
-    # n = 10000: sigma = sqrt(1.5^2 * 0.25 / 1e4 + 1e-4) = 0.0125; 0.1 > 2 * 0.0125 * sqrt(2) = 0.035
-    assert rule.rule(job(10_000, [0.5, 0.6, 0.5]), None)
-    assert not rule.rule(job(10_000, [0.5, 0.52, 0.5]), None)    # 0.02 < min_drop 0.03
-
-
 def test_divergence_beats_evalstop_on_held_out_seeds():
-    """Its defaults were chosen on seeds 100-109; seeds 0-9 report (docs/calibration.md)."""
+    """Its defaults were chosen on validation seeds (docs/select_detectors.py); test seeds 0-9 report (docs/detectors.md)."""
     f1 = {"evalstop": [], "divergence": []}
     cut = {"evalstop": [], "divergence": []}
     for seed in range(10):
