@@ -164,7 +164,7 @@ def realistic_curves(rng: np.random.Generator, model: CurveModel, evals: int, rl
     d_healthy = (1.0 - np.exp(-x / h_tau)) / (1.0 - np.exp(-1.0 / h_tau))
     noise = model.proxy_noise * rng.standard_normal((n, evals))
     proxy = p_gain * np.where(rlhf_hacks[:, None], d_hack, d_healthy) + noise
-    if model.healthy_kl_growth > 0:   # drawn last, so a world without it keeps every other draw
-        grows = rng.random((n, 1)) < model.healthy_kl_growth
+    if model.healthy_kl_growth > 0:   # from a child stream: every other draw stays as without the knob
+        grows = rng.spawn(1)[0].random((n, 1)) < model.healthy_kl_growth
         proxy = np.where(grows & ~rlhf_hacks[:, None], p_gain * d_hack + noise, proxy)
     return gold, base[:, 0], hacking, peak_progress, proxy

@@ -282,3 +282,17 @@ def test_e1_pairs_the_jobs_an_arm_did_not_stop(tmp_path):
     assert rows["evalstop k=2"]["gpu_hours_cut_pct"] == pytest.approx(np.mean(cuts))
     assert rows["none"].get("jct_gain_kept_pct") is None
     assert "JCT gain, jobs not stopped" in (tmp_path / "E1.md").read_text()
+
+
+def test_healthy_kl_growth_changes_only_the_proxy_of_healthy_rlhf_runs():
+    cfg = REALISTIC.replace(jobs=300, seed=3)
+    calm, drifting = generate(cfg), generate(cfg.replace(**{"curves.healthy_kl_growth": 1.0}))
+    assert np.array_equal(calm.curves.gold, drifting.curves.gold) and np.array_equal(calm.hacking, drifting.hacking)
+    assert np.array_equal(calm.eval_items, drifting.eval_items) and np.array_equal(calm.length_h, drifting.length_h)
+    rlhf = calm.job_type == JOB_TYPES.index("rlhf")
+    changed = ~np.all(calm.curves.proxy == drifting.curves.proxy, axis=1) & rlhf
+    assert changed.sum() > 20 and not (changed & ~rlhf).any()
+    # a healthy run's proxy levels off with its gold; with the knob it keeps rising to the end, as Gao's d does
+    late = slice(5, 10)
+    assert np.mean(np.diff(calm.curves.proxy[changed][:, late], axis=1)) < 0.02
+    assert np.mean(np.diff(drifting.curves.proxy[changed][:, late], axis=1)) > 0.05
