@@ -10,6 +10,7 @@ from evalstop_gym import WorkloadConfig, generate
 from evalstop_gym.api import run_policy
 from evalstop_gym.baselines import FIFO, STOPPERS, Divergence, DropTest, make_policy
 from evalstop_gym.baselines.noise import MIN_DIFFERENCES, NoiseBySize
+from evalstop_gym.config import ConfigError
 from evalstop_gym.policy import drive
 from evalstop_gym.simulator import Simulator
 from evalstop_gym.workload import workload_from_jobs
@@ -174,3 +175,33 @@ def test_a_droptest_that_kept_the_noise_of_another_world_does_not():
     calibrated, noisier = _healthy_worlds(1.5), _healthy_worlds(3.0)       # the same jobs, seed by seed
     copied = np.mean([run_policy(w, _knowing_the_noise("droptest", c))["fpr"] for c, w in zip(calibrated, noisier)])
     assert copied > _fpr(noisier, lambda w: _knowing_the_noise("droptest", w)) + 0.05
+
+
+def _selection_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "select_detectors.py"
+    spec = importlib.util.spec_from_file_location("select_detectors", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_selection_rules_by_hand():
+    sel = _selection_script()
+    rows = [({"a": 1}, {"f1": 0.95, "waste_cut": 0.40, "precision": 0.99, "recall": 0.90}),
+            ({"a": 2}, {"f1": 0.85, "waste_cut": 0.61, "precision": 0.80, "recall": 0.97}),
+            ({"a": 3}, {"f1": 0.85, "waste_cut": 0.65, "precision": 0.96, "recall": 0.93}),
+            ({"a": 4}, {"f1": 0.80, "waste_cut": 0.70, "precision": 0.70, "recall": 0.99})]
+    # the best F1 above the floor 0.60: a=2 and a=3 tie at 0.85, the higher waste cut wins
+    assert sel.select(rows, 0.60)[0] == {"a": 3}
+    assert sel.select(rows, 0.75)[0] == {"a": 4}                  # nothing reaches the floor: the largest cut
+    assert sel.select_precise(rows)[0] == {"a": 3}                # the best recall with precision >= 0.95
+    assert sel.select_precise(rows, precision=0.999)[0] == {"a": 1}   # none has it: the best precision
+    # the same budget for every detector: a grid of 4 x 8 fits it, a larger one is sampled, the same each time
+    assert len(sel.candidates({"x": range(4), "y": range(8)})) == 32
+    big = {"x": range(10), "y": range(10)}
+    assert len(sel.candidates(big)) == sel.BUDGET and sel.candidates(big) == sel.candidates(big)
+    with pytest.raises(ConfigError, match="validation"):
+        sel.main(["--first-seed", "0", "--seeds", "2"])           # test seeds are refused
