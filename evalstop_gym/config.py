@@ -138,9 +138,10 @@ class CurveModel:
     recovery_fraction: float = 0.0                    # over-optimising runs that partly recover
     recovery: tuple[float, float] = (0.0, 0.0)        # share of the lost score such a run wins back
     hack_min_drop: float = 0.05                       # label: a run hacks iff its trend falls >= this
+    healthy_kl_growth: float = 0.0                    # healthy RLHF runs whose KL (so proxy) grows as a hacking run's
     form: str = "paper"                               # "realistic" turns the knobs above on
 
-    _FRACTIONS = ("dip_prob", "overfit_fraction", "dpo_hacking_fraction", "recovery_fraction")
+    _FRACTIONS = ("dip_prob", "overfit_fraction", "dpo_hacking_fraction", "recovery_fraction", "healthy_kl_growth")
     _UNIT_PAIRS = ("dpo_peak", "dpo_floor", "recovery")
 
     def validate(self) -> None:

@@ -34,7 +34,9 @@ stream, keeping loss, proxy and the noise draws ``z`` above:
   (training stochasticity) minus an occasional transient dip, clipped to [0, 1];
 * the RLHF *proxy reward*, linear in ``d`` as in Gao et al.: it keeps rising
   while an over-optimising run's ``d`` grows (``P x ** (kl_exponent * r)``)
-  and levels off with a healthy run's gold (the healthy saturation shape).
+  and levels off with a healthy run's gold (the healthy saturation shape);
+  a share ``healthy_kl_growth`` of the healthy runs keeps drifting in KL
+  (its proxy grows as an over-optimising run's) while its gold saturates.
 """
 
 from __future__ import annotations
@@ -160,6 +162,9 @@ def realistic_curves(rng: np.random.Generator, model: CurveModel, evals: int, rl
     p_gain = u(model.proxy_gain)
     d_hack = x ** (model.kl_exponent * rate)
     d_healthy = (1.0 - np.exp(-x / h_tau)) / (1.0 - np.exp(-1.0 / h_tau))
-    proxy = p_gain * np.where(rlhf_hacks[:, None], d_hack, d_healthy)
-    proxy = proxy + model.proxy_noise * rng.standard_normal((n, evals))
+    noise = model.proxy_noise * rng.standard_normal((n, evals))
+    proxy = p_gain * np.where(rlhf_hacks[:, None], d_hack, d_healthy) + noise
+    if model.healthy_kl_growth > 0:   # from a child stream: every other draw stays as without the knob
+        grows = rng.spawn(1)[0].random((n, 1)) < model.healthy_kl_growth
+        proxy = np.where(grows & ~rlhf_hacks[:, None], p_gain * d_hack + noise, proxy)
     return gold, base[:, 0], hacking, peak_progress, proxy

@@ -26,11 +26,14 @@ def test_values_by_hand():
     # scores 0.5, 0.6, 0.55 on 100 items; proxy 0.1, 0.2, 0.35
     row = history_row(job([0.5, 0.6, 0.55], 100, [0.1, 0.2, 0.35]), NAMES)
     assert row[0] == pytest.approx(0.25)
-    # window 1: level 0.55, sigma^2 = 1.5^2 * 0.55 * 0.45 / 100 + 0.01^2 = 0.00566875; drop 0.6 - 0.55
-    assert row[1] == pytest.approx(0.05 / (math.sqrt(0.00566875) * math.sqrt(2.0)) / 10.0)
-    # window 2: level 0.575, sigma^2 = 2.25 * 0.575 * 0.425 / 100 + 0.0001 = 0.00559844; drop 0.5 - 0.575 < 0
-    assert row[2] == pytest.approx(-0.075 / (math.sqrt(0.0055984375) * math.sqrt(1.5)) / 10.0)
+    # window 1: level 0.55, sampling error^2 = 0.55 * 0.45 / 100 = 0.002475; drop 0.6 - 0.55
+    assert row[1] == pytest.approx(0.05 / (math.sqrt(0.002475) * math.sqrt(2.0)) / 10.0)
+    # window 2: level 0.575, sampling error^2 = 0.575 * 0.425 / 100 = 0.00244375; drop 0.5 - 0.575 < 0
+    assert row[2] == pytest.approx(-0.075 / (math.sqrt(0.00244375) * math.sqrt(1.5)) / 10.0)
     assert row[2] < 0 < row[1]
+    # a score of 0 on 4 items has the sampling error of 1 / 4: sqrt(0.25 * 0.75 / 4); drop 0.5
+    assert history_row(job([0.5, 0.0], 4), ["drop_z_1"])[0] == pytest.approx(
+        0.5 / (math.sqrt(0.25 * 0.75 / 4) * math.sqrt(2.0)) / 10.0)
 
 
 def test_undefined_is_zero_and_large_values_are_clipped():

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from evalstop_gym.baselines import (CUSUM, FIFO, SCHEDULERS, STOPPERS, EvalStop, LossPlateau, Patience, SmoothedDecline,
-                       StopAtProgress, make_policy)
+from evalstop_gym.baselines import (CUSUM, FIFO, SCHEDULERS, STOPPERS, Divergence, DropTest, EvalStop, LossPlateau,
+                                    Patience, SmoothedDecline, StopAtProgress, make_policy)
 from evalstop_gym.baselines.noise import MIN_DIFFERENCES, PooledNoise
 from evalstop_gym import WorkloadConfig, generate
 from evalstop_gym.cli import main as cli_main
@@ -292,11 +292,11 @@ def test_registry_names_each_stoppers_parameters():
         "none": [], "evalstop": ["k"], "stopat": ["p"], "lossplateau": ["window", "tolerance"],
         "patience": ["patience", "min_delta"], "cusum": ["threshold", "drift", "sigma"],
         "smoothed": ["window", "threshold", "sigma"],
-        "droptest": ["window", "z", "min_drop", "factor", "jitter"],
-        "divergence": ["window", "z", "min_drop", "factor", "jitter", "fast_z", "fast_min_drop", "proxy_rise", "lag"]}
+        "droptest": ["window", "z", "min_drop", "sigma"],
+        "divergence": ["window", "z", "min_drop", "fast_z", "fast_min_drop", "proxy_z", "lag", "sigma"]}
     assert type(make_policy("srtf-est", "none")) is SCHEDULERS["srtf-est"]      # no stopper: the bare scheduler
-    p = make_policy("fifo", "patience", patience=2)
-    assert type(p) is Patience and p.patience == 2 and type(p.base) is FIFO
+    p = make_policy("fifo", "patience", patience=4)
+    assert type(p) is Patience and p.patience == 4 and type(p.base) is FIFO
 
 
 def view_with(scores=(), losses=(), submit_h=0.0):
@@ -340,7 +340,7 @@ def test_cusum_statistic_by_hand():
 
 
 def test_smoothed_decline_by_hand():
-    s = SmoothedDecline(FIFO(), window=3)
+    s = SmoothedDecline(FIFO(), window=3, threshold=0.0)
     assert s.declined([0.9, 0.8, 0.7], 0.1)                         # exactly a window: tested
     assert not s.declined([0.8, 0.7], 0.1)                          # shorter: not yet
     assert not s.declined([0.5, 0.5, 0.5], 0.1)                     # a flat run: slope 0 is not a decline
@@ -365,9 +365,13 @@ def test_documented_defaults():
     assert EvalStop(FIFO()).k == 2 and StopAtProgress(FIFO()).p == 0.65
     assert _lossaware().window == 3
     assert (LossPlateau(FIFO()).window, LossPlateau(FIFO()).tolerance) == (3, 0.01)
-    assert (Patience(FIFO()).patience, Patience(FIFO()).min_delta) == (3, 0.0)
+    # the detectors' defaults are docs/select_detectors.py's choice on validation seeds (docs/detectors.md)
+    assert (Patience(FIFO()).patience, Patience(FIFO()).min_delta) == (2, 0.0)
     c, s = CUSUM(FIFO()), SmoothedDecline(FIFO())
-    assert (c.threshold, c.drift, c.sigma) == (2.5, 0.0, None) and (s.window, s.threshold, s.sigma) == (6, 0.0, None)
+    assert (c.threshold, c.drift, c.sigma) == (1.5, 0.0, None) and (s.window, s.threshold, s.sigma) == (3, 1.0, None)
+    d, v = DropTest(FIFO()), Divergence(FIFO())
+    assert (d.window, d.z, d.min_drop, d.sigma) == (2, 1.0, 0.0, None)
+    assert (v.window, v.z, v.min_drop, v.fast_z, v.fast_min_drop, v.proxy_z, v.lag) == (2, 3.0, 0.0, 1.0, 0.04, 3.0, 2)
     t = _tiresias()
     assert (t.thresholds_gpu_h, t.promote_knob) == ((4.0, 32.0), 2.0)
     assert type(make_policy()) is FIFO

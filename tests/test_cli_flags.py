@@ -74,7 +74,7 @@ SIMULATE_CASES = {
 }
 # flags that two stoppers share: the second stopper's reading is checked too
 SHARED_STOPPER_CASES = {
-    "--window smoothed": (["--stopper", "smoothed"], ["--window", "3"], {"stopper": "smoothed"}, {"window": 3}),
+    "--window smoothed": (["--stopper", "smoothed"], ["--window", "6"], {"stopper": "smoothed"}, {"window": 6}),
     "--threshold smoothed": (["--stopper", "smoothed"], ["--threshold", "2"], {"stopper": "smoothed"},
                              {"threshold": 2.0}),
     "--sigma smoothed": (["--stopper", "smoothed", "--threshold", "1"], ["--sigma", "0.1"],   # threshold 0

@@ -239,25 +239,8 @@ def test_srtf_progress_sees_the_exact_remaining_time_only_in_the_paper_world():
     assert checked > 50
 
 
-def test_droptest_scales_its_test_with_the_eval_set_size():
-    from evalstop_gym.baselines import DropTest, FIFO
-    from evalstop_gym.view import ClusterView, JobView
-
-    def job(items, scores):
-        v = JobView(0, 0, "rlhf", 1, 0, 0, 10, ClusterView(1), eval_items=items)
-        v.eval_scores.extend(scores)
-        return v
-
-    rule = DropTest(FIFO())   # window 1, z 2, min_drop 0.03, factor 1.5, jitter 0.01
-    # n = 100: sigma = sqrt(1.5^2 * 0.25 / 100 + 0.01^2) = 0.0757; needs a drop > 2 * 0.0757 * sqrt(2) = 0.214
-    assert not rule.rule(job(100, [0.5, 0.6, 0.5]), None)
-    # n = 10000: sigma = sqrt(1.5^2 * 0.25 / 1e4 + 1e-4) = 0.0125; 0.1 > 2 * 0.0125 * sqrt(2) = 0.035
-    assert rule.rule(job(10_000, [0.5, 0.6, 0.5]), None)
-    assert not rule.rule(job(10_000, [0.5, 0.52, 0.5]), None)    # 0.02 < min_drop 0.03
-
-
 def test_divergence_beats_evalstop_on_held_out_seeds():
-    """Its defaults were chosen on seeds 100-109; seeds 0-9 report (docs/calibration.md)."""
+    """Its defaults were chosen on validation seeds (docs/select_detectors.py); test seeds 0-9 report (docs/detectors.md)."""
     f1 = {"evalstop": [], "divergence": []}
     cut = {"evalstop": [], "divergence": []}
     for seed in range(10):
@@ -299,3 +282,17 @@ def test_e1_pairs_the_jobs_an_arm_did_not_stop(tmp_path):
     assert rows["evalstop k=2"]["gpu_hours_cut_pct"] == pytest.approx(np.mean(cuts))
     assert rows["none"].get("jct_gain_kept_pct") is None
     assert "JCT gain, jobs not stopped" in (tmp_path / "E1.md").read_text()
+
+
+def test_healthy_kl_growth_changes_only_the_proxy_of_healthy_rlhf_runs():
+    cfg = REALISTIC.replace(jobs=300, seed=3)
+    calm, drifting = generate(cfg), generate(cfg.replace(**{"curves.healthy_kl_growth": 1.0}))
+    assert np.array_equal(calm.curves.gold, drifting.curves.gold) and np.array_equal(calm.hacking, drifting.hacking)
+    assert np.array_equal(calm.eval_items, drifting.eval_items) and np.array_equal(calm.length_h, drifting.length_h)
+    rlhf = calm.job_type == JOB_TYPES.index("rlhf")
+    changed = ~np.all(calm.curves.proxy == drifting.curves.proxy, axis=1) & rlhf
+    assert changed.sum() > 20 and not (changed & ~rlhf).any()
+    # a healthy run's proxy levels off with its gold; with the knob it keeps rising to the end, as Gao's d does
+    late = slice(5, 10)
+    assert np.mean(np.diff(calm.curves.proxy[changed][:, late], axis=1)) < 0.02
+    assert np.mean(np.diff(drifting.curves.proxy[changed][:, late], axis=1)) > 0.05

@@ -6,17 +6,17 @@ and ``sd = sqrt(2) * sigma`` their noise, Page's one-sided CUSUM
 ``S_i > threshold``. ``drift`` (the reference value) and ``threshold`` are in
 units of ``sd``: a decline counts only beyond ``drift`` per eval, and the stop
 needs accumulated evidence ``threshold``; rises drain the sum. Sigma is
-estimated from the observed scores (:mod:`evalstop_gym.baselines.noise`) unless given.
+estimated from the observed scores of the episode's jobs with the same
+eval-set size (:mod:`evalstop_gym.baselines.noise`) unless given.
 Works on every job type.
 
-Defaults ``drift = 0`` and ``threshold = 2.5``: with about ten evals per job
-the test sees a handful of deltas, too few for the textbook ``drift = 0.5,
-threshold = 4-5`` (made for long streams) to fire before a run ends. With
-``drift = 0`` the sum since its last reset is the drop from the highest
-recent score, so the rule reads "the score fell more than ``2.5 * sqrt(2)``
-noise sigmas below a recent high". The threshold is the smallest of 1.5, 2.0,
-2.2, 2.5 with precision >= 0.95 at sigma 0.10 on calibration seeds 101-110 of
-``rlhf-heavy`` (SRTF-Est base), disjoint from the seeds results are reported on.
+Defaults ``drift = 0`` and ``threshold = 1.5``, the choice of
+``docs/select_detectors.py`` on validation seeds (docs/detectors.md): with
+about ten evals per job the test sees a handful of deltas, too few for the
+textbook ``drift = 0.5, threshold = 4-5`` (made for long streams) to fire
+before a run ends. With ``drift = 0`` the sum since its last reset is the drop
+from the highest recent score, so the rule reads "the score fell more than
+``1.5 * sqrt(2)`` noise sigmas below a recent high".
 Source: Page, "Continuous Inspection Schemes", Biometrika 1954.
 """
 
@@ -30,7 +30,7 @@ from .noise import NoiseAwareStopper
 class CUSUM(NoiseAwareStopper):
     rule_name = "cusum"
 
-    def __init__(self, base, threshold: float = 2.5, drift: float = 0.0, sigma: float | None = None):
+    def __init__(self, base, threshold: float = 1.5, drift: float = 0.0, sigma: float | None = None):
         super().__init__(base, sigma)
         check_range("threshold", threshold, 0.0)
         check_range("drift", drift, 0.0)

@@ -6,12 +6,13 @@ far by more than ``min_delta`` (score units), which makes it the new best and
 resets the wait; any other score adds one to the wait. Stop when the wait
 reaches ``patience`` evals. The tenant gets the best observed checkpoint.
 
-Why it is more robust to noise than EvalStop(k): k consecutive declines leave
-k scores below an earlier one, so ``patience = k`` fires whenever EvalStop(k)
-does. The default ``patience = 3`` asks for three evals without a new best,
-in any order: a run past its peak has them for good, a noisy run that still
-rises keeps setting new bests. ``min_delta = 0`` as in Keras. It needs no
-noise estimate. Works on every job type.
+How it relates to EvalStop(k): k consecutive declines leave k scores below
+an earlier one, so ``patience = k`` fires whenever EvalStop(k) does, and on
+more runs (the evals without a new best need not be consecutive). Defaults
+``patience = 2, min_delta = 0`` are the choice of ``docs/select_detectors.py``
+on validation seeds (docs/detectors.md): the rule's waste floor (EvalStop
+k=2's) is out of reach of ``patience = 3``. It needs no noise estimate and
+carries no noise scale: ``min_delta`` is in score units. Works on every job type.
 Source: Prechelt, "Early Stopping - But When?" (1998); Keras EarlyStopping.
 """
 
@@ -22,7 +23,7 @@ from evalstop_gym.policy import Stopper
 class Patience(Stopper):
     rule_name = "patience"
 
-    def __init__(self, base, patience: int = 3, min_delta: float = 0.0):
+    def __init__(self, base, patience: int = 2, min_delta: float = 0.0):
         super().__init__(base)
         check_range("patience", patience, 1, integer=True)
         check_range("min_delta", min_delta, 0.0, 1.0)

@@ -125,20 +125,21 @@ def add_policy_flags(p: argparse.ArgumentParser) -> None:
                    help="stopat: stop RLHF jobs at this fraction of training (default 0.65)")
     g.add_argument("--window", type=int, default=None,
                    help="lossplateau: evals the loss improvement is measured over (default 3); "
-                        "smoothed: evals in the slope fit (default 6)")
+                        "smoothed: evals in the slope fit (default 3); droptest, divergence: scores averaged (default 2)")
     g.add_argument("--tolerance", type=float, default=None,
                    help="lossplateau: stop below this relative loss improvement (default 0.01)")
     g.add_argument("--patience", type=int, default=None,
-                   help="patience: evals without a new best score before stopping (default 3)")
+                   help="patience: evals without a new best score before stopping (default 2)")
     g.add_argument("--min-delta", type=float, default=None,
                    help="patience: smallest score gain that counts as a new best (default 0)")
     g.add_argument("--threshold", type=float, default=None,
-                   help="cusum: evidence to stop, in noise sigmas (default 2.5); "
-                        "smoothed: slope standard errors below 0 to stop (default 0)")
+                   help="cusum: evidence to stop, in noise sigmas (default 1.5); "
+                        "smoothed: slope standard errors below 0 to stop (default 1)")
     g.add_argument("--drift", type=float, default=None,
                    help="cusum: decline per eval ignored, in noise sigmas (default 0)")
     g.add_argument("--sigma", type=float, default=None,
-                   help="cusum, smoothed: eval-noise sigma if known (default: estimated from observed scores)")
+                   help="cusum, smoothed, droptest, divergence: eval-noise sigma if known (default: estimated "
+                        "from the observed scores of jobs with the same eval-set size)")
 
 
 # stopper parameter flags (argparse dest names = the stoppers' keyword names); a new stopper adds its own

@@ -1,4 +1,4 @@
-"""``evalstop-gym reproduce``: the paper's experiment suite (E1-E9) over N seeds."""
+"""``evalstop-gym reproduce``: the paper's experiment suite (E1-E10) over N seeds."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
 
     listing = "; ".join(f"{name}: {title}" for name, (title, _) in EXPERIMENTS.items())
     p = sub.add_parser(
-        "reproduce", help="run the experiment suite E1-E9 and write tables and plots",
+        "reproduce", help="run the experiment suite E1-E10 and write tables and plots",
         description="Run the paper's experiments over N seeds (seeds SEED..SEED+N-1) on the workload "
                     "below (each experiment overrides the variable it sweeps); print each table and write "
                     "OUT/<E>.md, .csv, .png and OUT/summary.md (which keeps the experiments of earlier runs "

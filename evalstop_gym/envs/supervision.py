@@ -2,8 +2,8 @@
 
 A platform cannot compute these online: they need the hidden hacking label and
 the true best checkpoint. In simulation they are the same labels that chose the
-hand-coded detectors' parameters (droptest and divergence were tuned on seeds
-100-109 by their hidden-label F1, docs/calibration.md), so a stop-policy may
+hand-coded detectors' parameters (tuned on validation seeds by their
+hidden-label F1 and waste, docs/detectors.md), so a stop-policy may
 learn from them in training too, while its observations stay public
 (:mod:`evalstop_gym.view`). Evaluation stays on the hidden metrics of held-out
 seeds. Both terms are weighted 0 by default; a term weighted 0 is not reported in

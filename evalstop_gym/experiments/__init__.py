@@ -1,4 +1,4 @@
-"""The paper's experiment suite (E1-E9) and its runner, behind ``evalstop-gym reproduce``.
+"""The paper's experiment suite (E1-E10) and its runner, behind ``evalstop-gym reproduce``.
 
 * :mod:`.spec`: experiments as data, built against the policy registry;
 * :mod:`.runner`: local process pool or Ray, JSONL results, resume;

@@ -1,4 +1,4 @@
-"""The experiment suite as data: the paper's experiments E1-E5, plus E6-E9.
+"""The experiment suite as data: the paper's experiments E1-E5, plus E6-E10.
 
 An :class:`Experiment` is a list of :class:`Point` s (one policy at one sweep
 value, with the workload fields it changes) run over the same seeds, the
@@ -375,6 +375,31 @@ def _e9(c: _Context) -> Experiment:
                       _is("evalstop"), (Check("jct_gain_pct", ">", 0.0), *_significant("jct_gain"))),))
 
 
+# worlds a detector was not written for (realistic-world knobs; the realistic values are in the comments)
+MISSPECIFIED: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("as calibrated", {}),
+    ("seed noise x2-3", {"world.seed_noise_factor": (2.0, 3.0)}),      # 1-2
+    ("plateau jitter x2", {"curves.plateau_jitter": 0.02}),            # 0.01
+    ("healthy KL grows", {"curves.healthy_kl_growth": 1.0}),           # 0: a healthy run's KL levels off
+    ("drops near threshold", {"curves.hack_gain": (0.03, 0.12)}),      # 0.3-0.6; the label needs a 0.05 drop
+)
+MISSPECIFIED = MISSPECIFIED + (("all four", {k: v for _, w in MISSPECIFIED for k, v in w.items()}),)
+
+
+def _e10(c: _Context) -> Experiment:
+    arms = c.under_test()
+    c.note("meant for --calibration realistic: the paper world has no eval-set sizes or plateau jitter, "
+           "so there its first three variants equal the calibrated world")
+    c.note("seed noise: each job's eval sd is this factor times its sampling error; drops near threshold: "
+           "over-optimising runs gain 0.03-0.12 before their peak, so most fall just past the 0.05 label drop")
+    points = tuple(Point.of(a, c.base, x=label, **world) for label, world in MISSPECIFIED for a in arms)
+    return Experiment(
+        "E10", "Misspecified worlds", "Do the detectors keep their F1 and waste cut when the world's noise, "
+        "KL growth and hacking depth differ from the calibration they were chosen on?", "world", points,
+        (*DETECTION, "f1", "waste_cut", "waste_cut_p", "compute_waste_gpu_h", "detection_delay_evals"),
+        ("f1", "fpr", "waste_cut_pct"))
+
+
 EXPERIMENTS: dict[str, tuple[str, Callable[[_Context], Experiment]]] = {
     "E1": ("main table: every stopper over the main base scheduler", _e1),
     "E2": ("composability: every base scheduler with and without EvalStop", _e2),
@@ -385,6 +410,7 @@ EXPERIMENTS: dict[str, tuple[str, Callable[[_Context], Experiment]]] = {
     "E7": ("offered-load sweep 0.6-1.5", _e7),
     "E8": ("hacking-peak position sweep, peaks from 15-45% to 70-100% of a run", _e8),
     "E9": ("8-GPU nodes under each placement policy, and two GPU generations", _e9),
+    "E10": ("misspecified worlds: more seed noise and jitter, healthy KL growth, shallow hacking", _e10),
 }
 
 
