@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -115,6 +116,14 @@ def markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def policy_command(result: Mapping[str, Any], card: Mapping[str, Any]) -> str:
+    """The command that scores this one policy as ``result`` scored it (runs are per policy, so alone it
+    gives the same numbers); a tuned reference comes from the results file of ``bench --tune``."""
+    tuned = result.get("tuned_from")
+    return (f"evalstop-gym bench --suite {result['suite']} --policy {shlex.quote(card['policy'])}"
+            + ("" if tuned is None else " --tune" if tuned == "--tune" else f" --tuned {shlex.quote(tuned)}"))
+
+
 def leaderboard(paths: Sequence[str | os.PathLike]) -> str:
     """``docs/leaderboard.md``: every policy of every results file, ranked by suite-mean JCT change vs no stopper.
 
@@ -133,7 +142,11 @@ def leaderboard(paths: Sequence[str | os.PathLike]) -> str:
         for card in data["policies"]:
             if card["label"] not in seen:
                 seen.add(card["label"])
-                entries.append((card, data.get("command") or f"(from {name})"))
+                entries.append((card, policy_command(data, card)))
+    tuned = {d["references"].get(TUNED_BEST) for _, d in named} - {None}
+    if len(tuned) > 1:
+        raise UsageError(f"the files hold different tuned-best references ({', '.join(sorted(tuned))}): score "
+                         "every policy against one tuning (bench --tuned FILE)")
     tuning = next((d["tuning"] for _, d in named if d.get("tuning")), None)
     entries.sort(key=lambda e: (e[0]["vs"][NO_STOPPER]["aggregate"]["avg_jct_h"]["change"] or 0.0))
     refs = [NO_STOPPER, *(r for r in first["references"] if r != NO_STOPPER)]
@@ -161,4 +174,6 @@ def leaderboard(paths: Sequence[str | os.PathLike]) -> str:
         lines.append(f"| {i} | {card['label']} | {_num(agg['avg_jct_h'])} | {jct} | {_num(agg['compute_waste_gpu_h'])} "
                      f"| {_num(agg['f1'])} | {_num(agg['fpr'])} | {_num(agg['delivered_quality_regret'])} | "
                      f"{_num(agg['preemptions'])} | {v} | `{command}` |")
+    lines += ["", "The results files, and the commands that wrote them:", ""]
+    lines += [f"- `{name}`: `{d.get('command') or '(not recorded)'}`" for name, d in named]
     return "\n".join(lines) + "\n"

@@ -119,7 +119,9 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
     result = {"format": res.FORMAT, "suite": suite_name, "suite_hash": suite_hash(suite_name), "version": __version__,
               "code": code_fingerprint(), "rows": [r.name for r in played], "skipped": skipped,
               "references": {name: p.label for name, p in refs.items()},
-              "reference_values": ref_values, "tuning": tuning, "command": command, "policies": cards}
+              "reference_values": ref_values, "tuning": tuning,
+              "tuned_from": "--tune" if tune else (None if tuned is None else str(tuned)),
+              "command": command, "policies": cards}
     res.save(result, outdir / RESULTS_FILE)
     md = res.markdown(result)
     (outdir / MARKDOWN_FILE).write_text(md, encoding="utf-8")
