@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,3 @@ class BenchSpec(RunSpec):
 def learned_spec(policy: BenchPolicy, row: Row, seed: int) -> RunSpec:
     """A saved model's run: a plain spec the learned provider plays (synthetic rows only)."""
     return RunSpec(policy.scheduler, policy.stopper, policy.params, row.config(seed))
-
-
-def with_params(policy: BenchPolicy, **params: Any) -> BenchPolicy:
-    return replace(policy, params=tuple(sorted(params.items())))

@@ -43,15 +43,23 @@ class BenchPolicy:
     source: str = ""                        # hash of a user class's module source ("" otherwise)
 
 
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+def _params(text: str, items: str) -> dict[str, Any]:
+    """``k=2,z=1.5`` -> ``{"k": 2, "z": 1.5}`` (values read as JSON where they parse, else kept as text)."""
+    out: dict[str, Any] = {}
+    for item in filter(None, items.split(",")):
+        key, eq, value = (x.strip() for x in item.partition("="))
+        if not eq or not key:
+            raise ConfigError("policy", text, "parameters are written NAME:key=value,key=value")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
 
 
 def is_model_path(text: str) -> bool:
-    return "/" in text or os.sep in text or text.endswith(".zip") or Path(text).is_dir()
+    """A saved model: a folder, a path with a separator, or a ``.zip``."""
+    return any(sep in text for sep in {"/", os.sep}) or Path(text).suffix == ".zip" or Path(text).is_dir()
 
 
 def user_class(name: str):
@@ -114,12 +122,7 @@ def parse_policy(text: str) -> BenchPolicy:
     head, params = text, {}
     last = text.rsplit(":", 1)
     if len(last) == 2 and "=" in last[1]:
-        head = last[0]
-        for item in filter(None, last[1].split(",")):
-            key, eq, value = item.partition("=")
-            if not eq or not key.strip():
-                raise ConfigError("policy", text, "parameters are written NAME:key=value,key=value")
-            params[key.strip()] = _value(value.strip())
+        head, params = last[0], _params(text, last[1])
     parts = head.split("+")
     allowed = (f"schedulers {', '.join(SCHEDULERS)}; stoppers {', '.join(STOPPERS)}; SCHEDULER+STOPPER; "
                "module:Class; or a saved model folder")

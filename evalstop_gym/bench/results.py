@@ -83,7 +83,7 @@ def markdown(result: Mapping[str, Any]) -> str:
     refs = result["references"]
     parts = [f"# evalstop-gym bench: suite {result['suite']} ({result['suite_hash']})", "",
              f"Package {result['version']}, code {result['code']}; rows played: {len(result['rows'])}"
-             + (f"; skipped: " + "; ".join(f"{k} ({v})" for k, v in result["skipped"].items())
+             + ("; skipped: " + "; ".join(f"{k} ({v})" for k, v in result["skipped"].items())
                 if result["skipped"] else "") + ".",
              "References: " + "; ".join(f"{k} = {v}" for k, v in refs.items()) + ".",
              "Changes are paired over every (row, seed): % change for sizes, difference for rates and scores, "
