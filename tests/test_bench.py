@@ -148,6 +148,10 @@ def test_two_results_are_comparable_or_refused(tmp_path, toy_suite):
     board = res.leaderboard([a, b])
     assert "srtf-est + droptest" in board and "`evalstop-gym bench --suite toy --policy fifo+evalstop`" in board
     assert "`evalstop-gym bench --policy fifo+evalstop`" in board   # the command that wrote the file
+    from evalstop_gym.cli import main
+
+    assert main(["bench", "--leaderboard", str(a), str(b), "--leaderboard-out", str(tmp_path / "lb.md")]) == 0
+    assert (tmp_path / "lb.md").read_text() == board
     other = json.loads(b.read_text())
     other["suite_hash"] = "0" * 16
     res.save(other, tmp_path / "other.json")

@@ -59,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("name at least one --policy (or build a --leaderboard)")
     from ..bench import run_bench
 
-    command = "evalstop-gym bench " + " ".join(shlex.quote(a) for a in sys.argv[1:][1:]) if \
-        sys.argv[1:2] == ["bench"] else "evalstop-gym bench " + " ".join(
-            f"--policy {shlex.quote(p)}" for p in args.policy)
+    # the command as typed (recorded in the results); called as a function, the policies alone
+    typed = sys.argv[2:] if sys.argv[1:2] == ["bench"] else [a for p in args.policy for a in ("--policy", p)]
+    command = " ".join(["evalstop-gym bench", *map(shlex.quote, typed)])
     run_bench(args.policy, suite_name=args.suite, out=args.out, backend=args.backend, workers=args.workers,
               ray_address=args.ray_address, progress=not args.quiet, tune=args.tune, tuned=args.tuned,
               budget=args.budget, command=command, echo=(lambda _t: None) if args.quiet else print)
