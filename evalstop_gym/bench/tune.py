@@ -35,18 +35,18 @@ VALIDATION_SEEDS = 2       # validation workloads per row
 RULE = ("lowest mean ratio of average JCT to SRTF-Est without a stopper, per validation workload, among trials "
         "whose mean delivered-quality regret is no worse than SRTF-Est + EvalStop k=2's; others score ratio + 1")
 
-# name -> (low, high, integer): the range a stopper parameter is searched over
-SPACES: dict[str, dict[str, tuple[float, float, bool]]] = {
-    "evalstop": {"k": (1, 5, True)},
-    "stopat": {"p": (0.3, 0.95, False)},
-    "lossplateau": {"window": (1, 6, True), "tolerance": (0.0, 0.05, False)},
-    "patience": {"patience": (1, 6, True), "min_delta": (0.0, 0.05, False)},
-    "cusum": {"threshold": (0.5, 6.0, False), "drift": (0.0, 1.0, False)},
-    "smoothed": {"window": (3, 10, True), "threshold": (0.0, 0.05, False)},
-    "droptest": {"window": (1, 5, True), "z": (0.5, 4.0, False), "min_drop": (0.0, 0.15, False)},
-    "divergence": {"window": (1, 5, True), "z": (0.5, 4.0, False), "min_drop": (0.0, 0.15, False),
-                   "fast_z": (0.5, 4.0, False), "fast_min_drop": (0.0, 0.1, False), "proxy_rise": (0.0, 0.2, False),
-                   "lag": (1, 4, True)},
+# name -> (low, high, step): the grid a stopper parameter is searched on (an int step: an integer parameter)
+SPACES: dict[str, dict[str, tuple[float, float, float]]] = {
+    "evalstop": {"k": (1, 5, 1)},
+    "stopat": {"p": (0.3, 0.95, 0.05)},
+    "lossplateau": {"window": (1, 6, 1), "tolerance": (0.0, 0.05, 0.005)},
+    "patience": {"patience": (1, 6, 1), "min_delta": (0.0, 0.05, 0.005)},
+    "cusum": {"threshold": (0.5, 6.0, 0.25), "drift": (0.0, 1.0, 0.05)},
+    "smoothed": {"window": (3, 10, 1), "threshold": (0.0, 0.05, 0.005)},
+    "droptest": {"window": (1, 5, 1), "z": (0.5, 4.0, 0.25), "min_drop": (0.0, 0.15, 0.01)},
+    "divergence": {"window": (1, 5, 1), "z": (0.5, 4.0, 0.25), "min_drop": (0.0, 0.15, 0.01),
+                   "fast_z": (0.5, 4.0, 0.25), "fast_min_drop": (0.0, 0.1, 0.01), "proxy_rise": (0.0, 0.2, 0.01),
+                   "lag": (1, 4, 1)},
 }
 
 
@@ -105,19 +105,21 @@ def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None
 
         def trial_value(trial) -> float:
             sched = trial.suggest_categorical("scheduler", list(SCHEDULERS))
-            params = {k: (trial.suggest_int(k, int(lo), int(hi)) if integer else trial.suggest_float(k, lo, hi))
-                      for k, (lo, hi, integer) in space.items()}
+            params = {k: (trial.suggest_int(k, lo, hi, step=step) if isinstance(step, int) else
+                          round(trial.suggest_float(k, lo, hi, step=step), 6))   # 0.30000000000000004 -> 0.3
+                      for k, (lo, hi, step) in space.items()}
             pol = builtin(sched, fam, **params)
             values = play([pol], val, store, **kw)[pol.label]
             score, feasible = objective(values, base[none.label], base[evalstop.label])
             trial.set_user_attr("feasible", feasible)
             trial.set_user_attr("label", pol.label)
+            trial.set_user_attr("params", params)
             return score
 
         study.optimize(trial_value, n_trials=budget, show_progress_bar=progress)
         best = study.best_trial
-        params = {k: v for k, v in best.params.items() if k != "scheduler"}
-        out[fam] = {"stopper": fam, "scheduler": best.params["scheduler"], "params": params, "score": best.value,
+        out[fam] = {"stopper": fam, "scheduler": best.params["scheduler"], "params": best.user_attrs["params"],
+                    "score": best.value,
                     "feasible": best.user_attrs["feasible"], "label": best.user_attrs["label"],
                     "searched": sorted(space)}
     best = min(out.values(), key=lambda f: f["score"])
