@@ -173,3 +173,38 @@ def test_the_cli_refuses_bad_input_in_one_line(capsys):
     assert len(err) == 2 and all(line.startswith("evalstop-gym bench: error:") for line in err)
     assert "'nope' is not a policy" in err[1]
 
+
+
+def test_a_trace_row_plays_the_trace_or_is_skipped_with_a_note(tmp_path, monkeypatch):
+    from evalstop_gym.bench.suite import Trace
+
+    row = Row("toy-philly", calibration="realistic", jobs=50, gpus=16, trace=Trace("philly_jobs_pollux.csv", jobs=50),
+              seeds=(1200, 1201))
+    monkeypatch.setitem(suite_mod.SUITES, "toy-trace", (TOY[0], row))
+    suite_hash.cache_clear()
+    kw = dict(suite_name="toy-trace", progress=False, echo=lambda _t: None)
+    monkeypatch.setenv(suite_mod.TRACES_ENV, str(tmp_path / "empty"))
+    out = run_bench(["evalstop"], out=tmp_path / "a", **kw)
+    assert out["rows"] == ["toy-paper"] and "not found in" in out["skipped"]["toy-philly"]
+    assert "skipped: toy-philly (trace philly_jobs_pollux.csv not found" in (tmp_path / "a" / "bench.md").read_text()
+    monkeypatch.delenv(suite_mod.TRACES_ENV)
+    if row.missing() is not None:
+        pytest.skip(f"the Philly trace is not on this machine: {row.missing()}")
+    played = run_bench(["evalstop"], out=tmp_path / "b", **kw)
+    suite_hash.cache_clear()
+    assert played["rows"] == ["toy-paper", "toy-philly"] and played["skipped"] == {}
+    runs = [json.loads(line) for line in (tmp_path / "b" / RUNS_FILE).open()]
+    traced = [r for r in runs if "trace" in r["spec"]]
+    assert traced and all(r["metrics"]["jobs"] == 50 and r["spec"]["trace"]["sha256"] for r in traced)
+
+
+def test_the_bench_imports_neither_torch_nor_the_learned_layer():
+    import subprocess
+    import sys
+
+    code = ("import sys, evalstop_gym.bench, evalstop_gym.bench.tune, evalstop_gym.commands.bench; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'stable_baselines3', 'optuna') "
+            "or m.startswith('evalstop_gym.agents')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
