@@ -8,7 +8,8 @@ import pytest
 from evalstop_gym.bench import results as res
 from evalstop_gym.bench import suite as suite_mod
 from evalstop_gym.bench.policies import BUILTIN, USER, parse_policy
-from evalstop_gym.bench.run import EVALSTOP_K2, NO_STOPPER, RESULTS_FILE, RUNS_FILE, run_bench
+from evalstop_gym.bench.arms import EVALSTOP_K2, NO_STOPPER
+from evalstop_gym.bench.run import RESULTS_FILE, RUNS_FILE, run_bench
 from evalstop_gym.bench.score import compare, holm, verdicts
 from evalstop_gym.bench.suite import V1, Row, suite_hash
 from evalstop_gym.config import ConfigError, UsageError

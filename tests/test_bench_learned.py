@@ -7,7 +7,8 @@ pytest.importorskip("sb3_contrib")
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.bench import suite as suite_mod  # noqa: E402
 from evalstop_gym.bench.policies import LEARNED_KIND, parse_policy  # noqa: E402
-from evalstop_gym.bench.run import NO_STOPPER, run_bench, specs_of  # noqa: E402
+from evalstop_gym.bench.arms import NO_STOPPER, specs_of  # noqa: E402
+from evalstop_gym.bench.run import run_bench  # noqa: E402
 from evalstop_gym.bench.suite import PHILLY, Row, suite_hash  # noqa: E402
 
 TINY = {"n_steps": 128, "batch_size": 64, "n_epochs": 1, "eval_freq": 256, "n_eval_episodes": 1,

@@ -7,7 +7,8 @@ import pytest
 pytest.importorskip("optuna")
 
 from evalstop_gym.bench import suite as suite_mod  # noqa: E402
-from evalstop_gym.bench.run import RESULTS_FILE, TUNE_FILE, TUNED_BEST, run_bench  # noqa: E402
+from evalstop_gym.bench.arms import TUNED_BEST  # noqa: E402
+from evalstop_gym.bench.run import RESULTS_FILE, TUNE_FILE, run_bench  # noqa: E402
 from evalstop_gym.bench.suite import Row, suite_hash  # noqa: E402
 from evalstop_gym.bench.tune import objective  # noqa: E402
 from evalstop_gym.seeds import VALIDATION  # noqa: E402

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..config import UsageError
+from .policies import LEARNED_KIND
 from .score import HEADLINE
 
 FORMAT = 1
@@ -130,7 +131,7 @@ def leaderboard(paths: Sequence[str | os.PathLike]) -> str:
     The files must be comparable (:func:`check_comparable`); a policy scored in several files
     appears once (the first file's row).
     """
-    from .run import NO_STOPPER, TUNED_BEST
+    from .arms import NO_STOPPER, TUNED_BEST
 
     named = [(str(p), load(p)) for p in paths]
     if not named:
@@ -163,6 +164,10 @@ def leaderboard(paths: Sequence[str | os.PathLike]) -> str:
                   "families).", ""]
     else:
         lines += [f"No results file holds a tuning: the {TUNED_BEST} column is empty (run `bench --tune`).", ""]
+    if not any(card["kind"] == LEARNED_KIND for card, _ in entries):
+        lines += ["No learned policy is listed: none of these results files scores a saved model. "
+                  "`evalstop-gym bench --policy MODEL_FOLDER` scores one (synthetic rows only) against the "
+                  "same references.", ""]
     lines += ["| # | policy | avg JCT h | " + " | ".join(f"JCT vs {r}" for r in refs)
               + " | waste GPU-h | F1 | FPR | regret | preemptions | verdicts (JCT) | command |",
               "|---:|---|---:|" + "---|" * len(refs) + "---:|---:|---:|---:|---:|---|---|"]

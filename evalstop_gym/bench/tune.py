@@ -84,7 +84,7 @@ def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None
                   progress: bool = True) -> dict[str, Any]:
     """Tune every family with the same budget; return the tuned parameters and the best pair."""
     from ..baselines import SCHEDULERS, STOPPERS, stopper_params
-    from .run import play
+    from .arms import play
 
     optuna = _optuna()
     budget = BUDGET if budget is None else budget
