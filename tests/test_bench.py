@@ -209,3 +209,11 @@ def test_the_bench_imports_neither_torch_nor_the_learned_layer():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_leaderboard_quality_bar_reads_the_regret_verdict_against_evalstop():
+    def card(verdict):
+        return {"verdicts": [{"reference": EVALSTOP_K2, "metric": "delivered_quality_regret", "verdict": verdict},
+                             {"reference": NO_STOPPER, "metric": "delivered_quality_regret", "verdict": "worse"}]}
+
+    assert res.quality_worse(card("worse")) and not res.quality_worse(card("tie"))
