@@ -43,7 +43,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import JOB_TYPES, MAX_GPUS, ConfigError, UsageError, check_range
+from .checks import JOB_TYPES, MAX_GPUS, ConfigError, UsageError, check_range
 
 PLACEMENTS = ("consolidate", "first-fit", "spread")
 DEFAULT_TYPE = "gpu"

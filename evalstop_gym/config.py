@@ -12,51 +12,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-JOB_TYPES = ("lora", "dpo", "rlhf")
+from .checks import (JOB_TYPES, MAX_EVAL_CELLS, MAX_GPUS, MAX_JOBS, ConfigError,  # noqa: F401  (re-exported)
+                     UsageError, check_range)
+
 Z90 = 1.2815515655446004   # 90th percentile of a standard normal (straggler p90 -> log-normal sigma)
 CURVE_FORMS = ("paper", "realistic")   # curves.sample_curves / curves.realistic_gold
-
-# Size limits (docs/reliability.md): far beyond any real cluster or trace, low enough that an
-# absurd request is refused at once instead of exhausting memory or overflowing int64 / float.
-# Times are bounded by timebase.MAX_HOURS.
-MAX_GPUS = 1_000_000           # GPUs of a cluster, or of one job
-MAX_JOBS = 2_000_000           # jobs in one workload
-MAX_EVAL_CELLS = 20_000_000    # jobs x eval checkpoints: the hidden curves' size (about 0.6 GB)
-
-
-class ConfigError(ValueError):
-    """A configuration value is out of range: names the field, value and what is allowed."""
-
-    def __init__(self, field_name: str, value: Any, allowed: str):
-        self.field = field_name
-        self.value = value
-        self.allowed = allowed
-        super().__init__(f"{field_name}={value!r} is invalid: {allowed}")
-
-
-class UsageError(ValueError):
-    """Bad command-line input that is not a config field (paths, names, ...): one line, exit 2."""
-
-
-def check_range(name: str, value: Any, lo: float | None = None, hi: float | None = None,
-                *, lo_open: bool = False, integer: bool = False) -> None:
-    """Raise :class:`ConfigError` unless ``value`` is a finite number in the range."""
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            integer and not isinstance(value, int)) or not math.isfinite(value):
-        raise ConfigError(name, value, f"must be {kind}{_range_text(lo, hi, lo_open)}")
-    if (lo is not None and (value <= lo if lo_open else value < lo)) or (hi is not None and value > hi):
-        raise ConfigError(name, value, f"must be {kind}{_range_text(lo, hi, lo_open)}")
-
-
-def _range_text(lo, hi, lo_open) -> str:
-    if lo is not None and hi is not None:
-        return f" in {'(' if lo_open else '['}{lo}, {hi}]"
-    if lo is not None:
-        return f" {'>' if lo_open else '>='} {lo}"
-    if hi is not None:
-        return f" <= {hi}"
-    return ""
 
 
 @dataclass(frozen=True)

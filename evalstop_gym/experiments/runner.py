@@ -62,6 +62,10 @@ class RunSpec:
                           [list(p) for p in self.params], repr(self.config)])
         return hashlib.sha1(key.encode()).hexdigest()[:16]
 
+    def play(self) -> dict[str, Any]:
+        """Run the episode: :func:`execute` (a subclass may play another workload or policy)."""
+        return execute(self)
+
     def describe(self) -> dict[str, Any]:
         """The spec as plain JSON: policy and the workload's scalar fields."""
         return {"scheduler": self.scheduler, "stopper": self.stopper, "params": dict(self.params),
@@ -119,7 +123,7 @@ def execute_record(spec: RunSpec) -> tuple[str, dict[str, Any]]:
     hundred runs a second whatever the worker count, so the parent only
     appends the line.
     """
-    return serialize(record(spec, execute(spec)))
+    return serialize(record(spec, spec.play()))
 
 
 def serialize(rec: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

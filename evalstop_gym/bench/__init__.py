@@ -1,0 +1,15 @@
+"""EvalStop-Bench: one versioned grid of worlds, any policy, one scorecard with paired CIs (docs/bench.md).
+
+* :mod:`.suite`: the suites as data (rows of worlds, presets, clusters, loads, noise, a real trace; test seeds);
+* :mod:`.policies`: a built-in name, ``module:Class`` or a saved model as one policy;
+* :mod:`.play`: a bench run as the experiment runner's spec (pools, records, resume);
+* :mod:`.arms`: the reference arms, and every arm's runs on the rows (played, or read back);
+* :mod:`.score`: the scorecard and Holm-corrected verdicts against the reference arms;
+* :mod:`.tune`: one tuner, the same budget for every family, validation seeds only;
+* :mod:`.results`: results files (suite hash, version), comparability, Markdown, the leaderboard;
+* :mod:`.run`: ``evalstop-gym bench``.
+"""
+
+from .run import run_bench
+
+__all__ = ["run_bench"]

@@ -1,0 +1,58 @@
+"""The arms of a bench: the reference arms, and every arm's runs on a suite's rows, played or read back.
+
+Every arm plays the same workloads (row x seed) through the experiment
+runner (:func:`~evalstop_gym.experiments.runner.run_sweep`: process pool or Ray,
+records appended to a checksummed JSONL store, resumed by run id); a saved
+model's runs go through the learned layer's provider, in this process.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+from ..experiments.runner import ResultStore, pending_specs, run_sweep
+from .play import METRICS, BenchSpec, learned_spec
+from .policies import LEARNED_KIND, BenchPolicy, builtin
+from .suite import Row
+
+NO_STOPPER, EVALSTOP_K2, TUNED_BEST = "no stopper", "EvalStop k=2", "tuned best"
+
+
+def references() -> dict[str, BenchPolicy]:
+    """The fixed reference arms: SRTF-Est without a stopper, and with EvalStop k=2 (the paper's pair)."""
+    return {NO_STOPPER: builtin("srtf-est"), EVALSTOP_K2: builtin("srtf-est", "evalstop", k=2)}
+
+
+def specs_of(policy: BenchPolicy, rows: Sequence[Row]) -> list:
+    """Every run of ``policy`` on ``rows`` (a saved model: synthetic rows only)."""
+    if policy.kind == LEARNED_KIND:
+        return [learned_spec(policy, r, s) for r in rows if r.trace is None for s in r.seeds]
+    return [BenchSpec.make(policy, r, s) for r in rows for s in r.seeds]
+
+
+def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStore, *, backend: str, workers: int,
+         ray_address: str | None, progress: bool, desc: str = "bench") -> dict[str, dict[str, dict[str, list]]]:
+    """Run what ``store`` lacks; return label -> row -> metric -> per-seed values."""
+    from tqdm import tqdm
+
+    by_policy = {p.label: specs_of(p, rows) for p in policies}
+    hand = [s for p in policies if p.kind != LEARNED_KIND for s in by_policy[p.label]]
+    learned = [s for p in policies if p.kind == LEARNED_KIND for s in by_policy[p.label]]
+    todo = len(pending_specs(hand + learned, store))
+    with tqdm(total=todo, desc=desc, unit="run", file=sys.stderr, disable=not progress or todo == 0) as bar:
+        run_sweep(hand, store, backend=backend, workers=workers, on_done=bar.update, ray_address=ray_address)
+        if learned:
+            from ..experiments.learned import provider
+
+            provider().run(pending_specs(learned, store), store, on_done=bar.update)
+    out: dict[str, dict[str, dict[str, list]]] = {}
+    for p in policies:
+        specs = iter(by_policy[p.label])
+        table = out.setdefault(p.label, {})
+        for r in rows:
+            if p.kind == LEARNED_KIND and r.trace is not None:
+                continue
+            runs = [store.metrics[next(specs).run_id] for _ in r.seeds]
+            table[r.name] = {m: [run.get(m) for run in runs] for m in METRICS}
+    return out

@@ -1,0 +1,92 @@
+"""One bench run as a :class:`~evalstop_gym.experiments.runner.RunSpec`: the runner's pools, records and resume, unchanged.
+
+A :class:`BenchSpec` adds what a plain spec cannot name: a replayed trace (its
+file's hash is part of the run id) and a user class (its module's source hash
+is part of the run id). It plays in any worker process, or on Ray, from its
+fields alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..experiments.runner import RunSpec
+from .policies import BenchPolicy, build
+from .suite import Row, Trace
+
+# the metrics a scorecard reports (evalstop_gym.metrics.compute_metrics names); lower is better but for
+# HIGHER_BETTER. RELATIVE ones are compared as a paired % change, the others as a paired difference.
+METRICS = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "makespan_h", "compute_waste_gpu_h", "gpu_hours",
+           "precision", "recall", "f1", "fpr", "delivered_quality_regret", "preemptions")
+HIGHER_BETTER = ("precision", "recall", "f1")
+RELATIVE = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "makespan_h", "compute_waste_gpu_h", "gpu_hours")
+
+
+@functools.lru_cache(maxsize=8)
+def file_hash(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class BenchSpec(RunSpec):
+    """A run of the bench: a :class:`RunSpec` plus the row's trace and a user class's source hash."""
+
+    trace: Trace | None = None
+    trace_path: str = ""
+    trace_sha: str = ""
+    source: str = ""
+
+    @classmethod
+    def make(cls, policy: BenchPolicy, row: Row, seed: int) -> "BenchSpec":
+        path = row.trace.path() if row.trace is not None else None
+        return cls(policy.scheduler, policy.stopper, policy.params, row.config(seed), row.trace,
+                   str(path or ""), file_hash(str(path)) if path else "", policy.source)
+
+    @functools.cached_property
+    def run_id(self) -> str:
+        plain = RunSpec.run_id.func(self)
+        if not (self.trace_sha or self.source):
+            return plain
+        key = json.dumps([plain, self.trace_sha, self.trace and self.trace.jobs, self.source])
+        return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+    def workload(self):
+        if self.trace is None:
+            from ..workload import generate
+
+            return generate(self.config)
+        from ..traces import load_trace
+
+        return load_trace(self.trace_path, self.trace.format, self.config, jobs=self.trace.jobs, sample=True,
+                          gpu_scale="fit", on_bad_row="skip")
+
+    def play(self) -> dict[str, Any]:
+        import warnings
+
+        from ..metrics import compute_metrics
+        from ..policy import drive
+        from ..simulator import Simulator
+
+        with warnings.catch_warnings():   # a trace's skipped rows: counted in its report, the same every run
+            warnings.simplefilter("ignore")
+            workload = self.workload()
+        return compute_metrics(drive(Simulator(workload), build(self.scheduler, self.stopper, dict(self.params))))
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        if self.trace is not None:
+            out["trace"] = {"file": self.trace.file, "format": self.trace.format, "jobs": self.trace.jobs,
+                            "sha256": self.trace_sha}
+        if self.source:
+            out["source"] = self.source
+        return out
+
+
+def learned_spec(policy: BenchPolicy, row: Row, seed: int) -> RunSpec:
+    """A saved model's run: a plain spec the learned provider plays (synthetic rows only)."""
+    return RunSpec(policy.scheduler, policy.stopper, policy.params, row.config(seed))

@@ -1,0 +1,195 @@
+"""Results files of ``bench``: written, read back, compared, and shown as Markdown.
+
+A results file carries the suite's name and hash, the rows it played and
+skipped, the package version and the fingerprint of the simulator and policy
+code (:func:`evalstop_gym.experiments.runner.code_fingerprint`). Two files are
+comparable only if all of these agree; :func:`check_comparable` refuses the
+pair otherwise, naming what differs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..config import UsageError
+from .policies import LEARNED_KIND
+from .score import HEADLINE
+
+FORMAT = 1
+IDENTITY = ("suite", "suite_hash", "rows", "skipped", "version", "code")   # what two comparable files share
+
+
+def save(result: Mapping[str, Any], path: str | os.PathLike) -> None:
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(result, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def load(path: str | os.PathLike, suite_name: str | None = None) -> dict[str, Any]:
+    """A results file, checked for its format (and suite, if given); :class:`UsageError` otherwise."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"{path}: not a readable bench results file ({e})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not all(k in data for k in IDENTITY):
+        raise UsageError(f"{path}: not a bench results file of format {FORMAT}")
+    if suite_name is not None and data["suite"] != suite_name:
+        raise UsageError(f"{path}: played suite {data['suite']!r}, not {suite_name!r}")
+    return data
+
+
+def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """What keeps two results from being comparable (empty: comparable)."""
+    return [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in IDENTITY if a.get(k) != b.get(k)]
+
+
+def check_comparable(named: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """Raise :class:`UsageError` unless every results file is comparable with the first."""
+    (first_name, first), *rest = named
+    for name, other in rest:
+        diff = differences(first, other)
+        if diff:
+            raise UsageError(f"{name} is not comparable with {first_name}: " + "; ".join(diff))
+
+
+def _num(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v + 0.0:+.1f}%" if unit == "%" else f"{v + 0.0:.3g}"
+    return str(v)
+
+
+def change_text(c: Mapping[str, Any]) -> str:
+    """``-12.3% [-15.0, -9.6]`` or ``+0.021 [0.010, 0.032]``."""
+    if c["change"] is None:
+        return "-"
+    change, (lo, hi) = c["change"] + 0.0, c["ci"]   # + 0.0: no "-0.0"
+    ci = "" if lo is None else (f" [{lo + 0.0:+.1f}, {hi + 0.0:+.1f}]" if c["unit"] == "%"
+                                else f" [{lo + 0.0:+.3f}, {hi + 0.0:+.3f}]")
+    return (f"{change:+.1f}%" if c["unit"] == "%" else f"{change:+.3f}") + ci
+
+
+SHOWN = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "makespan_h", "compute_waste_gpu_h", "gpu_hours", "precision",
+         "recall", "f1", "fpr", "delivered_quality_regret", "preemptions")
+
+
+def markdown(result: Mapping[str, Any]) -> str:
+    """The scorecards of a results dict as Markdown."""
+    refs = result["references"]
+    parts = [f"# evalstop-gym bench: suite {result['suite']} ({result['suite_hash']})", "",
+             f"Package {result['version']}, code {result['code']}; rows played: {len(result['rows'])}"
+             + ("; skipped: " + "; ".join(f"{k} ({v})" for k, v in result["skipped"].items())
+                if result["skipped"] else "") + ".",
+             "References: " + "; ".join(f"{k} = {v}" for k, v in refs.items()) + ".",
+             "Changes are paired over every (row, seed): % change for sizes, difference for rates and scores, "
+             "with 95% t-intervals; verdicts need Holm-adjusted p < 0.05 over the policy's headline tests "
+             f"({', '.join(HEADLINE)} against every reference), otherwise tie.", ""]
+    if result.get("tuning"):
+        t = result["tuning"]
+        parts += [f"Tuned on validation seeds ({t['trials']} trials per family, rule: {t['rule']}); best: "
+                  f"{t['best']['label']}.", ""]
+    for card in result["policies"]:
+        parts += [f"## {card['label']}", "", f"`--policy {card['policy']}` ({card['kind']})", "",
+                  "| metric | suite mean | " + " | ".join(f"vs {r}" for r in card["vs"]) + " |",
+                  "|---|---:|" + "---:|" * len(card["vs"])]
+        for m in SHOWN:
+            parts.append(f"| {m} | {_num(card['aggregate'][m])} | "
+                         + " | ".join(change_text(vs["aggregate"][m]) for vs in card["vs"].values()) + " |")
+        parts += ["", "| reference | metric | change [95% CI] | p | p (Holm) | verdict |", "|---|---|---|---:|---:|---|"]
+        for v in card["verdicts"]:
+            parts.append(f"| {v['reference']} | {v['metric']} | {change_text(v)} | {_num(v['p'])} | "
+                         f"{_num(v['p_holm'])} | {v['verdict']} |")
+        parts += ["", "Per row (mean over seeds; JCT change vs no stopper):", "",
+                  "| row | avg JCT h | waste GPU-h | F1 | FPR | regret | preemptions | JCT vs no stopper |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|"]
+        first_ref = next(iter(card["vs"].values()))
+        for row, m in card["per_row"].items():
+            parts.append(f"| {row} | {_num(m['avg_jct_h'])} | {_num(m['compute_waste_gpu_h'])} | {_num(m['f1'])} | "
+                         f"{_num(m['fpr'])} | {_num(m['delivered_quality_regret'])} | {_num(m['preemptions'])} | "
+                         f"{change_text(first_ref['per_row'][row]['avg_jct_h'])} |")
+        parts.append("")
+    return "\n".join(parts)
+
+
+def policy_command(result: Mapping[str, Any], card: Mapping[str, Any]) -> str:
+    """The command that scores this one policy as ``result`` scored it (runs are per policy, so alone it
+    gives the same numbers); a tuned reference comes from the results file of ``bench --tune``."""
+    tuned = result.get("tuned_from")
+    return (f"evalstop-gym bench --suite {result['suite']} --policy {shlex.quote(card['policy'])}"
+            + ("" if tuned is None else " --tune" if tuned == "--tune" else f" --tuned {shlex.quote(tuned)}"))
+
+
+def quality_worse(card: Mapping[str, Any]) -> bool:
+    """Whether the policy's regret verdict against EvalStop k=2 is ``worse`` (Holm-corrected)."""
+    from .arms import EVALSTOP_K2
+
+    return any(v["reference"] == EVALSTOP_K2 and v["metric"] == "delivered_quality_regret" and v["verdict"] == "worse"
+               for v in card["verdicts"])
+
+
+def leaderboard(paths: Sequence[str | os.PathLike]) -> str:
+    """``docs/leaderboard.md``: every policy of every results file, ranked by suite-mean JCT change vs no stopper.
+
+    The files must be comparable (:func:`check_comparable`); a policy scored in several files
+    appears once (the first file's row).
+    """
+    from .arms import EVALSTOP_K2, NO_STOPPER, TUNED_BEST
+
+    named = [(str(p), load(p)) for p in paths]
+    if not named:
+        raise UsageError("--leaderboard needs at least one results file")
+    check_comparable(named)
+    first = named[0][1]
+    seen, entries = set(), []
+    for name, data in named:
+        for card in data["policies"]:
+            if card["label"] not in seen:
+                seen.add(card["label"])
+                entries.append((card, policy_command(data, card)))
+    tuned = {d["references"].get(TUNED_BEST) for _, d in named} - {None}
+    if len(tuned) > 1:
+        raise UsageError(f"the files hold different tuned-best references ({', '.join(sorted(tuned))}): score "
+                         "every policy against one tuning (bench --tuned FILE)")
+    tuning = next((d["tuning"] for _, d in named if d.get("tuning")), None)
+    entries.sort(key=lambda e: (quality_worse(e[0]), e[0]["vs"][NO_STOPPER]["aggregate"]["avg_jct_h"]["change"] or 0.0))
+    refs = [NO_STOPPER, *(r for r in first["references"] if r != NO_STOPPER)]
+    lines = [f"# Leaderboard: suite {first['suite']} ({first['suite_hash']})", "",
+             "Generated by `evalstop-gym bench --leaderboard FILE...` from bench results files; do not edit by hand.",
+             f"Package {first['version']}, code {first['code']}; {len(first['rows'])} rows"
+             + (f", skipped: {', '.join(first['skipped'])}" if first["skipped"] else "") + ". "
+             "Columns: suite means over every (row, seed); changes are paired over every (row, seed) with 95% "
+             "t-intervals (JCT: % change); a verdict against a reference needs Holm-adjusted p < 0.05 over the "
+             "policy's headline tests, otherwise it is a tie. Ranked by JCT change vs no stopper, first the policies "
+             f"whose delivered-quality regret is not significantly worse than {EVALSTOP_K2}'s (the quality bar the "
+             "tuner selects by), then the rest (marked *below the bar*).", ""]
+    if tuning:
+        lines += [f"Tuned best: **{tuning['best']['label']}**, chosen on validation seeds by the rule fixed in "
+                  f"`evalstop_gym/bench/tune.py` ({tuning['trials']} trials per family, {len(tuning['families'])} "
+                  "families).", ""]
+    else:
+        lines += [f"No results file holds a tuning: the {TUNED_BEST} column is empty (run `bench --tune`).", ""]
+    if not any(card["kind"] == LEARNED_KIND for card, _ in entries):
+        lines += ["No learned policy is listed: none of these results files scores a saved model. "
+                  "`evalstop-gym bench --policy MODEL_FOLDER` scores one (synthetic rows only) against the "
+                  "same references.", ""]
+    lines += ["| # | policy | avg JCT h | " + " | ".join(f"JCT vs {r}" for r in refs)
+              + " | waste GPU-h | F1 | FPR | regret | preemptions | verdicts (JCT) | command |",
+              "|---:|---|---:|" + "---|" * len(refs) + "---:|---:|---:|---:|---:|---|---|"]
+    for i, (card, command) in enumerate(entries, 1):
+        agg = card["aggregate"]
+        jct = " | ".join(change_text(card["vs"][r]["aggregate"]["avg_jct_h"]) if r in card["vs"] else "-"
+                         for r in refs)
+        v = ", ".join(f"{x['reference']}: {x['verdict']}" for x in card["verdicts"] if x["metric"] == "avg_jct_h")
+        below = " (*below the bar*)" if quality_worse(card) else ""
+        lines.append(f"| {i} | {card['label']}{below} | {_num(agg['avg_jct_h'])} | {jct} | {_num(agg['compute_waste_gpu_h'])} "
+                     f"| {_num(agg['f1'])} | {_num(agg['fpr'])} | {_num(agg['delivered_quality_regret'])} | "
+                     f"{_num(agg['preemptions'])} | {v} | `{command}` |")
+    lines += ["", "The results files, and the commands that wrote them:", ""]
+    lines += [f"- `{name}`: `{d.get('command') or '(not recorded)'}`" for name, d in named]
+    return "\n".join(lines) + "\n"

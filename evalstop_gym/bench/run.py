@@ -1,0 +1,87 @@
+"""``bench``: play policies and the reference arms on every row of a suite, then score them.
+
+Output folder::
+
+    runs.jsonl     one checksummed record per finished run (the experiment runner's; resume skips these)
+    tune.jsonl     the tuner's runs on validation seeds (with ``tune=True``)
+    results.json   the scorecards, the suite's hash, the package version (:mod:`.results`)
+    bench.md       the same as Markdown
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+from .. import __version__
+from ..config import ConfigError, check_range
+from ..experiments.runner import BACKENDS, ResultStore, code_fingerprint, exclusive
+from ..files import prepare_out
+from .arms import TUNED_BEST, play, references
+from .policies import builtin, parse_policy
+from .score import scorecard, verdicts
+from .suite import DEFAULT_SUITE, suite, suite_hash
+
+RUNS_FILE, TUNE_FILE, RESULTS_FILE, MARKDOWN_FILE = "runs.jsonl", "tune.jsonl", "results.json", "bench.md"
+def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: str | os.PathLike = "bench-results",
+              backend: str = "local", workers: int = 1, ray_address: str | None = None, progress: bool = True,
+              tune: bool = False, tuned: str | os.PathLike | None = None, budget: int | None = None,
+              command: str = "", echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Score ``policies`` (``--policy`` texts) on suite ``suite_name``; write results.json and bench.md to ``out``.
+
+    ``tune``: first tune every stopper family on validation seeds (:mod:`.tune`); its best pair
+    becomes the ``tuned best`` reference and its parameters go in the results. ``tuned``: reuse
+    the tuning of an earlier results file instead. Without either there is no tuned reference.
+    """
+    from . import results as res
+
+    check_range("workers", workers, 1, integer=True)
+    if backend not in BACKENDS:
+        raise ConfigError("backend", backend, f"must be one of {', '.join(BACKENDS)}")
+    if not policies:
+        raise ConfigError("policy", None, "name at least one policy")
+    if tune and tuned is not None:
+        raise ConfigError("tuned", str(tuned), "give --tune or --tuned FILE, not both")
+    rows = suite(suite_name)
+    played = [r for r in rows if r.missing() is None]
+    skipped = {r.name: r.missing() for r in rows if r.missing() is not None}
+    scored = [parse_policy(p) for p in policies]
+    if len({p.label for p in scored}) != len(scored):
+        raise ConfigError("policy", list(policies), "lists the same policy twice")
+    refs = references()
+    outdir = prepare_out(out)
+    with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
+        tuning = None
+        if tune:
+            from .tune import tune_families
+
+            tuning = tune_families(played, ResultStore(outdir / TUNE_FILE), budget=budget, backend=backend,
+                                   workers=workers, ray_address=ray_address, progress=progress)
+        elif tuned is not None:
+            tuning = res.load(tuned, suite_name=suite_name).get("tuning")
+            if not tuning:
+                raise ConfigError("tuned", str(tuned), "holds no tuning (it was not written by bench --tune)")
+        if tuning:
+            best = tuning["best"]
+            refs[TUNED_BEST] = builtin(best["scheduler"], best["stopper"], **best["params"])
+        arms = list(refs.values()) + [p for p in scored if p.label not in {r.label for r in refs.values()}]
+        values = play(arms, played, ResultStore(outdir / RUNS_FILE), backend=backend, workers=workers,
+                      ray_address=ray_address, progress=progress)
+    ref_values = {name: values[p.label] for name, p in refs.items()}
+    cards = []
+    for p in scored:
+        card = scorecard(values[p.label], ref_values)
+        cards.append({"policy": p.text, "label": p.label, "kind": p.kind, "source": p.source, **card,
+                      "verdicts": verdicts(card), "per_seed": values[p.label]})
+    result = {"format": res.FORMAT, "suite": suite_name, "suite_hash": suite_hash(suite_name), "version": __version__,
+              "code": code_fingerprint(), "rows": [r.name for r in played], "skipped": skipped,
+              "references": {name: p.label for name, p in refs.items()},
+              "reference_values": ref_values, "tuning": tuning,
+              "tuned_from": "--tune" if tune else (None if tuned is None else str(tuned)),
+              "command": command, "policies": cards}
+    res.save(result, outdir / RESULTS_FILE)
+    md = res.markdown(result)
+    (outdir / MARKDOWN_FILE).write_text(md, encoding="utf-8")
+    echo(md)
+    return result

@@ -1,0 +1,96 @@
+"""The scorecard: every metric per row and over the suite, each paired against the reference arms.
+
+Every arm plays the same workloads (row x seed), so an arm and a reference form
+pairs. Per row the pairs are the row's seeds; over the suite they are every
+(row, seed). A size metric (:data:`~.play.RELATIVE`: JCT, makespan, waste,
+GPU-hours) is compared as the mean per-workload % change of the arm against the
+reference (negative: the arm is lower); a rate or score (precision, recall,
+F1, FPR, regret, preemptions) as the mean difference arm - reference, in its
+own unit. Each comes with a 95% t-interval and the two-sided paired t-test p
+(:mod:`evalstop_gym.experiments.stats`). Workloads where a metric is undefined
+for either arm (no stop: no precision) are left out of that metric's pairs.
+
+Verdicts (:func:`verdicts`): on the :data:`HEADLINE` metrics against every
+reference, a policy is ``better`` or ``worse`` only if the Holm-adjusted p
+(over all of that policy's headline comparisons) is below 0.05; otherwise it
+is a ``tie``, whatever the means say.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .play import HIGHER_BETTER, METRICS, RELATIVE
+
+HEADLINE = ("avg_jct_h", "compute_waste_gpu_h", "f1", "delivered_quality_regret")
+ALPHA = 0.05
+
+
+def _mean(xs: Sequence[float | None]) -> float | None:
+    v = [x for x in xs if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def _pairs(arm: Sequence[Any], ref: Sequence[Any]) -> tuple[list[float], list[float]]:
+    ok = [(r, a) for a, r in zip(arm, ref) if a is not None and r is not None]
+    return [r for r, _ in ok], [a for _, a in ok]
+
+
+def compare(arm: Sequence[float | None], ref: Sequence[float | None], metric: str) -> dict[str, Any]:
+    """Paired comparison of ``arm`` against ``ref`` (same workloads, same order) on ``metric``."""
+    from ..experiments.stats import paired_difference, paired_gain
+
+    r, a = _pairs(arm, ref)
+    if metric in RELATIVE:
+        g = paired_gain(r, a)   # gain = reduction in %; report the change (arm - ref) instead
+        change, lo, hi = ((None if x is None else -x) for x in (g.gain_pct, g.ci_hi, g.ci_lo))
+        return {"unit": "%", "n": g.n, "change": change, "ci": [lo, hi], "p": g.p_t}
+    d = paired_difference(r, a)
+    return {"unit": "abs", "n": d.n, "change": d.diff, "ci": [d.ci_lo, d.ci_hi], "p": d.p_t}
+
+
+def scorecard(values: Mapping[str, Mapping[str, list]], references: Mapping[str, Mapping[str, Mapping[str, list]]],
+              ) -> dict[str, Any]:
+    """The scorecard of one arm.
+
+    ``values``: row -> metric -> per-seed values; ``references``: reference label -> the same for it.
+    """
+    rows = list(values)
+    out: dict[str, Any] = {
+        "per_row": {row: {m: _mean(values[row][m]) for m in METRICS} for row in rows},
+        "aggregate": {m: _mean([x for row in rows for x in values[row][m]]) for m in METRICS},
+        "vs": {}}
+    for label, ref in references.items():
+        common = [row for row in rows if row in ref]
+        out["vs"][label] = {
+            "aggregate": {m: compare([x for row in common for x in values[row][m]],
+                                     [x for row in common for x in ref[row][m]], m) for m in METRICS},
+            "per_row": {row: {m: compare(values[row][m], ref[row][m], m) for m in METRICS} for row in common}}
+    return out
+
+
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p-values (``None`` stays ``None`` and does not count in the family)."""
+    order = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    m = len(order)
+    out: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def verdicts(card: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``better`` / ``worse`` / ``tie`` on each headline metric against each reference, Holm-corrected."""
+    tests = [(label, m, vs["aggregate"][m]) for label, vs in card["vs"].items() for m in HEADLINE]
+    adjusted = holm([c["p"] for _, _, c in tests])
+    out = []
+    for (label, m, c), p_holm in zip(tests, adjusted):
+        verdict = "tie"
+        if p_holm is not None and p_holm < ALPHA and c["change"]:
+            lower = c["change"] < 0
+            verdict = "better" if lower != (m in HIGHER_BETTER) else "worse"
+        out.append({"reference": label, "metric": m, "change": c["change"], "unit": c["unit"], "ci": c["ci"],
+                    "p": c["p"], "p_holm": p_holm, "verdict": verdict})
+    return out

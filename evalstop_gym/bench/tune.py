@@ -1,0 +1,127 @@
+"""One tuner for every policy family, the same budget for each, on validation seeds only.
+
+A family is a registered stopper (``none`` included) over any registered base
+scheduler: its search space is the scheduler (categorical) and the stopper's
+parameters in :data:`SPACES` (parameters a stopper takes but that are not
+listed keep their defaults; a listed name the stopper no longer takes is
+dropped). Every family gets :data:`BUDGET` trials of Optuna's TPE sampler
+(seed 0), so the result is the same on every machine and a rerun reuses its
+runs (``tune.jsonl``). Trials play every playable row of the suite on
+:data:`VALIDATION_SEEDS` validation seeds each (:meth:`~.suite.Row.validation_seeds`,
+guarded by :func:`evalstop_gym.seeds.check_seeds`); no test seed is played.
+
+The selection rule, fixed here before anything is tuned (:data:`RULE`,
+:func:`objective`): the lowest mean per-workload ratio of average JCT to
+SRTF-Est without a stopper on the same workload, among trials whose mean
+delivered-quality regret is no worse than SRTF-Est + EvalStop k=2's on the
+same workloads; a trial above that regret scores its ratio + 1. The tuned
+best is the family whose best trial scores lowest.
+
+Learned recipes are not tuned here: their selection knobs need a training
+run per trial, which this tuner's budget cannot pay for on a laptop.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..config import ConfigError, check_range
+from ..experiments.runner import ResultStore
+from .policies import builtin
+from .suite import Row
+
+BUDGET = 12                # trials per family
+VALIDATION_SEEDS = 2       # validation workloads per row
+RULE = ("lowest mean ratio of average JCT to SRTF-Est without a stopper, per validation workload, among trials "
+        "whose mean delivered-quality regret is no worse than SRTF-Est + EvalStop k=2's; others score ratio + 1")
+
+# name -> (low, high, step): the grid a stopper parameter is searched on (an int step: an integer parameter)
+SPACES: dict[str, dict[str, tuple[float, float, float]]] = {
+    "evalstop": {"k": (1, 5, 1)},
+    "stopat": {"p": (0.3, 0.95, 0.05)},
+    "lossplateau": {"window": (1, 6, 1), "tolerance": (0.0, 0.05, 0.005)},
+    "patience": {"patience": (1, 6, 1), "min_delta": (0.0, 0.05, 0.005)},
+    "cusum": {"threshold": (0.5, 6.0, 0.25), "drift": (0.0, 1.0, 0.05)},
+    "smoothed": {"window": (3, 10, 1), "threshold": (0.0, 0.05, 0.005)},
+    "droptest": {"window": (1, 5, 1), "z": (0.5, 4.0, 0.25), "min_drop": (0.0, 0.15, 0.01)},
+    "divergence": {"window": (1, 5, 1), "z": (0.5, 4.0, 0.25), "min_drop": (0.0, 0.15, 0.01),
+                   "fast_z": (0.5, 4.0, 0.25), "fast_min_drop": (0.0, 0.1, 0.01), "proxy_rise": (0.0, 0.2, 0.01),
+                   "lag": (1, 4, 1)},
+}
+
+
+def _optuna():
+    try:
+        import optuna
+    except ModuleNotFoundError as e:
+        from ..extras import MissingExtra
+
+        raise MissingExtra("bench --tune needs Optuna (the 'live' extra): pip install 'evalstop-gym[live]'") from e
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def validation_rows(rows: Sequence[Row], n: int = VALIDATION_SEEDS) -> list[Row]:
+    """The rows with their test seeds replaced by ``n`` validation seeds each."""
+    from dataclasses import replace
+
+    return [replace(r, seeds=tuple(r.validation_seeds(n))) for r in rows]
+
+
+def objective(arm: dict[str, dict[str, list]], none: dict[str, dict[str, list]],
+              evalstop: dict[str, dict[str, list]]) -> tuple[float, bool]:
+    """The selection rule on row -> metric -> per-seed values: ``(score, feasible)``; lower is better."""
+    ratios = [a / b for row in none for a, b in zip(arm[row]["avg_jct_h"], none[row]["avg_jct_h"])]
+    regret = [x for row in arm for x in arm[row]["delivered_quality_regret"]]
+    cap = [x for row in evalstop for x in evalstop[row]["delivered_quality_regret"]]
+    feasible = sum(regret) / len(regret) <= sum(cap) / len(cap) + 1e-12
+    score = sum(ratios) / len(ratios)
+    return (score if feasible else score + 1.0), feasible
+
+
+def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None = None, families: Sequence[str] | None = None,
+                  backend: str = "local", workers: int = 1, ray_address: str | None = None,
+                  progress: bool = True) -> dict[str, Any]:
+    """Tune every family with the same budget; return the tuned parameters and the best pair."""
+    from ..baselines import SCHEDULERS, STOPPERS, stopper_params
+    from .arms import play
+
+    optuna = _optuna()
+    budget = BUDGET if budget is None else budget
+    check_range("budget", budget, 1, 1000, integer=True)
+    families = list(STOPPERS) if families is None else list(families)
+    for f in families:
+        if f not in STOPPERS:
+            raise ConfigError("families", f, f"must be among {', '.join(STOPPERS)}")
+    val = validation_rows(rows)
+    kw = dict(backend=backend, workers=workers, ray_address=ray_address, progress=False)
+    none, evalstop = builtin("srtf-est"), builtin("srtf-est", "evalstop", k=2)
+    base = play([none, evalstop], val, store, **kw)
+
+    out: dict[str, Any] = {}
+    for fam in families:
+        space = {k: v for k, v in SPACES.get(fam, {}).items() if k in stopper_params(fam)}
+        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+
+        def trial_value(trial) -> float:
+            sched = trial.suggest_categorical("scheduler", list(SCHEDULERS))
+            params = {k: (trial.suggest_int(k, lo, hi, step=step) if isinstance(step, int) else
+                          round(trial.suggest_float(k, lo, hi, step=step), 6))   # 0.30000000000000004 -> 0.3
+                      for k, (lo, hi, step) in space.items()}
+            pol = builtin(sched, fam, **params)
+            values = play([pol], val, store, **kw)[pol.label]
+            score, feasible = objective(values, base[none.label], base[evalstop.label])
+            trial.set_user_attr("feasible", feasible)
+            trial.set_user_attr("label", pol.label)
+            trial.set_user_attr("params", params)
+            return score
+
+        study.optimize(trial_value, n_trials=budget, show_progress_bar=progress)
+        best = study.best_trial
+        out[fam] = {"stopper": fam, "scheduler": best.params["scheduler"], "params": best.user_attrs["params"],
+                    "score": best.value,
+                    "feasible": best.user_attrs["feasible"], "label": best.user_attrs["label"],
+                    "searched": sorted(space)}
+    best = min(out.values(), key=lambda f: f["score"])
+    return {"rule": RULE, "trials": budget, "validation_seeds_per_row": VALIDATION_SEEDS,
+            "rows": [r.name for r in val], "families": out, "best": best}

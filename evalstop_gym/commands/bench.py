@@ -1,0 +1,68 @@
+"""``evalstop-gym bench``: score policies on a versioned suite (evalstop_gym.bench, docs/bench.md)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+ORDER = 25
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "bench", help="score policies on the versioned benchmark suite, with paired CIs",
+        description="Play each policy and the reference arms (SRTF-Est without a stopper; with EvalStop k=2; "
+                    "with --tune or --tuned, the tuned best) on every row of the suite, on its fixed test seeds; "
+                    "print the scorecard and write OUT/results.json and OUT/bench.md. Finished runs in "
+                    "OUT/runs.jsonl are reused, so an interrupted bench resumes. With --leaderboard, instead "
+                    "build the leaderboard from results files.")
+    p.add_argument("--suite", default="v1", metavar="NAME", help="suite version (default %(default)s)")
+    p.add_argument("--policy", action="append", default=[], metavar="POLICY",
+                   help="SCHEDULER+STOPPER[:k=v,...], STOPPER, SCHEDULER, module:Class, or a saved model folder; "
+                        "repeat for several")
+    p.add_argument("--out", default="bench-results", metavar="DIR", help="output folder (default %(default)s/)")
+    p.add_argument("--workers", type=int, default=1, help="parallel workers (default %(default)s)")
+    p.add_argument("--backend", default="local", metavar="NAME", help="local or ray (default %(default)s)")
+    p.add_argument("--ray-address", default=None, metavar="HOST:PORT",
+                   help="with --backend ray: an existing Ray cluster (default $RAY_ADDRESS, else a local Ray)")
+    p.add_argument("--tune", action="store_true",
+                   help="first tune every stopper family with the same budget on validation seeds (needs optuna)")
+    p.add_argument("--budget", type=int, default=None, metavar="N", help="trials per family with --tune (default 12)")
+    p.add_argument("--tuned", default=None, metavar="RESULTS_JSON",
+                   help="take the tuned-best reference from an earlier `bench --tune` results file")
+    p.add_argument("--leaderboard", nargs="+", default=None, metavar="RESULTS_JSON",
+                   help="write the leaderboard of these comparable results files (to --leaderboard-out)")
+    p.add_argument("--leaderboard-out", default="docs/leaderboard.md", metavar="FILE",
+                   help="where --leaderboard writes (default %(default)s; - prints it)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no scorecard on stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..config import UsageError
+
+    if args.leaderboard is not None:
+        from ..bench.results import leaderboard
+
+        if args.policy:
+            raise UsageError("--leaderboard builds from results files: give no --policy with it")
+        text = leaderboard(args.leaderboard)
+        if args.leaderboard_out == "-":
+            print(text, end="")
+        else:
+            with open(args.leaderboard_out, "w", encoding="utf-8") as f:
+                f.write(text)
+            print(f"wrote {args.leaderboard_out}", file=sys.stderr)
+        return 0
+    if not args.policy:
+        raise UsageError("name at least one --policy (or build a --leaderboard)")
+    from ..bench import run_bench
+
+    # the command as typed (recorded in the results); called as a function, the policies alone
+    typed = sys.argv[2:] if sys.argv[1:2] == ["bench"] else [a for p in args.policy for a in ("--policy", p)]
+    command = " ".join(["evalstop-gym bench", *map(shlex.quote, typed)])
+    run_bench(args.policy, suite_name=args.suite, out=args.out, backend=args.backend, workers=args.workers,
+              ray_address=args.ray_address, progress=not args.quiet, tune=args.tune, tuned=args.tuned,
+              budget=args.budget, command=command, echo=(lambda _t: None) if args.quiet else print)
+    return 0
