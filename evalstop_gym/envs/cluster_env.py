@@ -93,18 +93,20 @@ class ClusterEnv(SimEnv):
             self._refresh()
         return self._finish_step(invalid)
 
-    def request_wakeup(self, at_h: float) -> None:
-        """Ask for a ``"schedule"`` decision at time ``at_h`` (hours) even if nothing happens.
+    def request_wakeup(self, at_h: float | None) -> None:
+        """Set the ``"schedule"`` decision timer to ``at_h`` (hours) even if nothing happens there.
 
         The timer of hand-coded schedulers whose priorities change with time
-        (``Plan.wakeup_h``); a pending wake-up also lets the agent commit with
-        an idle cluster.
+        (``Plan.wakeup_h``): each call replaces the pending one, ``None``
+        withdraws it (:meth:`~evalstop_gym.simulator.Simulator.set_timer`), as
+        :func:`~evalstop_gym.policy.apply_plan` does. A pending wake-up also
+        lets the agent commit with an idle cluster.
         """
         self._check_running()
-        if not at_h > self._sim.cluster.now_h:
+        if at_h is not None and not at_h > self._sim.cluster.now_h:
             raise ValueError(f"wake-up at {at_h} h is not after now ({self._sim.cluster.now_h} h)")
-        self._sim.request_wakeup(at_h)
-        self._wakeup_h = max(self._wakeup_h, at_h)
+        self._sim.set_timer(at_h)
+        self._wakeup_h = -math.inf if at_h is None else at_h
         self._refresh()
 
     def request_placement(self, job_id: int, where: tuple) -> None:
