@@ -203,3 +203,10 @@ def test_console_tables_fit_120_columns_and_point_to_the_full_table():
     text = console_text(exp, [row], [], full="OUT/EX.md")
     assert max(map(len, text.splitlines())) <= 120
     assert "more columns" in text and "OUT/EX.md" in text and "![" not in text
+
+
+def test_e2_says_which_tie_rules_it_uses():
+    (e2,) = build_suite(["E2"], registry=FULL)
+    notes = " ".join(e2.notes)
+    assert "keeps running jobs ahead of waiting ones" in notes
+    assert "tiresias: order='queue'" in notes and "demotion_timer='exact'" in notes
