@@ -167,7 +167,7 @@ class ClusterEnv(SimEnv):
                           eval_point=kind == EVAL, schedule_point=kind == SCHEDULE)
         if self._topo_spec is not None:
             row += topology_row(c, win, self.slots)
-        return self._write_obs(win, c.total_gpus, row, decision)
+        return self._write_obs(win, c.total_gpus, c.now_ticks, row, decision)
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now: ``np.int8`` 0/1 of length ``2 + slots`` (never all 0)."""

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import JOB_TYPES
+from ..timebase import TICKS_PER_HOUR
 from ..view import RUNNING, ClusterView, JobView
 
 TIME_SCALE_H = 6.0      # hours; squash(x) = x / (x + 6): 6 h -> 0.5 (the median RLHF run)
@@ -88,13 +89,15 @@ def _clip(x: float, lo: float, hi: float) -> float:
     return lo if x < lo else hi if x > hi else x
 
 
-def job_row(v: JobView, total_gpus: int, decision: bool = False, cache: dict | None = None) -> list[float]:
+def job_row(v: JobView, total_gpus: int, decision: bool = False, cache: dict | None = None,
+            now_ticks: int | None = None) -> list[float]:
     """The features of one job, in :data:`JOB_FEATURES` order (plain floats).
 
     ``cache`` (a dict the caller keeps for one episode): the parts of the row
     that change only at the job's eval checkpoints are computed once per
     checkpoint instead of at every step, and the whole row once per instant
-    and state (the sub-steps of a scheduling decision share an instant).
+    and state (the sub-steps of a scheduling decision share an instant); it
+    needs ``now_ticks``, the cluster's clock.
     """
     n = len(v.eval_scores)
     parts = cache.get(v.job_id) if cache is not None else None
@@ -102,20 +105,21 @@ def job_row(v: JobView, total_gpus: int, decision: bool = False, cache: dict | N
         parts = _checkpoint_parts(v, total_gpus, n)
         if cache is not None:
             cache[v.job_id] = parts
-    now, running = v._cluster.now_ticks, v.status == RUNNING
-    if parts[4] == (now, running, decision):  # the same instant and state: the same row
+    running = v.status == RUNNING
+    if cache is not None and parts[4] == (now_ticks, running, decision):  # same instant and state: same row
         return parts[5]
     _, head, est, tail, _, _ = parts
     ts = TIME_SCALE_H
-    att = v.attained_h
-    wait = v.waiting_h
+    ticks = v.attained_ticks
+    att = ticks / TICKS_PER_HOUR
+    wait = v.waiting_h if now_ticks is None else (now_ticks - v.submit_ticks - ticks) / TICKS_PER_HOUR
     if wait < 0.0:  # float noise at the instant a job starts
         wait = 0.0
     rem = est - att if est > att else 0.0
     row = [*head, 1.0 if running else 0.0, 1.0 if decision else 0.0, v.gpus / total_gpus,
            est / (est + ts), att / (att + ts), rem / (rem + ts), wait / (wait + ts), *tail]
     if cache is not None:
-        cache[v.job_id] = (n, head, est, tail, (now, running, decision), row)
+        cache[v.job_id] = (n, head, est, tail, (now_ticks, running, decision), row)
     return row
 
 
@@ -151,21 +155,20 @@ def _checkpoint_parts(v: JobView, total_gpus: int, n: int) -> tuple:
 
 
 def job_rows(views: Sequence[JobView], slots: int, total_gpus: int,
-             decision_id: int | None = None, cache: dict | None = None) -> list[float]:
+             decision_id: int | None = None) -> list[float]:
     """Flat features of the first ``slots`` of ``views`` (no padding: see :func:`observation`)."""
     out: list[float] = []
     for v in views[:slots]:
-        out += job_row(v, total_gpus, v.job_id == decision_id, cache)
+        out += job_row(v, total_gpus, v.job_id == decision_id)
     return out
 
 
 def observation(views: Sequence[JobView], slots: int, total_gpus: int, cluster: list[float],
-                decision_id: int | None = None, cache: dict | None = None) -> np.ndarray:
-    """``slots`` job rows (empty rows all 0) then the ``cluster`` features, as one float32 vector.
-
-    ``cache``: see :func:`job_row`."""
+                decision_id: int | None = None) -> np.ndarray:
+    """``slots`` job rows (empty rows all 0) then the ``cluster`` features, as one float32 vector
+    (:class:`ObservationWriter` keeps one between steps)."""
     obs = np.zeros(slots * N_JOB + len(cluster), np.float32)
-    rows = job_rows(views, slots, total_gpus, decision_id, cache)
+    rows = job_rows(views, slots, total_gpus, decision_id)
     obs[:len(rows)] = rows
     obs[slots * N_JOB:] = cluster
     return obs
@@ -186,13 +189,13 @@ class ObservationWriter:
         self._rows: list = [None] * self.slots  # the row object written in each slot
         self.cache: dict = {}
 
-    def __call__(self, views: Sequence[JobView], total_gpus: int, cluster: list[float],
+    def __call__(self, views: Sequence[JobView], total_gpus: int, now_ticks: int, cluster: list[float],
                  decision_id: int | None = None) -> np.ndarray:
         buf, rows, cache = self._buf, self._rows, self.cache
         k = min(len(views), self.slots)
         for i in range(k):
             v = views[i]
-            row = job_row(v, total_gpus, v.job_id == decision_id, cache)
+            row = job_row(v, total_gpus, v.job_id == decision_id, cache, now_ticks)
             if rows[i] is not row:
                 buf[i * N_JOB:(i + 1) * N_JOB] = row
                 rows[i] = row
