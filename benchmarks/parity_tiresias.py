@@ -20,7 +20,7 @@ peer's through ``RUSAGE_CHILDREN``) with their ratio. The peer needs Python
 (``git archive`` exports it).
 
     python benchmarks/parity_tiresias.py --peer PATH/TO/Tiresias [--python python2.7]
-        [--sizes 1000,10000] [--gpus 349]
+        [--sizes 1000,10000] [--gpus 349] [--peer-schedules fjf,shortest,dlas-gpu]
 """
 
 from __future__ import annotations
@@ -111,7 +111,10 @@ def main(argv=None) -> None:
     p.add_argument("--python", default="python2.7", help="the peer's interpreter (Python 2.7 with numpy)")
     p.add_argument("--sizes", default="1000,10000")
     p.add_argument("--gpus", type=int, default=349)
+    p.add_argument("--peer-schedules", default="fjf,shortest,dlas-gpu",
+                   help="the rows to run, by the peer's --schedule (default all: %(default)s)")
     a = p.parse_args(argv)
+    chosen = a.peer_schedules.split(",")
     if not os.path.exists(PHILLY):
         sys.exit(f"no trace at {PHILLY}")
     folder = tempfile.mkdtemp(prefix="evalstop-parity-")  # the peer's code never enters the repository
@@ -125,7 +128,7 @@ def main(argv=None) -> None:
             jobs = philly_jobs(n)
             trace, spec = write_inputs(jobs, a.gpus, folder)
             peer_runs = {}
-            for label, schedule, make in ROWS:
+            for label, schedule, make in (r for r in ROWS if r[1] in chosen):
                 if schedule not in peer_runs:
                     peer_runs[schedule] = run_peer(a.python, sim_dir, trace, spec, schedule,
                                                    os.path.join(folder, f"out-{schedule}-{n}"))
