@@ -143,7 +143,7 @@ class Tiresias(Scheduler):
             self._classes.sort(key=lambda c: c[0])
         heapq.heappush(heap, (q, stamp, j, v))
 
-    def _put_running(self, q: int, v, now: int) -> None:
+    def _put_running(self, q: int, v) -> None:
         j = v.job_id
         self._up += 1
         self._rank[j] = (q, _RUN, self._up)
@@ -212,7 +212,7 @@ class Tiresias(Scheduler):
             by_queue.setdefault(q, []).append((s, v))
         for q in range(len(self._run)):
             for s, v in sorted(by_queue.get(q, ()), key=lambda e: e[0]):
-                self._put_running(q, v, now)
+                self._put_running(q, v)
                 j = v.job_id
                 if j not in self._mark:
                     self._mark[j] = now - v.submit_ticks - v.attained_ticks
@@ -220,7 +220,7 @@ class Tiresias(Scheduler):
             for v in self._demoted[q]:
                 j = v.job_id
                 if running.get(j) is v:
-                    self._put_running(q, v, now)
+                    self._put_running(q, v)
                 elif v.status == WAITING:  # moved in and preempted: the end of the waiting part
                     self._up += 1
                     self._put_waiting(q, self._up, v)
