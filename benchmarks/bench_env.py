@@ -9,7 +9,13 @@ action would be invalid on the EvalStop envs) and that only time spent inside
 ``step``/``reset`` counts (episode resets included). Prints steps/s and the
 ratio to CartPole; the target is >= 10% of CartPole.
 
-    python benchmarks/bench_env.py [--seconds 3] [--repeat 3] [--cluster nodes8,two-types]
+Then, in the same run: the share of an EvalStop-Cluster-v0 step spent
+building its observation and action mask (target <= 25%), and the per-env
+rate of ``SyncVectorEnv`` of 8 EvalStop-Cluster-v0 envs against 8 CartPole-v1
+envs, with the full per-step ``info`` and with ``step_info="lean"`` (target
+>= 40% of CartPole's).
+
+    python benchmarks/bench_env.py [--seconds 3] [--repeat 3] [--cluster nodes8,two-types] [--vector 8]
 
 ``--cluster``: also measure both EvalStop envs on these clusters (presets or
 spec files, ``gym.make(..., cluster=...)``), labelled ``ID [cluster]``.
@@ -78,17 +84,81 @@ def measure(seconds: float = 3.0, repeat: int = 3, envs: dict | None = None,
     return best
 
 
+def build_share(seconds: float, seed: int = 0) -> float:
+    """Share of EvalStop-Cluster-v0's step time spent in ``_refresh`` (window and mask) and ``_observe``."""
+    env = gym.make("EvalStop-Cluster-v0")
+    inner, clock, spent = env.unwrapped, time.perf_counter, [0.0]
+
+    def timed(f):
+        def g(*a, **kw):
+            t = clock()
+            try:
+                return f(*a, **kw)
+            finally:
+                spent[0] += clock() - t
+        return g
+
+    inner._refresh, inner._observe = timed(inner._refresh), timed(inner._observe)
+    _, info = env.reset(seed=seed)
+    env.action_space.seed(seed)
+    sample, in_env, stop_at = env.action_space.sample, 0.0, clock() + seconds
+    spent[0] = 0.0
+    while clock() < stop_at:
+        action = sample(info["action_mask"])
+        t = clock()
+        _, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            _, info = env.reset()
+        in_env += clock() - t
+    env.close()
+    return spent[0] / in_env
+
+
+def vector_rate(env_id: str, n: int, seconds: float, seed: int = 0, **kw) -> float:
+    """Per-env steps/s of ``SyncVectorEnv`` of ``n`` envs under random (masked) actions."""
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, **kw) for _ in range(n)])
+    _, info = envs.reset(seed=seed)
+    space = envs.single_action_space
+    space.seed(seed)
+    clock, steps, in_env = time.perf_counter, 0, 0.0
+    stop_at = clock() + seconds
+    while clock() < stop_at:
+        masks = info.get("action_mask")
+        actions = [space.sample(m.astype("int8")) for m in masks] if masks is not None else \
+            [space.sample() for _ in range(n)]
+        t = clock()
+        _, _, _, _, info = envs.step(actions)  # autoreset: a finished env restarts on its next step
+        in_env += clock() - t
+        steps += n
+    envs.close()
+    return steps / in_env / n
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=3.0, help="seconds per measurement")
     p.add_argument("--repeat", type=int, default=3, help="measurements per env (the best is kept)")
     p.add_argument("--cluster", default="", help="comma-separated cluster presets or spec files to add")
+    p.add_argument("--vector", type=int, default=8, help="envs per SyncVectorEnv (default 8)")
     a = p.parse_args(argv)
     rates = measure(a.seconds, a.repeat, clusters=tuple(c for c in a.cluster.split(",") if c))
     base = rates["CartPole-v1"]
     print(f"{'env':<38} {'steps/s':>10} {'vs CartPole':>12}")
     for env_id, r in rates.items():
         print(f"{env_id:<38} {r:>10.0f} {r / base:>11.1%}")
+    shares = [build_share(a.seconds) for _ in range(a.repeat)]
+    print(f"\nEvalStop-Cluster-v0: observation + mask building {min(shares):.1%} of a step "
+          f"(best of {a.repeat}; target <= 25%)")
+    vec = {}
+    for _ in range(a.repeat):  # interleaved, the best of each kept
+        for label, env_id, kw in (("CartPole-v1", "CartPole-v1", {}),
+                                  ("EvalStop-Cluster-v0", "EvalStop-Cluster-v0", {}),
+                                  ("EvalStop-Cluster-v0, step_info='lean'", "EvalStop-Cluster-v0",
+                                   {"step_info": "lean"})):
+            vec[label] = max(vec.get(label, 0.0), vector_rate(env_id, a.vector, a.seconds, **kw))
+    print(f"\nSyncVectorEnv of {a.vector}, per env:")
+    for label, r in vec.items():
+        print(f"{label:<38} {r:>10.0f} {r / vec['CartPole-v1']:>11.1%}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ class Plan(NamedTuple):
 
     preempt: Sequence[int] = ()
     start: Sequence[int] = ()
-    wakeup_h: float | None = None   # ask to be called again at this time (hours)
+    wakeup_h: float | None = None   # ask to be called again at this time (hours); replaces the last plan's
     placed: Mapping[int, tuple] | None = None
 
 
@@ -460,8 +460,8 @@ def apply_plan(sim: Simulator, plan: Plan) -> None:
     else:
         for j in plan.start:
             sim.start(j)
-    if plan.wakeup_h is not None and plan.wakeup_h > sim.cluster.now_h:
-        sim.request_wakeup(plan.wakeup_h)
+    wakeup_h = plan.wakeup_h  # the plan's timer replaces the last plan's (None withdraws it)
+    sim.set_timer(wakeup_h if wakeup_h is not None and wakeup_h > sim.cluster.now_h else None)
 
 
 def drive(sim: Simulator, policy: Policy) -> Outcome:

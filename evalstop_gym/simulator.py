@@ -58,6 +58,7 @@ from .workload import Workload
 
 DONE, EVAL, SCHEDULE = 0, 1, 2
 _ARRIVAL, _CHECKPOINT, _WAKEUP = 0, 1, 2
+_TIMER = -2  # the job field of the driver's timer (a wake-up that a new one replaces); -1: a plain wake-up
 _NEVER = 1 << 63  # the tick of the "arrival" after the last one: later than any event (ticks fit int64)
 
 
@@ -169,7 +170,9 @@ class Simulator:
         self._seq = n
         self._queued = 0  # stamps of entries into the waiting queue
         self._dirty = False
-        self._wakeups: set[int] = set()  # instants (ticks) with a wake-up pending
+        self._wakeups: set[int] = set()  # instants (ticks) with a plain wake-up pending
+        self._timer_seq: int | None = None  # heap counter of the pending timer (set_timer); None: none
+        self._timer_at = -1
         self._active = n
         self.decision_job: JobView | None = None
 
@@ -184,10 +187,15 @@ class Simulator:
                 self.decision_job = None
                 return SCHEDULE
             if heap and heap[0][0] < at:  # on equal times the arrival goes first: its counter is lower
-                t, _, kind, j, epoch = heapq.heappop(heap)
+                t, seq, kind, j, epoch = heapq.heappop(heap)
                 if kind == _CHECKPOINT and epoch != self._epoch[j]:
                     self._void -= 1
                     continue  # the job was preempted or stopped since this was pushed
+                if j == _TIMER:
+                    if seq != self._timer_seq:
+                        self._void -= 1
+                        continue  # a timer replaced or withdrawn since it was set
+                    self._timer_seq = None
             elif at != _NEVER:
                 t, kind, j = at, _ARRIVAL, self._arrivals[self._next_arrival]
                 self._next_arrival += 1
@@ -392,15 +400,16 @@ class Simulator:
         self._preemptions += 1
 
     def _voided(self) -> None:
-        """A running job's pending checkpoint was just voided. Void checkpoints stay in the heap
-        until their time (a pop skips them); once they are half of it, they are dropped at once,
-        so the heap stays within twice the live events on contended episodes (Philly: 6x without).
-        The order of the live events is untouched: their ``(time, counter)`` keys are unique."""
+        """A running job's pending checkpoint (or the timer) was just voided. Void entries stay in
+        the heap until their time (a pop skips them); once they are half of it, they are dropped at
+        once, so the heap stays within twice the live events on contended episodes (Philly: 6x
+        without). The order of the live events is untouched: their ``(time, counter)`` keys are unique."""
         self._void += 1
         heap = self._heap
         if self._void > self._VOID_SLACK and 2 * self._void > len(heap):
-            epoch = self._epoch
-            heap[:] = [e for e in heap if e[2] != _CHECKPOINT or e[4] == epoch[e[3]]]
+            epoch, timer = self._epoch, self._timer_seq
+            heap[:] = [e for e in heap if (e[4] == epoch[e[3]] if e[2] == _CHECKPOINT
+                                           else e[3] != _TIMER or e[1] == timer)]
             heapq.heapify(heap)
             self._void = 0
 
@@ -472,6 +481,30 @@ class Simulator:
         self._wakeups.add(at)
         self._seq += 1
         heapq.heappush(self._heap, (at, self._seq, _WAKEUP, -1, 0))
+
+    def set_timer(self, at_h: float | None) -> None:
+        """Set the driver's timer: a ``SCHEDULE`` decision at ``at_h`` (hours) that the next call replaces.
+
+        Unlike :meth:`request_wakeup`, which adds a wake-up for good, the timer
+        is one: setting it withdraws the pending one (``None`` only withdraws),
+        so a scheduler whose next priority change moved (a job preempted
+        before its queue jump) leaves no stale wake-up to fire. It falls on
+        the first tick at or after ``at_h``, at least one tick after now.
+        """
+        now = self.cluster.now_ticks
+        if at_h is not None and not at_h > self.cluster.now_h:
+            raise SimulationError(f"timer at {at_h} h is not after now ({self.cluster.now_h} h)")
+        at = -1 if at_h is None else max(ceil_ticks(at_h), now + 1)
+        if self._timer_seq is not None:
+            if at == self._timer_at:
+                return  # the pending timer already falls there
+            self._timer_seq = None
+            self._voided()
+        if at < 0:
+            return
+        self._seq += 1
+        self._timer_seq, self._timer_at = self._seq, at
+        heapq.heappush(self._heap, (at, self._seq, _WAKEUP, _TIMER, 0))
 
     def eval_due_now(self) -> bool:
         """True if a live, non-final eval checkpoint is due at the current instant.

@@ -50,11 +50,12 @@ def test_srtf_est_tie_keeps_the_running_job():
     assert out.preemptions == 0
 
 
-def test_tiresias_demotes_at_the_threshold_then_fifo_within_the_queue():
+def test_tiresias_demotes_at_the_threshold_then_list_order_within_the_queue():
     # 2 GPUs, one threshold at 2 GPU-hours (queues 0 and 1), no starvation guard.
     # J0 (2 GPUs, 3 h) runs from 0 and reaches 2 GPU-h at t=1: demoted to queue 1 by a
     # wake-up, so J1 (arrived 0.5, queue 0) preempts it and runs 1..2. At t=2 J1 reaches
-    # 2 GPU-h too; both are in queue 1, FIFO by submit time: J0 resumes 2..4, J1 runs 4..5.
+    # 2 GPU-h too and moves to the end of queue 1, behind J0 (waiting there): J0 resumes 2..4,
+    # J1 runs 4..5.
     out = run([dict(submit_h=0.0, gpus=2, length_h=3.0),
                dict(submit_h=0.5, gpus=2, length_h=2.0)], 2, Tiresias(thresholds_gpu_h=(2.0,), promote_knob=1e9))
     assert out.finish_h.tolist() == [4.0, 5.0]           # JCTs 4 and 4.5
@@ -62,15 +63,16 @@ def test_tiresias_demotes_at_the_threshold_then_fifo_within_the_queue():
 
 
 def test_tiresias_starvation_guard_promotes_a_waiting_job():
-    # 1 GPU, threshold 1 GPU-hour, promote_knob 1. J0 (2 h) is demoted at t=1 while a stream of
-    # 0.9 h jobs (J1 at 1, J2 at 1.9, J3 at 2.8) would keep queue 0 busy until 3.7.
-    # At t=2 J0 has waited 1 h = 1 x its 1 h of run: promoted to queue 0, where it is first
-    # by submit time, so it preempts J2 (0.1 h in) and runs 2..3. J2 resumes 3..3.8, J3 3.8..4.7.
+    # 1 GPU, threshold 1 GPU-hour, promote_knob 1. J0 (2 h) is demoted at t=1 and preempted by J1
+    # (arrived at 1, queue 0); a stream of 0.9 h jobs (J1 at 1, J2 at 1.9, J3 at 2.8) would keep
+    # queue 0 busy until 3.7. At t=2 J0 has waited 1 h = 1 x its 1 h of run: promoted to the end
+    # of queue 0, behind J2 (running since 1.9: no preemption within a queue), so J0 runs when J2
+    # ends, 2.8..3.8, ahead of J3 (arrived at 2.8, after it in the list): J3 runs 3.8..4.7.
     jobs = [dict(submit_h=0.0, gpus=1, length_h=2.0)] + [
         dict(submit_h=t, gpus=1, length_h=0.9) for t in (1.0, 1.9, 2.8)]
     guard = run(jobs, 1, Tiresias(thresholds_gpu_h=(1.0,), promote_knob=1.0))
-    assert guard.finish_h.tolist() == pytest.approx([3.0, 1.9, 3.8, 4.7])
-    assert guard.preemptions == 2                         # J0 at t=1, J2 at t=2
+    assert guard.finish_h.tolist() == pytest.approx([3.8, 1.9, 2.8, 4.7])
+    assert guard.preemptions == 1                         # J0 at t=1
     # without the guard J0 waits for the whole stream: it ends at 3.7 + 1 = 4.7
     starve = run(jobs, 1, Tiresias(thresholds_gpu_h=(1.0,), promote_knob=1e9))
     assert starve.finish_h.tolist() == pytest.approx([4.7, 1.9, 2.8, 3.7])

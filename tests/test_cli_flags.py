@@ -52,6 +52,8 @@ SIMULATE_CASES = {
     "--evals-per-job": (["--stopper", "evalstop"], ["--evals-per-job", "20"], {"stopper": "evalstop"},
                         {"evals_per_job": 20}),
     "--seed": ([], ["--seed", "4"], {}, {"seed": 4}),
+    "--estimate-error": (["--scheduler", "srtf-est"], ["--estimate-error", "0"], {"scheduler": "srtf-est"},
+                         {"estimate_error": 0.0}),
     "--calibration": ([], ["--calibration", "realistic"], {}, {"calibration": "realistic"}),
     "--cluster": ([], ["--cluster", "two-types"], {}, {"cluster": "two-types"}),
     "--nodes": (["--scheduler", "srtf-est"], ["--nodes", "4"], {"scheduler": "srtf-est"}, {"cluster": uniform(4, 16)}),

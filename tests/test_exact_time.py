@@ -210,3 +210,23 @@ def test_replayed_philly_schedule_does_not_depend_on_the_eval_count(scheduler):
     w = load_trace(PHILLY, "philly", trace_config(gpus=128), jobs=3000, rescale="none", min_duration_s=60)
     by_evals = [schedule_under(w, scheduler, e) for e in (1, 2, 10, 37)]
     assert all(r == by_evals[0] for r in by_evals[1:])
+
+
+@needs_philly
+def test_exact_estimate_srtf_from_the_cli_is_the_reference_srtf(capsys):
+    import json
+
+    from evalstop_gym.cli import main as cli_main
+
+    def cli(*extra):
+        cli_main(["simulate", "--trace", PHILLY, "--trace-jobs", "500", "--trace-rescale", "none",
+                  "--trace-min-duration", "60", "--gpus", "128", "--scheduler", "srtf-est", "--json", *extra])
+        return json.loads(capsys.readouterr().out)
+
+    jobs = philly_jobs(500)
+    finish, preemptions = reference(jobs, 128, "srtf")
+    exact = cli("--estimate-error", "0")
+    assert exact["avg_jct_h"] == pytest.approx(sum(f - s for f, (s, _, _) in zip(finish, jobs)) / 500 / 3600,
+                                               rel=1e-12)
+    assert exact["preemptions"] == preemptions > 0
+    assert cli()["avg_jct_h"] != exact["avg_jct_h"]  # the default estimates are noisy

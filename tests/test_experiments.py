@@ -231,3 +231,10 @@ def test_blank_gain_cells_say_why():
     one_seed = {**alone, "seeds": 1, "jct_gain_pct": 10.0, "jct_gain_ci_lo": None, "jct_gain_p_t": None,
                 "jct_gain_p_wilcoxon": None}
     assert fmt_cell(one_seed, "jct_gain") == "10.0%" and fmt_cell(one_seed, "jct_gain_p") == "n/a: one seed"
+
+
+def test_e2_says_which_tie_rules_it_uses():
+    (e2,) = build_suite(["E2"], registry=FULL)
+    notes = " ".join(e2.notes)
+    assert "keeps running jobs ahead of waiting ones" in notes
+    assert "tiresias: order='queue'" in notes and "demotion_timer='exact'" in notes

@@ -119,7 +119,10 @@ def compacting_often(sim: Simulator) -> Simulator:
 
 
 def void_in_heap(sim: Simulator) -> int:
-    return sum(1 for t, _, kind, j, ep in sim._heap if kind == simulator._CHECKPOINT and ep != sim._epoch[j])
+    """Void checkpoints, and timers replaced or withdrawn since they were set."""
+    return sum(1 for t, seq, kind, j, ep in sim._heap
+               if (kind == simulator._CHECKPOINT and ep != sim._epoch[j])
+               or (j == simulator._TIMER and seq != sim._timer_seq))
 
 
 def decision_log(sim: Simulator, decision_seed: int, policy=None) -> list:

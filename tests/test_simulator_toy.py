@@ -5,7 +5,7 @@ import pytest
 from evalstop_gym.baselines import FIFO, EvalStop
 from evalstop_gym import run_policy
 from evalstop_gym.policy import drive
-from evalstop_gym.simulator import EVAL, SCHEDULE, SimulationError, Simulator
+from evalstop_gym.simulator import DONE, EVAL, SCHEDULE, SimulationError, Simulator
 from evalstop_gym.workload import workload_from_jobs
 
 
@@ -51,6 +51,40 @@ def test_preempted_job_resumes_where_it_left_off():
     assert sim.advance() == SCHEDULE and sim.cluster.now_h == 5.5       # completion: 4 h of service
     out = sim.outcome() if sim.done else None
     assert out is not None and out.finish_h[0] == 5.5 and out.service_h[0] == 4.0 and out.preemptions == 1
+
+
+def test_a_timer_replaced_or_withdrawn_never_fires():
+    # J0 (1 GPU, 4 h) runs from 0. A timer at 1.5 h is replaced by one at 2.5 h: no decision at 1.5.
+    # A plain wake-up at 3.0 stays; a timer at 3.5 is withdrawn (None): no decision at 3.5.
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=4.0)], total_gpus=1, evals_per_job=1)
+    sim = Simulator(w)
+    assert sim.advance() == SCHEDULE
+    sim.start(0)
+    sim.set_timer(1.5)
+    sim.set_timer(2.5)
+    sim.request_wakeup(3.0)
+    assert sim.advance() == SCHEDULE and sim.cluster.now_h == 2.5
+    sim.set_timer(3.5)
+    assert sim.advance() == SCHEDULE and sim.cluster.now_h == 3.0
+    sim.set_timer(None)
+    assert sim.advance() == SCHEDULE and sim.cluster.now_h == 4.0       # the completion, nothing before
+    assert sim.advance() == DONE
+    assert not sim._heap                                                # the stale timers are gone too
+    with pytest.raises(SimulationError, match="not after now"):
+        Simulator(w).set_timer(0.0)
+
+
+def test_a_plan_replaces_the_last_plans_timer():
+    from evalstop_gym.policy import Plan, apply_plan
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=4.0)], total_gpus=1, evals_per_job=1)
+    sim = Simulator(w)
+    sim.advance()
+    apply_plan(sim, Plan(start=[0], wakeup_h=1.0))
+    apply_plan(sim, Plan(wakeup_h=2.0))      # a second plan at the same instant moves the timer
+    assert sim.advance() == SCHEDULE and sim.cluster.now_h == 2.0
+    apply_plan(sim, Plan(wakeup_h=3.0))
+    apply_plan(sim, Plan())                  # no wake-up: the pending one is withdrawn
+    assert sim.advance() == SCHEDULE and sim.cluster.now_h == 4.0
 
 
 def test_illegal_decisions_are_refused():

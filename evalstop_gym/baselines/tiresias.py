@@ -1,112 +1,385 @@
 """Tiresias: discretized two-dimensional least-attained-service (2D-LAS). Preemptive.
 
-Rule: a job's attained service is GPU-time, ``gpus * hours run`` (GPU-hours).
-Queue ``q`` holds the jobs whose attained GPU-time lies between thresholds
-``q - 1`` and ``q``; a job starts in queue 0 and is demoted when it crosses
-the next threshold. Lower queues go first; within a queue, jobs go in submit
-order (FIFO). At every scheduling point the best-ranked set that fits keeps
-or gets the GPUs, the rest wait (preempted if running).
+Rule (Gu et al., NSDI 2019, section 3.2; its reference simulator
+``SymbioticLab/Tiresias``, ``simulator/run_sim.py``, ``dlas-gpu``): a job's
+attained service is its GPU-time, ``gpus * time run`` (GPU-hours). There are
+``len(thresholds_gpu_h) + 1`` queues, each an ordered list:
 
-Starvation guard: a waiting job below queue 0 is promoted to queue 0 when
-the time it has waited since it last ran reaches ``promote_knob`` times the
-total time it has run; its GPU-time count for queue placement then restarts
-from 0, so it must climb the thresholds again. (The reference simulator,
-SymbioticLab/Tiresias ``run_sim.py``, compares pending and executed time
-counted since the last promotion instead; on this workload that re-promotes
-a job after half an hour of waiting, once it has run the few minutes needed
-to leave queue 0: 3,553 preemptions on seed 1 against 931 with total run
-time, for a similar average JCT (16.3 h against 16.8 h). Both bound a
-job's wait to about ``promote_knob`` times its run.)
+* an arriving job is appended to queue 0;
+* a running job whose GPU-time (counted since its last promotion) reaches
+  the threshold of its queue is moved to the end of the next queue;
+* at every scheduling point the queues are walked in order, each list from its
+  head, and every job that fits in the GPUs not yet given out keeps or gets
+  them (first-fit); the others wait, running ones are preempted;
+* then each queue's waiting jobs move behind its running ones, both in list
+  order. So a running job is never overtaken by a job that was already
+  waiting in its queue ("no preemption within a queue"); a job that enters the
+  queue later (a demoted one, at the end) can be.
+
+Starvation guard (``promote_knob``, the paper's PROMOTEKNOB; the reference's
+``dlas-gpu-K``): a waiting job below queue 0 whose waiting time since its last
+promotion (counted from its first run after it) reaches ``promote_knob``
+times its run time since that promotion is moved to the end of queue 0, and
+its run time restarts from 0, so it climbs the thresholds again. The
+reference's ``dlas-gpu`` has no guard: ``promote_knob=None``.
+
+Tie rule: ``order="queue"`` (default) is the reference's list order above.
+``order="arrival"`` reads the paper's "FIFO within a queue" as arrival order:
+a queue's jobs rank by arrival whether they run or wait, so an older waiting
+job preempts a younger running one of its queue (many more preemptions on
+Philly). Both rank queue 0 first.
+
+Every remaining difference from the reference simulator:
+
+* Time is exact to the millisecond (the reference counts whole seconds) and
+  a job is demoted at the first tick its GPU-time reaches the threshold. The
+  reference's timer for a multi-GPU job's next demotion is
+  ``(threshold - seconds run) // gpus`` seconds ahead (GPU-seconds less
+  seconds), later than the crossing once the job has run; its demotion then
+  waits for that timer or the next arrival or completion.
+* The guard compares exact times (``waited >= promote_knob * run``); the
+  reference truncates ``run * knob`` to whole seconds.
+* On nodes the keep set is decided on the GPU count as above, then placed
+  without moving running jobs (:meth:`Scheduler._place_on_nodes`); the
+  reference's ``dlas-gpu`` only counts GPUs.
 
 Defaults:
 * ``thresholds_gpu_h = (4, 32)`` GPU-hours, three queues. They sit between the
   job types' typical sizes (``config.DEFAULT_JOB_TYPES``): most LoRA jobs
   (1-4 GPUs, about 1 h) finish in queue 0, DPO jobs (4-8 GPUs, about 2.5 h)
   mostly finish in queue 1, RLHF jobs (8-16 GPUs, about 6 h) end in queue 2.
-  Tiresias sets its thresholds from the cluster's job-size distribution in
-  the same way; its paper uses two to a few queues.
-* ``promote_knob = 2``. The Tiresias paper names this knob PROMOTEKNOB; its
-  reference simulator offers it as variants (``dlas-gpu-1/2/4/8``) with the
-  guard off by default. We could not check the paper's own default here, so
-  2 is our choice, documented, not taken from the paper.
+  The reference's own are 3,250 and 7,200 GPU-seconds (``jobs.py``).
+* ``promote_knob = 2``: our choice, documented, not taken from the paper.
 
-Wake-ups: priorities change by themselves when a running job crosses its next
-threshold or a waiting job becomes due for promotion; :meth:`wakeup` asks for
-a scheduling point at the earliest such time.
+Speed: the lists are kept across scheduling points and only changes are
+applied (arrivals, ends, starts, preemptions, the queue jumps that are due,
+from two heaps of due times), so a scheduling point costs a few steps per
+change plus one look per GPU-demand class, not a sort of every active job.
 Source: Gu, Chowdhury, Shin, Zhu, Jeon, Qian, Liu & Guo, "Tiresias: A GPU
 Cluster Manager for Distributed Deep Learning", NSDI 2019 (Discretized 2D-LAS).
 """
 
 from __future__ import annotations
 
-import bisect
+import heapq
+import math
 
 from evalstop_gym.config import ConfigError, check_range
-from evalstop_gym.policy import Plan, Scheduler
+from evalstop_gym.policy import NO_CHANGE, Plan, Scheduler
+from evalstop_gym.timebase import TICKS_PER_HOUR, ceil_ticks
+from evalstop_gym.view import WAITING
 
-_EPS_H = 1e-9  # hours; a crossing this close counts as reached, so wake-ups always move time on
+ORDERS = ("queue", "arrival")
+TIMERS = ("exact", "reference")
+_TICKS_PER_S = TICKS_PER_HOUR // 3600
+_RUN, _PEND, _DEMOTED = 0, 1, 2  # a job's tier in its queue's list: running, waiting, moved in at this point
 
 
 class Tiresias(Scheduler):
     name = "tiresias"
     preemptive = True
 
-    def __init__(self, thresholds_gpu_h: tuple[float, ...] = (4.0, 32.0), promote_knob: float = 2.0):
+    def __init__(self, thresholds_gpu_h: tuple[float, ...] = (4.0, 32.0), promote_knob: float | None = 2.0,
+                 order: str = "queue", demotion_timer: str = "exact"):
         thresholds_gpu_h = tuple(thresholds_gpu_h)
         for t in thresholds_gpu_h:
             check_range("thresholds_gpu_h", t, 0.0, lo_open=True)
         if list(thresholds_gpu_h) != sorted(set(thresholds_gpu_h)):
             raise ConfigError("thresholds_gpu_h", thresholds_gpu_h, "must be strictly increasing")
-        check_range("promote_knob", promote_knob, 0.0, lo_open=True)
+        if promote_knob is not None:
+            check_range("promote_knob", promote_knob, 0.0, lo_open=True)
+        if order not in ORDERS:
+            raise ConfigError("order", order, f"must be one of {', '.join(ORDERS)}")
+        if demotion_timer not in TIMERS:
+            raise ConfigError("demotion_timer", demotion_timer, f"must be one of {', '.join(TIMERS)}")
         self.thresholds_gpu_h = thresholds_gpu_h
+        self.demotion_timer = demotion_timer
         self.promote_knob = promote_knob
+        self.order = order
+        # thresholds in GPU-ticks: demotion compares integers
+        self._limits = [round(t * TICKS_PER_HOUR) for t in thresholds_gpu_h]
         self.reset()
 
     def reset(self) -> None:
-        self._gpu_h_offset: dict[int, float] = {}  # job id -> attained GPU-hours at its last promotion
-        self._wait_mark: dict[int, float] = {}     # job id -> its waiting_h when last seen running
+        self._cluster = None  # the episode's state is built at its first scheduling point
 
-    def queue(self, job) -> int:
-        """Index of the job's queue (0 is the top)."""
-        gpu_h = job.attained_gpu_h - self._gpu_h_offset.get(job.job_id, 0.0)
-        return bisect.bisect_right(self.thresholds_gpu_h, gpu_h + _EPS_H)
+    def _begin(self, cluster) -> None:
+        n_q = len(self._limits) + 1
+        self._cluster = cluster
+        self._run = [{} for _ in range(n_q)]         # per queue: its running jobs (id -> view), in list order
+        self._run_gpus = [0] * n_q                   # GPUs those hold
+        self._demoted: list[list] = [[] for _ in range(n_q)]  # running jobs moved in at this point
+        self._rank: dict[int, tuple] = {}            # job id -> (queue, tier, stamp): its place in the lists
+        self._heaps: dict[int, list] = {}            # GPU demand -> heap of (queue, stamp, id, view), waiting
+        self._classes: list[tuple[int, list]] = []   # (demand, heap), by demand
+        self._taken: list[tuple] = []                # heap entries the last walk took
+        self._running: dict[int, object] = {}        # the jobs the lists count as running
+        self._up, self._down = 0, 0                  # stamps for the end / the head of a list
+        self._newest = -1                            # newest queued_seq seen
+        self._arrival: dict[int, int] = {}           # job id -> arrival rank
+        self._arrived = 0
+        self._offset: dict[int, int] = {}            # job id -> attained ticks at its last promotion
+        self._mark: dict[int, int] = {}              # job id -> its waiting ticks when it first ran since then
+        self._demote_due: list[tuple] = []           # (tick, rank, id, run's queued_seq, queue)
+        self._promote_due: list[tuple] = []          # (tick, rank, id, queued_seq, queue)
 
     def key(self, job, cluster):
-        return (self.queue(job), job.submit_h, job.job_id)
+        """The job's place: ``(queue, tier, stamp)`` in list order, or ``(queue, arrival rank)``."""
+        rank = self._rank[job.job_id]
+        return (rank[0], self._arrival[job.job_id]) if self.order == "arrival" else rank
 
+    def queue(self, job) -> int:
+        """Index of the job's queue (0 is the top) as of the last scheduling point."""
+        return self._rank[job.job_id][0]
+
+    # -- bookkeeping ---------------------------------------------------------------------
+    def _put_waiting(self, q: int, stamp: int, v) -> None:
+        j = v.job_id
+        self._rank[j] = (q, _PEND, stamp)
+        heap = self._heaps.get(v.gpus)
+        if heap is None:
+            heap = self._heaps[v.gpus] = []
+            self._classes.append((v.gpus, heap))
+            self._classes.sort(key=lambda c: c[0])
+        heapq.heappush(heap, (q, stamp, j, v))
+
+    def _put_running(self, q: int, v) -> None:
+        j = v.job_id
+        self._up += 1
+        self._rank[j] = (q, _RUN, self._up)
+        self._run[q][j] = v
+        self._run_gpus[q] += v.gpus
+        self._running[j] = v
+
+    def _push_demotion(self, v, q: int, now: int) -> None:
+        if q < len(self._limits):
+            j = v.job_id
+            left = self._limits[q] - (v.attained_ticks - self._offset.get(j, 0)) * v.gpus  # GPU-ticks
+            heapq.heappush(self._demote_due, (now + max(-(-left // v.gpus), 0), self._arrival[j], j,
+                                              v.queued_seq, q))
+
+    def _promotion_in(self, v, now: int) -> int:
+        """Ticks until waiting job ``v`` (below queue 0, run since its last promotion) is promoted."""
+        j = v.job_id
+        run = v.attained_ticks - self._offset.get(j, 0)
+        waited = now - v.submit_ticks - v.attained_ticks - self._mark[j]
+        return max(math.ceil(self.promote_knob * run - waited), 0)
+
+    def _push_promotion(self, v, q: int, now: int) -> None:
+        j = v.job_id
+        if self.promote_knob is not None and q > 0 and j in self._mark:
+            heapq.heappush(self._promote_due, (now + self._promotion_in(v, now), self._arrival[j], j,
+                                               v.queued_seq, q))
+
+    def _forget(self, j: int) -> None:
+        for d in (self._rank, self._arrival, self._offset, self._mark):
+            d.pop(j, None)
+
+    def _sync(self, cluster) -> None:
+        """Apply what happened since the last point: its list moves, then ends, arrivals and due jumps."""
+        if cluster is not self._cluster:
+            self._begin(cluster)
+        now, running, waiting = cluster.now_ticks, cluster.running, cluster.waiting
+        mine, rank = self._running, self._rank
+        for e in self._taken:  # entries the last walk took go back if their jobs still wait there
+            if waiting.get(e[2]) is e[3] and rank.get(e[2]) == (e[0], _PEND, e[1]):
+                heapq.heappush(self._heaps[e[3].gpus], e)
+        self._taken = []
+        # the last point's partition: each queue's waiting jobs behind its running ones, in list order
+        left, started = mine.keys() - running.keys(), running.keys() - mine.keys()
+        front: dict[int, list] = {}
+        for j in left:
+            v = mine.pop(j)
+            q, tier, s = rank[j]
+            if tier == _RUN:
+                del self._run[q][j]
+                self._run_gpus[q] -= v.gpus
+                if v.status == WAITING:
+                    front.setdefault(q, []).append((s, v))
+                else:
+                    self._forget(j)
+        for q, jobs in front.items():  # preempted from the running part: the head of the waiting part
+            for s, v in sorted(jobs, key=lambda e: -e[0]):
+                self._down -= 1
+                self._put_waiting(q, self._down, v)
+                self._push_promotion(v, q, now)
+        by_queue: dict[int, list] = {}
+        for j in started:
+            v = running[j]
+            if j not in rank:  # started by the driver before a point saw it wait
+                self._arrive(v)
+            q, _, s = rank[j]
+            by_queue.setdefault(q, []).append((s, v))
+        for q in range(len(self._run)):
+            for s, v in sorted(by_queue.get(q, ()), key=lambda e: e[0]):
+                self._put_running(q, v)
+                j = v.job_id
+                if j not in self._mark:
+                    self._mark[j] = now - v.submit_ticks - v.attained_ticks
+                self._push_demotion(v, q, now)
+            for v in self._demoted[q]:
+                j = v.job_id
+                if running.get(j) is v:
+                    self._put_running(q, v)
+                elif v.status == WAITING:  # moved in and preempted: the end of the waiting part
+                    self._up += 1
+                    self._put_waiting(q, self._up, v)
+                    self._push_promotion(v, q, now)
+                else:
+                    self._forget(j)
+            self._demoted[q] = []
+        # arrivals, in queue order, then the queue jumps due now in arrival order (the reference's order)
+        new = []
+        for v in reversed(waiting.values()):
+            if v.queued_seq <= self._newest:
+                break
+            if v.job_id not in rank:
+                new.append(v)
+        if waiting:
+            self._newest = max(self._newest, next(reversed(waiting.values())).queued_seq)
+        for v in reversed(new):
+            self._arrive(v)
+        due = []
+        heap = self._demote_due
+        while heap and heap[0][0] <= now:
+            t, r, j, seq, q = heapq.heappop(heap)
+            v = running.get(j)
+            if v is not None and v.queued_seq == seq and rank[j][:2] == (q, _RUN) and j in mine:
+                due.append((r, j, v, q, True))
+        heap = self._promote_due
+        while heap and heap[0][0] <= now:
+            t, r, j, seq, q = heapq.heappop(heap)
+            v = waiting.get(j)
+            if v is not None and v.queued_seq == seq and rank[j][0] == q:
+                due.append((r, j, v, q, False))
+        for _, j, v, q, demote in sorted(due, key=lambda e: e[0]):
+            if demote:
+                del self._run[q][j]
+                self._run_gpus[q] -= v.gpus
+                self._up += 1
+                rank[j] = (q + 1, _DEMOTED, self._up)
+                self._demoted[q + 1].append(v)
+                self._push_demotion(v, q + 1, now)
+            else:
+                self._offset[j] = v.attained_ticks
+                del self._mark[j]
+                self._up += 1
+                self._put_waiting(0, self._up, v)
+
+    def _arrive(self, v) -> None:
+        self._arrived += 1
+        self._arrival[v.job_id] = self._arrived
+        self._up += 1
+        self._put_waiting(0, self._up, v)
+
+    # -- the plan ----------------------------------------------------------------------------
     def schedule(self, cluster) -> Plan:
-        for job in cluster.running.values():
-            self._wait_mark[job.job_id] = job.waiting_h
-        for job in cluster.waiting.values():
-            due = self._promotion_due_in_h(job)
-            if due is not None and due <= _EPS_H:
-                self._gpu_h_offset[job.job_id] = job.attained_gpu_h
+        self._sync(cluster)
         return super().schedule(cluster)
 
-    def _promotion_due_in_h(self, job) -> float | None:
-        """Hours of further waiting until waiting ``job`` is promoted; None if it is in queue 0."""
-        if self.queue(job) == 0:
-            return None
-        # a job below queue 0 has run, so schedule() has seen it running and set its mark
-        waited = job.waiting_h - self._wait_mark.get(job.job_id, job.waiting_h)
-        return self.promote_knob * job.attained_h - waited
+    def allocate(self, cluster) -> Plan:
+        plan = self._allocate_sorted(cluster) if self.order == "arrival" else self._walk(cluster)
+        if cluster.node_free is None or plan is NO_CHANGE:
+            return plan
+        return self._place_on_nodes(cluster, plan)
+
+    def _walk(self, cluster) -> Plan:
+        """First-fit down the lists: each queue's running part, its waiting part, its moved-in jobs."""
+        waiting, rank = cluster.waiting, self._rank
+        cap, preempt, start, taken = cluster.total_gpus, [], [], self._taken
+        classes = self._classes
+        for q, run in enumerate(self._run):
+            if self._run_gpus[q] <= cap:
+                cap -= self._run_gpus[q]
+            else:
+                for j, v in run.items():
+                    if v.gpus <= cap:
+                        cap -= v.gpus
+                    else:
+                        preempt.append(j)
+            while cap > 0:
+                best = None
+                for g, heap in classes:
+                    if g > cap:
+                        break
+                    while heap:  # drop heads whose jobs left or moved since they were pushed
+                        e = heap[0]
+                        if waiting.get(e[2]) is e[3] and rank.get(e[2]) == (e[0], _PEND, e[1]):
+                            break
+                        heapq.heappop(heap)
+                    if heap and heap[0][0] == q and (best is None or heap[0] < best):
+                        best = heap[0]
+                if best is None:
+                    break
+                heapq.heappop(self._heaps[best[3].gpus])
+                taken.append(best)
+                start.append(best[2])
+                cap -= best[3].gpus
+            for v in self._demoted[q]:
+                if v.gpus <= cap:
+                    cap -= v.gpus
+                else:
+                    preempt.append(v.job_id)
+        return Plan(preempt, start) if preempt or start else NO_CHANGE
 
     def wakeup(self, cluster, plan: Plan) -> float | None:
-        """Earliest time (hours) a queue changes by itself, on the state after ``plan``."""
+        """Hours of the earliest queue jump after ``plan``: a demotion of a job it keeps or starts, or a
+        promotion of a job it leaves waiting or preempts."""
+        now, running, waiting = cluster.now_ticks, cluster.running, cluster.waiting
         preempt, start = set(plan.preempt), set(plan.start)
-        running = [v for j, v in cluster.running.items() if j not in preempt]
-        running += [cluster.waiting[j] for j in start]
-        waiting = [v for j, v in cluster.waiting.items() if j not in start]
-        waiting += [cluster.running[j] for j in preempt]
-        due = []
-        for job in running:
-            q = self.queue(job)
-            if q < len(self.thresholds_gpu_h):
-                due.append((self.thresholds_gpu_h[q] + self._gpu_h_offset.get(job.job_id, 0.0)
-                            - job.attained_gpu_h) / job.gpus)
-        for job in waiting:
-            d = self._promotion_due_in_h(job)
-            if d is not None:
-                due.append(d)
-        due = [d for d in due if d > _EPS_H]
-        return cluster.now_h + min(due) if due else None
+        best = math.inf
+        exact = self.demotion_timer == "exact"
+        for j in start if exact else ():
+            v = waiting[j]
+            q = self._rank[j][0]
+            if q < len(self._limits):
+                left = self._limits[q] - (v.attained_ticks - self._offset.get(j, 0)) * v.gpus
+                best = min(best, now + max(-(-left // v.gpus), 1))
+        if not exact:
+            best = self._reference_timer(cluster, preempt, start)
+        for j in preempt:
+            v = running[j]
+            if self.promote_knob is not None and self._rank[j][0] > 0 and j in self._mark:
+                best = min(best, now + max(self._promotion_in(v, now), 1))
+        if exact:
+            best = min(best, self._first_due(self._demote_due, running, preempt))
+        best = min(best, self._first_due(self._promote_due, waiting, start))
+        if best == math.inf:
+            return None
+        best = max(best, now + 1)
+        h = best / TICKS_PER_HOUR
+        while ceil_ticks(h) > best:  # the hours whose first tick is ``best``
+            h = math.nextafter(h, -math.inf)
+        return h
+
+    def _reference_timer(self, cluster, preempt: set, start: set) -> float:
+        """The reference simulator's next demotion timer: ``(threshold - seconds run) // gpus`` seconds
+        from now (whole seconds, GPU-seconds less seconds), the earliest over the jobs running after
+        the plan. One pass over them: for fidelity runs only."""
+        now, limits, offset, rank = cluster.now_ticks, self._limits, self._offset, self._rank
+        best, tps = math.inf, _TICKS_PER_S
+        jobs = [v for j, v in cluster.running.items() if j not in preempt]
+        jobs += [cluster.waiting[j] for j in start]
+        for v in jobs:
+            q = rank[v.job_id][0]
+            if q < len(limits):
+                run_s = (v.attained_ticks - offset.get(v.job_id, 0)) // tps
+                best = min(best, now + max((limits[q] // tps - run_s) // v.gpus * tps, 1))
+        return best
+
+    def _first_due(self, heap: list, jobs: dict, leaving: set) -> float:
+        """The earliest valid due time in ``heap`` whose job is in ``jobs`` and not ``leaving``."""
+        held, best = [], math.inf
+        while heap:
+            e = heap[0]
+            v = jobs.get(e[2])
+            if v is None or v.queued_seq != e[3] or self._rank[e[2]][0] != e[4]:
+                heapq.heappop(heap)  # its job moved on: never due again
+            elif e[2] in leaving:
+                held.append(heapq.heappop(heap))
+            else:
+                best = e[0]
+                break
+        for e in held:
+            heapq.heappush(heap, e)
+        return best

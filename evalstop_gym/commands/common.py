@@ -107,6 +107,8 @@ def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                calibration=args.calibration)
     if args.noise is not None:
         out["noise"] = args.noise
+    if getattr(args, "estimate_error", None) is not None:
+        out["estimate_error"] = args.estimate_error
     if spec is not None:
         out["cluster"] = spec
     return out

@@ -24,6 +24,9 @@ def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help="run one episode and print its metrics",
                        description="Run one episode of a policy on a workload and print its metrics.")
     add_workload_flags(p)
+    p.add_argument("--estimate-error", type=float, default=None, metavar="SIGMA",
+                   help="sigma of the log-normal error of users' length estimates, generated or replayed "
+                        "(--trace) jobs; 0: exact estimates, so srtf-est is SRTF (default 0.5)")
     add_policy_flags(p)
     t = p.add_argument_group("trace replay (docs/traces.md)")
     t.add_argument("--trace", metavar="PATH", default=None,

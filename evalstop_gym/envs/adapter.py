@@ -73,9 +73,8 @@ class PolicyAgent:
             self._pending.append(("commit", plan.wakeup_h))
         step = self._pending.popleft()
         if isinstance(step, tuple):
-            wakeup_h = step[1]
-            if wakeup_h is not None and wakeup_h > env.cluster.now_h:
-                env.request_wakeup(wakeup_h)
+            wakeup_h = step[1]  # replaces the last plan's timer; None withdraws it
+            env.request_wakeup(wakeup_h if wakeup_h is not None and wakeup_h > env.cluster.now_h else None)
             return COMMIT
         return env.slot_action(step)
 

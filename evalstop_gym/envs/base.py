@@ -53,6 +53,7 @@ TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops",
 # generator uses (seed) and (seed, 1), so these draws are independent of every score the agent saw
 CREDIT_STREAM = 2
 INVALID_ACTION_MODES = ("penalize", "raise")
+STEP_INFO_MODES = ("full", "lean")
 # default truncation: steps per job of the episode. A hand-coded scheduler takes about 12 steps per job
 # on EvalStop-Cluster-v0, a uniformly random agent without masks about 120 (94% of them invalid no-ops)
 STEPS_PER_JOB = 500
@@ -263,6 +264,11 @@ class SimEnv(gym.Env):
       action is a no-op and the step's ``invalid`` reward term is 1) or
       ``"raise"`` (it raises ``ValueError`` naming the valid actions);
     * ``reward_weights``: overrides of :data:`DEFAULT_REWARD_WEIGHTS`;
+    * ``step_info``: ``"full"`` (default: every step's ``info`` holds ``decision``,
+      ``time_h``, ``decision_job``, ``action_mask``, ``reward_terms`` and
+      ``invalid_action``) or ``"lean"`` (only ``action_mask``, and at the end of an
+      episode ``metrics`` or ``truncation``): fewer keys for a vector env to merge
+      at every step (``SyncVectorEnv`` merges ``info`` key by key);
     * ``queue_load``: waiting jobs per GPU that the ``queue_h`` reward term charges every GPU-hour
       held (``None``, default: the episode's own queue, ``waiting jobs / cluster GPUs`` at each
       instant); a fixed load stands in for the cluster a one-job training episode leaves out;
@@ -296,7 +302,7 @@ class SimEnv(gym.Env):
 
     def __init__(self, *, config: WorkloadConfig | None = None, max_steps: int | str | None = "auto",
                  invalid_action: str = "penalize", reward_weights: dict[str, float] | None = None,
-                 render_mode: str | None = None, trace: str | None = None, trace_format: str = "philly",
+                 step_info: str = "full", render_mode: str | None = None, trace: str | None = None, trace_format: str = "philly",
                  trace_options: dict[str, Any] | None = None, queue_load: float | None = None, **workload: Any):
         workload = workload_fields(workload)
         if config is not None and not isinstance(config, WorkloadConfig):
@@ -328,6 +334,10 @@ class SimEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError("render_mode", render_mode, f"must be None or one of "
                               f"{', '.join(self.metadata['render_modes'])}")
+        step_info = plain(step_info)
+        if step_info not in STEP_INFO_MODES:
+            raise ConfigError("step_info", step_info, f"must be one of {', '.join(STEP_INFO_MODES)}")
+        self.step_info = step_info
         self.max_steps = max_steps
         self.invalid_action = invalid_action
         self.reward_weights = _check_weights(reward_weights)
@@ -470,14 +480,20 @@ class SimEnv(gym.Env):
         reward = float(sum(w[k] * x for k, x in terms.items()))
         terminated = self._kind == DONE
         truncated = not terminated and self._limit is not None and self._steps >= self._limit
-        info = self._info(terminated)
+        if self.step_info == "lean":
+            info = {"action_mask": self.action_masks()}
+            if terminated:
+                info["metrics"] = compute_metrics(self._sim.outcome())
+        else:
+            info = self._info(terminated)
         if truncated:
             self._truncated = True
             c = self._sim.cluster
             info["truncation"] = (f"max_steps={self._limit} reached with {self._n_jobs - c.finished} of "
                                   f"{self._n_jobs} jobs unfinished; no metrics (the episode did not end)")
-        info["reward_terms"] = terms
-        info["invalid_action"] = invalid
+        if self.step_info == "full":
+            info["reward_terms"] = terms
+            info["invalid_action"] = invalid
         if self.render_mode == "human":
             self.render()
         return self._observe(), reward, terminated, truncated, info

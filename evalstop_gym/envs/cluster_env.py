@@ -28,7 +28,8 @@ from ..config import check_range
 from ..simulator import EVAL, SCHEDULE
 from ..view import RUNNING, JobView
 from .base import COMMIT, STOP, SimEnv, with_topology
-from .features import cluster_bounds, cluster_row, job_bounds, observation, topology_row, window
+from .features import (N_JOB, ObservationWriter, cluster_bounds, cluster_row, job_bounds, topology_row,
+                       window)
 
 SLOT0 = 2  # action index of slot 0
 
@@ -54,13 +55,17 @@ class ClusterEnv(SimEnv):
         self.observation_space = spaces.Box(lo, hi, dtype=np.float32)
         self.action_space = spaces.Discrete(SLOT0 + slots)
         self._window: list[JobView] = []
-        self._mask = np.zeros(SLOT0 + slots, np.int8)
+        self._write_obs = ObservationWriter(slots, len(lo) - slots * N_JOB)
+        self._eval_mask = bytes([1, 1]).ljust(SLOT0 + slots, b"\0")     # continue or stop
+        self._done_mask = bytes([1]).ljust(SLOT0 + slots, b"\0")        # only 0 after the end
+        self._mask = np.frombuffer(self._done_mask, np.int8)
 
     # -- episode -----------------------------------------------------------------
     def _begin_episode(self) -> None:
         self._started_at: dict[int, float] = {}   # job id -> instant the agent last started it
         self._placements: dict[int, tuple] = {}    # job id -> nodes asked for by request_placement
-        self._wakeup_h = -math.inf                 # latest wake-up requested
+        self._wakeup_h = -math.inf                 # the pending wake-up timer's time
+        self._write_obs.reset()                    # rows kept between steps (features.ObservationWriter)
         self._advance()
         self._refresh()
 
@@ -93,18 +98,20 @@ class ClusterEnv(SimEnv):
             self._refresh()
         return self._finish_step(invalid)
 
-    def request_wakeup(self, at_h: float) -> None:
-        """Ask for a ``"schedule"`` decision at time ``at_h`` (hours) even if nothing happens.
+    def request_wakeup(self, at_h: float | None) -> None:
+        """Set the ``"schedule"`` decision timer to ``at_h`` (hours) even if nothing happens there.
 
         The timer of hand-coded schedulers whose priorities change with time
-        (``Plan.wakeup_h``); a pending wake-up also lets the agent commit with
-        an idle cluster.
+        (``Plan.wakeup_h``): each call replaces the pending one, ``None``
+        withdraws it (:meth:`~evalstop_gym.simulator.Simulator.set_timer`), as
+        :func:`~evalstop_gym.policy.apply_plan` does. A pending wake-up also
+        lets the agent commit with an idle cluster.
         """
         self._check_running()
-        if not at_h > self._sim.cluster.now_h:
+        if at_h is not None and not at_h > self._sim.cluster.now_h:
             raise ValueError(f"wake-up at {at_h} h is not after now ({self._sim.cluster.now_h} h)")
-        self._sim.request_wakeup(at_h)
-        self._wakeup_h = max(self._wakeup_h, at_h)
+        self._sim.set_timer(at_h)
+        self._wakeup_h = -math.inf if at_h is None else at_h
         self._refresh()
 
     def request_placement(self, job_id: int, where: tuple) -> None:
@@ -137,30 +144,30 @@ class ClusterEnv(SimEnv):
         kind = self._kind
         if kind == EVAL:
             self._window = window(c, self.slots, self._sim.decision_job)
-            mask = [1, 1] + [0] * self.slots
+            mask = self._eval_mask
         elif kind == SCHEDULE:
             self._window = win = window(c, self.slots)
             now, free, started = c.now_h, c.largest_fit(), self._started_at
             idle_with_queue = not c.running and c.waiting and not self._wakeup_h > now
-            mask = [0 if idle_with_queue else 1, 0]
-            mask += [(started.get(v.job_id) != now) if v.status == RUNNING else v.gpus <= free for v in win]
-            mask += [0] * (self.slots - len(win))
+            mask = bytes([0 if idle_with_queue else 1, 0,
+                          *[(started.get(v.job_id) != now) if v.status == RUNNING else v.gpus <= free
+                            for v in win]]).ljust(SLOT0 + self.slots, b"\0")
         else:
             self._window = []
-            mask = [1] + [0] * (self.slots + 1)
-        self._mask = np.array(mask, np.int8)
+            mask = self._done_mask
+        self._mask = np.frombuffer(mask, np.int8)  # read-only: action_masks() hands out copies
 
     def _observe(self) -> np.ndarray:
         c = self._sim.cluster
         win = self._window
         kind = self._kind
         decision = self._sim.decision_job.job_id if kind == EVAL else None
-        shown_running = sum(1 for v in win if v.status == RUNNING)
+        shown_running = sum(v.status == RUNNING for v in win)
         row = cluster_row(c, shown_running=shown_running, shown_waiting=len(win) - shown_running,
                           eval_point=kind == EVAL, schedule_point=kind == SCHEDULE)
         if self._topo_spec is not None:
             row += topology_row(c, win, self.slots)
-        return observation(win, self.slots, c.total_gpus, decision_id=decision, cluster=row)
+        return self._write_obs(win, c.total_gpus, c.now_ticks, row, decision)
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now: ``np.int8`` 0/1 of length ``2 + slots`` (never all 0)."""

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from ..config import JOB_TYPES
+from ..timebase import TICKS_PER_HOUR
 from ..view import RUNNING, ClusterView, JobView
 
 TIME_SCALE_H = 6.0      # hours; squash(x) = x / (x + 6): 6 h -> 0.5 (the median RLHF run)
@@ -88,17 +89,44 @@ def _clip(x: float, lo: float, hi: float) -> float:
     return lo if x < lo else hi if x > hi else x
 
 
-def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
-    """The features of one job, in :data:`JOB_FEATURES` order (plain floats)."""
+def job_row(v: JobView, total_gpus: int, decision: bool = False, cache: dict | None = None,
+            now_ticks: int | None = None) -> list[float]:
+    """The features of one job, in :data:`JOB_FEATURES` order (plain floats).
+
+    ``cache`` (a dict the caller keeps for one episode): the parts of the row
+    that change only at the job's eval checkpoints are computed once per
+    checkpoint instead of at every step, and the whole row once per instant
+    and state (the sub-steps of a scheduling decision share an instant); it
+    needs ``now_ticks``, the cluster's clock.
+    """
+    n = len(v.eval_scores)
+    parts = cache.get(v.job_id) if cache is not None else None
+    if parts is None or parts[0] != n:
+        parts = _checkpoint_parts(v, total_gpus, n)
+        if cache is not None:
+            cache[v.job_id] = parts
+    running = v.status == RUNNING
+    if cache is not None and parts[4] == (now_ticks, running, decision):  # same instant and state: same row
+        return parts[5]
+    _, head, est, tail, _, _ = parts
     ts = TIME_SCALE_H
-    est = v.est_length_h
-    att = v.attained_h
-    rem = est - att if est > att else 0.0
-    wait = v.waiting_h
+    ticks = v.attained_ticks
+    att = ticks / TICKS_PER_HOUR
+    wait = v.waiting_h if now_ticks is None else (now_ticks - v.submit_ticks - ticks) / TICKS_PER_HOUR
     if wait < 0.0:  # float noise at the instant a job starts
         wait = 0.0
+    rem = est - att if est > att else 0.0
+    row = [*head, 1.0 if running else 0.0, 1.0 if decision else 0.0, v.gpus / total_gpus,
+           est / (est + ts), att / (att + ts), rem / (rem + ts), wait / (wait + ts), *tail]
+    if cache is not None:
+        cache[v.job_id] = (n, head, est, tail, (now_ticks, running, decision), row)
+    return row
+
+
+def _checkpoint_parts(v: JobView, total_gpus: int, n: int) -> tuple:
+    """``(evals seen, the row's head, the estimate in hours, the row's tail)``: what stays the same
+    between two eval checkpoints of ``v``."""
     scores = v.eval_scores
-    n = len(scores)
     lo_s, hi_s = SCORE_RANGE
     if n:
         last = _clip(scores[-1], lo_s, hi_s)
@@ -120,11 +148,10 @@ def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
         se = (p * (1.0 - p) / items) ** 0.5
     else:
         se = 0.0
-    return [1.0, *_ONE_HOT[v.job_type], 1.0 if v.status == RUNNING else 0.0, 1.0 if decision else 0.0,
-            v.gpus / total_gpus, est / (est + ts), att / (att + ts), rem / (rem + ts), wait / (wait + ts),
-            n / v.evals_total, 1.0 if n else 0.0, last, best, best - last, d[0], d[1], d[2],
+    tail = (n / v.evals_total, 1.0 if n else 0.0, last, best, best - last, d[0], d[1], d[2],
             (cd if cd < MAX_DECLINES else MAX_DECLINES) / MAX_DECLINES, loss_trend, proxy_trend,
-            items / (items + ITEMS_SCALE), se]
+            items / (items + ITEMS_SCALE), se)
+    return n, (1.0, *_ONE_HOT[v.job_type]), v.est_length_h, tail, None, None
 
 
 def job_rows(views: Sequence[JobView], slots: int, total_gpus: int,
@@ -138,12 +165,47 @@ def job_rows(views: Sequence[JobView], slots: int, total_gpus: int,
 
 def observation(views: Sequence[JobView], slots: int, total_gpus: int, cluster: list[float],
                 decision_id: int | None = None) -> np.ndarray:
-    """``slots`` job rows (empty rows all 0) then the ``cluster`` features, as one float32 vector."""
+    """``slots`` job rows (empty rows all 0) then the ``cluster`` features, as one float32 vector
+    (:class:`ObservationWriter` keeps one between steps)."""
     obs = np.zeros(slots * N_JOB + len(cluster), np.float32)
     rows = job_rows(views, slots, total_gpus, decision_id)
     obs[:len(rows)] = rows
     obs[slots * N_JOB:] = cluster
     return obs
+
+
+class ObservationWriter:
+    """:func:`observation` for one env, kept between steps: a job's row is written again only when it
+    changed (a new instant, a start or preemption, a checkpoint; :func:`job_row`'s ``cache``), so a
+    sub-step at the same instant costs the rows it changed. Call :meth:`reset` at each episode."""
+
+    def __init__(self, slots: int, n_cluster: int):
+        self.slots = slots
+        self._buf = np.zeros(slots * N_JOB + n_cluster, np.float32)
+        self.reset()
+
+    def reset(self) -> None:
+        self._buf[:] = 0.0
+        self._rows: list = [None] * self.slots  # the row object written in each slot
+        self.cache: dict = {}
+
+    def __call__(self, views: Sequence[JobView], total_gpus: int, now_ticks: int, cluster: list[float],
+                 decision_id: int | None = None) -> np.ndarray:
+        buf, rows, cache = self._buf, self._rows, self.cache
+        k = min(len(views), self.slots)
+        for i in range(k):
+            v = views[i]
+            row = job_row(v, total_gpus, v.job_id == decision_id, cache, now_ticks)
+            if rows[i] is not row:
+                buf[i * N_JOB:(i + 1) * N_JOB] = row
+                rows[i] = row
+        for i in range(k, self.slots):
+            if rows[i] is None:
+                break
+            buf[i * N_JOB:(i + 1) * N_JOB] = 0.0
+            rows[i] = None
+        buf[self.slots * N_JOB:] = cluster
+        return buf.copy()
 
 
 def cluster_row(cluster: ClusterView, *, shown_running: int = 0, shown_waiting: int = 0,

@@ -252,6 +252,14 @@ def _e2(c: _Context) -> Experiment:
     missing = [s for s in EXPECTED_SCHEDULERS if s not in c.registry.schedulers]
     if missing:
         c.note(f"base schedulers not registered yet, skipped: {', '.join(missing)}")
+    c.note("ties: a preemptive base keeps running jobs ahead of waiting ones of equal rank, then waiting "
+           "jobs in queue order")
+    if "tiresias" in c.registry.schedulers:
+        from ..baselines.tiresias import Tiresias
+        t = Tiresias()
+        c.note(f"tiresias: order={t.order!r} (the reference simulator's queue lists: a queue's running jobs "
+               f"ahead of its waiting ones; 'arrival' ranks a queue by arrival), "
+               f"demotion_timer={t.demotion_timer!r}, promote_knob={t.promote_knob}")
     arms = [a for a in (NO_STOPPER, c.evalstop()) if a is not None]
     return Experiment(
         "E2", "Composability", "Does EvalStop k=2 improve every base scheduler?", "scheduler",

@@ -1,0 +1,68 @@
+"""The kept observation rows and the lean per-step info change nothing an agent can see.
+
+EvalStop-Cluster-v0 writes a job's row again only when it changed
+(``features.ObservationWriter``); every observation must equal the one
+:func:`~evalstop_gym.envs.features.observation` builds from scratch from the
+same window. ``step_info="lean"`` drops the per-step extras but plays the same
+episode: same observations, rewards, masks and final metrics.
+"""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import evalstop_gym  # noqa: F401
+from evalstop_gym.config import ConfigError
+from evalstop_gym.envs.features import cluster_row, observation, topology_row
+from evalstop_gym.view import RUNNING
+
+
+def play(env, steps, seed=4):
+    obs, info = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    out = [(obs, 0.0, info)]
+    for _ in range(steps):
+        mask = info["action_mask"]
+        obs, reward, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        out.append((obs, reward, info))
+        if terminated or truncated:
+            break
+    return out
+
+
+@pytest.mark.parametrize("kw", [{}, {"cluster": "two-types"}])
+def test_kept_rows_equal_the_observation_built_from_scratch(kw):
+    env = gym.make("EvalStop-Cluster-v0", jobs=30, load=2.0, **kw)
+    inner = env.unwrapped
+    obs, info = env.reset(seed=2)
+    rng = np.random.default_rng(2)
+    for _ in range(3000):
+        c, win = inner.cluster, inner.window
+        shown = sum(v.status == RUNNING for v in win)
+        row = cluster_row(c, shown_running=shown, shown_waiting=len(win) - shown,
+                          eval_point=inner.decision == "eval", schedule_point=inner.decision == "schedule")
+        if c.node_free is not None:
+            row += topology_row(c, win, inner.slots)
+        want = observation(win, inner.slots, c.total_gpus, row,
+                           inner.decision_job.job_id if inner.decision == "eval" else None)
+        assert np.array_equal(obs, want)
+        obs, _, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        if terminated or truncated:
+            break
+    assert terminated
+
+
+def test_lean_step_info_plays_the_same_episode():
+    full = play(gym.make("EvalStop-Cluster-v0", jobs=20), 5000)
+    lean = play(gym.make("EvalStop-Cluster-v0", jobs=20, step_info="lean"), 5000)
+    assert len(full) == len(lean)
+    for (o1, r1, i1), (o2, r2, i2) in zip(full, lean):
+        assert np.array_equal(o1, o2) and r1 == r2 and np.array_equal(i1["action_mask"], i2["action_mask"])
+    assert set(lean[-2][2]) == {"action_mask"}
+    assert lean[-1][2]["metrics"] == full[-1][2]["metrics"]
+    assert "reward_terms" in full[-2][2]
+
+
+def test_step_info_is_checked():
+    with pytest.raises(ConfigError, match="step_info='short' is invalid: must be one of full, lean"):
+        gym.make("EvalStop-Cluster-v0", step_info="short")
