@@ -33,6 +33,7 @@ the file, the line when one is to blame, and what was wrong.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -70,6 +71,9 @@ class DataFileError(ConfigError):
         where = f"{path}, line {line}" if line else str(path)
         ValueError.__init__(self, f"{where}: {problem}")
         self.field, self.value, self.allowed = self.field_name, str(path), problem
+
+    def __reduce__(self):
+        return type(self), (self.path, self.line, self.problem)
 
 
 def open_binary(path, error: type[DataFileError], what: str) -> io.BufferedIOBase:
@@ -315,6 +319,47 @@ def walk(root, error: type[DataFileError], what: str):
             dirs[:] = []
         dirs.sort()
         yield folder, sorted(names)
+
+
+@contextlib.contextmanager
+def atomic_open(path, mode: str = "w", *, field: str = "out", newline: str | None = None):
+    """Write ``path`` all or nothing: into a temporary file beside it, renamed over ``path`` once complete.
+
+    A reader (or a run after ``kill -9``) sees the old file or the new one,
+    never half of one. A write that fails (``ENOSPC``: a full disk; no
+    permission) removes the temporary file and raises :class:`ConfigError`
+    naming ``path`` in one line.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as e:
+        raise ConfigError(field, path, f"cannot be written ({e.strerror or e})") from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())   # as open() would create it, not mkstemp's 0600
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": newline})) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise ConfigError(field, path, f"cannot be written ({e.strerror or e}); nothing half-written was "
+                                           "left") from None
+        raise
+
+
+def write_atomic(path, data: str | bytes, *, field: str = "out") -> None:
+    """``data`` (text as UTF-8) written to ``path`` by :func:`atomic_open`."""
+    with atomic_open(path, "wb" if isinstance(data, bytes) else "w", field=field) as f:
+        f.write(data)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def prepare_out(out: str | os.PathLike, field: str = "out") -> Path:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalstop_gym.config import ConfigError, check_range
-from evalstop_gym.files import prepare_out
+from evalstop_gym.files import atomic_open, prepare_out, write_atomic
 
 from .hparams import ALGOS, HYPERPARAMS_DIR, algo_class, algo_kwargs, load_recipe, policy_class  # noqa: F401
 from .hparams import MAX_TIMESTEPS, PROJECT_SECTION, SELECTION_KEYS
@@ -227,7 +227,7 @@ def run_settings(recipe, wrappers: list, seed: int, *, timesteps: int, n_envs: i
 
 
 def write_config(outdir: Path, config: dict[str, Any]) -> None:
-    (outdir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    write_atomic(outdir / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
 
 
 def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: int, n_envs: int,
@@ -287,10 +287,13 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
         finally:
             venv.close()
             eval_env.close()
-        model.save(outdir / FINAL_FILE)
+        with atomic_open(outdir / FINAL_FILE, "wb") as f:   # all or nothing: never a truncated model
+            model.save(f)
         best = Path(tmp) / "best_model.zip"
         selected_best = best.exists()
-        shutil.copyfile(best if selected_best else outdir / FINAL_FILE, outdir / MODEL_FILE)
+        with open(best if selected_best else outdir / FINAL_FILE, "rb") as src, \
+                atomic_open(outdir / MODEL_FILE, "wb") as f:
+            shutil.copyfileobj(src, f)
         rounds = [{"timesteps": int(t), "mean_return": float(sum(r) / len(r))}
                   for t, r in zip(callback.evaluations_timesteps, callback.evaluations_results)]
     cpu = time.process_time() - cpu0 + worker_cpu

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from tqdm import tqdm
 
 from ..config import ConfigError, WorkloadConfig, check_range
-from ..files import prepare_out
+from ..files import prepare_out, write_atomic
 from .runner import BACKENDS, ResultStore, RunSpec, exclusive, pending_specs, run_sweep
 from .spec import LEARNED, Experiment, build_suite
 from .tables import aggregate, claim_verdicts, claims_table, console_text, csv_table, markdown_table
@@ -147,8 +147,8 @@ def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_
         verdicts = claim_verdicts(exp, rows)
         result.rows[exp.name], result.verdicts[exp.name] = rows, verdicts
         md = experiment_markdown(exp, rows, verdicts, setup_text(exp, base, seed_list))
-        (outdir / f"{exp.name}.md").write_text(md, encoding="utf-8")
-        (outdir / f"{exp.name}.csv").write_text(csv_table(exp, rows), encoding="utf-8")
+        write_atomic(outdir / f"{exp.name}.md", md)
+        write_atomic(outdir / f"{exp.name}.csv", csv_table(exp, rows))
         if plots:
             from .plots import plot_experiment
 
@@ -158,6 +158,6 @@ def _run_and_write(experiments, specs, outdir: Path, base: WorkloadConfig, seed_
         sections.append(md)
     if all_verdicts:
         summary += ["## Compared with the paper", "", claims_table(all_verdicts, with_experiment=True), ""]
-    (outdir / "summary.md").write_text("\n".join(summary + sections), encoding="utf-8")
+    write_atomic(outdir / "summary.md", "\n".join(summary + sections))
     echo(f"wrote {', '.join(e.name for e in experiments)} tables and plots and summary.md to {outdir}/")
     return result

@@ -20,6 +20,8 @@ import multiprocessing
 import os
 import time
 
+from ..files import write_atomic
+from ..processes import cap_workers, init_worker
 from .rlhf import RunSettings, run
 
 # One grid point per method and knob setting. Few pairs with no KL (RLHF) or a small beta (DPO) and the
@@ -47,10 +49,7 @@ def _run_one(settings: RunSettings, runs_dir: str, fmt: str) -> str:
     name = settings.name
     write_curve_log(os.path.join(runs_dir, f"{name}.{fmt}"), rows)
     meta = {"name": name, **dataclasses.asdict(settings), "wall_s": round(time.perf_counter() - t0, 2)}
-    tmp = os.path.join(runs_dir, name + ".json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(meta, f, indent=1)
-    os.replace(tmp, os.path.join(runs_dir, name + ".json"))
+    write_atomic(os.path.join(runs_dir, name + ".json"), json.dumps(meta, indent=1))
     return name
 
 
@@ -79,7 +78,10 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     ``overrides`` are :class:`RunSettings` fields applied to every run (e.g.
     ``steps``). ``progress``, if given, is called with ``(done, total)`` as runs
     finish (skipped ones count as done at once). Returns the index written to
-    ``runs.json``: the settings, how many runs were skipped, the wall time (s).
+    ``runs.json``: the settings, how many runs were skipped, the wall time (s)
+    and the workers used (``workers`` capped by the runs to do and the CPUs).
+    Every file is written all or nothing; a full disk is a one-line
+    :class:`~evalstop_gym.config.ConfigError` and a rerun resumes.
     """
     from ..curvelog import write_curve_log
 
@@ -97,7 +99,8 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     done = len(settings) - len(todo)
     if progress:
         progress(done, len(settings))
-    if workers <= 1 or len(todo) <= 1:
+    workers = cap_workers(workers, max(len(todo), 1))   # no more than runs and CPUs
+    if workers <= 1:
         for s in todo:
             _run_one(s, runs_dir, fmt)
             done += 1
@@ -105,7 +108,8 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
                 progress(done, len(settings))
     else:
         ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix well
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_worker,
+                                    initargs=(os.getpid(),)) as pool:   # workers end with this process
             for f in cf.as_completed([pool.submit(_run_one, s, runs_dir, fmt) for s in todo]):
                 f.result()
                 done += 1
@@ -117,6 +121,5 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     index = {"curve_log": os.path.basename(path), "wall_s": round(time.perf_counter() - t0, 2), "workers": workers,
              "skipped": len(settings) - len(todo),
              "runs": [{"name": s.name, **dataclasses.asdict(s)} for s in settings]}
-    with open(os.path.join(out_dir, "runs.json"), "w") as f:
-        json.dump(index, f, indent=1, allow_nan=False)
+    write_atomic(os.path.join(out_dir, "runs.json"), json.dumps(index, indent=1, allow_nan=False))
     return index
