@@ -71,7 +71,7 @@ import numpy as np
 
 from .config import JOB_TYPES, ConfigError, check_range
 from .curves import Curves
-from .files import DataFileError, atomic_open, csv_rows, has_bad_bytes, lines, open_text, walk
+from .files import DataFileError, atomic_open, csv_rows, has_bad_bytes, lines, open_binary, open_text, walk
 from .workload import Workload
 
 CURVE_COLUMNS = ("job", "step", "eval_score", "train_loss", "proxy_reward")
@@ -343,26 +343,42 @@ def check_event_file(path: str) -> int:
     masked CRC-32C of the data; a file cut short (a writer killed mid-record) or
     a flipped byte fails a check. TensorBoard's own loader stops silently at the
     first such record, which drops every later point; this raises
-    :class:`CurveLogError` instead. Uses TensorBoard's record reader.
+    :class:`CurveLogError` instead. The file must be a regular file of at most
+    :data:`MAX_TB_FILE_BYTES` (a dangling link or a device is refused), and a
+    record may claim at most :data:`MAX_TB_RECORD_BYTES` (a huge length is
+    refused before anything is allocated for it).
     """
-    from tensorboard.compat.tensorflow_stub import errors
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
+    import struct
 
-    reader = PyRecordReader_New(path)
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
     n = 0
-    try:
+
+    def damaged(what: str) -> CurveLogError:
+        return CurveLogError(path, None, f"record {n + 1} {what}: the event file is damaged or still "
+                                         f"being written; {n} records before it are intact")
+
+    with open_binary(path, CurveLogError, "TensorBoard event file") as f:
+        if os.fstat(f.fileno()).st_size > MAX_TB_FILE_BYTES:
+            raise CurveLogError(path, None, f"is larger than {MAX_TB_FILE_BYTES} bytes: not an event file of "
+                                            "scalars")
         while True:
-            try:
-                reader.GetNext()
-            except errors.OutOfRangeError:
+            header = f.read(12)
+            if not header:
                 return n
-            except errors.DataLossError as e:
-                what = "is cut short (truncated)" if "truncated" in e.message else "is corrupt (failed its CRC check)"
-                raise CurveLogError(path, None, f"record {n + 1} {what}: the event file is damaged or still "
-                                                f"being written; {n} records before it are intact") from None
+            if len(header) < 12:
+                raise damaged("is cut short (truncated)")
+            (length,), (crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
+            if masked_crc32c(header[:8]) != crc:
+                raise damaged("is corrupt (failed its CRC check)")
+            if length > MAX_TB_RECORD_BYTES:
+                raise damaged(f"claims {length} bytes, more than {MAX_TB_RECORD_BYTES}")
+            data, footer = f.read(length), f.read(4)
+            if len(data) < length or len(footer) < 4:
+                raise damaged("is cut short (truncated)")
+            if masked_crc32c(data) != struct.unpack("<I", footer)[0]:
+                raise damaged("is corrupt (failed its CRC check)")
             n += 1
-    finally:
-        reader.file_handle.close()
 
 
 def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:

@@ -14,8 +14,8 @@ Rules, shared by every reader:
   the ``csv`` module's limit (131072 characters);
 * a gzip stream stops with an error once it has inflated to more than
   :data:`MAX_DECOMPRESSED_BYTES`, or to more than :data:`MAX_GZIP_RATIO` times
-  its compressed size past the first :data:`GZIP_RATIO_FREE_BYTES` (a "zip
-  bomb": real traces and logs compress 3-20 times), and a text stream stops at
+  the compressed bytes read so far, past the first :data:`GZIP_RATIO_FREE_BYTES`
+  (a "zip bomb": real traces and logs compress 3-20 times), and a text stream stops at
   :data:`MAX_LINES` physical lines, blank ones included;
 * configuration files (YAML recipes, JSON model configs, cluster specs) are
   read whole, at most :data:`MAX_CONFIG_BYTES`, with at most
@@ -99,16 +99,16 @@ def open_binary(path, error: type[DataFileError], what: str) -> io.BufferedIOBas
         os.close(fd)
         raise
     if raw.peek(2)[:2] == GZIP_MAGIC:
-        return _Inflated(raw, st.st_size, path, error, what)
+        return _Inflated(raw, path, error, what)
     return raw
 
 
 class _Inflated(io.RawIOBase):
     """A gzip stream that refuses to inflate past the limits (a decompression bomb)."""
 
-    def __init__(self, raw, compressed: int, path, error, what):
+    def __init__(self, raw, path, error, what):
         self._raw, self._gz = raw, gzip.GzipFile(fileobj=raw, mode="rb")
-        self._compressed, self._path, self._error, self._what = max(compressed, 1), path, error, what
+        self._path, self._error, self._what = path, error, what
         self.inflated = 0
 
     def readable(self) -> bool:
@@ -120,7 +120,7 @@ class _Inflated(io.RawIOBase):
         except (OSError, EOFError, ValueError) as e:   # a corrupt or cut gzip stream
             raise self._error(self._path, None, f"cannot read the {self._what}: {e}") from None
         self.inflated += n
-        ratio = self.inflated / self._compressed
+        ratio = self.inflated / max(self._raw.tell(), 1)   # over the compressed bytes read so far
         if self.inflated > MAX_DECOMPRESSED_BYTES or (self.inflated > GZIP_RATIO_FREE_BYTES
                                                       and ratio > MAX_GZIP_RATIO):
             raise self._error(self._path, None, f"the gzip'd {self._what} inflates to more than "
@@ -164,16 +164,23 @@ def lines(f: io.TextIOBase, path: str, error: type[DataFileError], what: str) ->
 
 
 def csv_rows(f: io.TextIOBase, path: str, error: type[DataFileError], what: str) -> Iterator[tuple[int, list[str]]]:
-    """``(line number, fields)`` of a CSV stream; a CSV syntax error is ``error`` naming the line."""
-    reader = csv.reader(lines(f, path, error, what))
+    """``(line number, fields)`` of a CSV stream, strictly: a CSV syntax error, and a record spanning
+    several lines (a quote left open swallows the rows after it), are ``error`` naming the line the
+    record starts on. Trace and curve-log fields never hold line breaks."""
+    reader = csv.reader(lines(f, path, error, what), strict=True)
+    end = 0
     while True:
+        start = end + 1
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as e:
-            raise error(path, reader.line_num or None, f"not readable as CSV ({e})") from None
-        yield reader.line_num, row
+            raise error(path, start, f"not readable as CSV ({e}; an unbalanced quote?)") from None
+        end = reader.line_num
+        if end > start and any("\n" in v or "\r" in v for v in row):
+            raise error(path, start, f"a quoted field runs over lines {start}-{end}: an unbalanced quote?")
+        yield start, row
 
 
 def has_bad_bytes(text: str) -> bool:
