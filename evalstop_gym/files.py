@@ -67,6 +67,7 @@ class DataFileError(ConfigError):
     field_name = "data"
 
     def __init__(self, path, line: int | None, problem: str):
+        problem = " ".join(str(problem).splitlines())   # one line, whatever a parser's message holds
         self.path, self.line, self.problem = str(path), line, problem
         where = f"{path}, line {line}" if line else str(path)
         ValueError.__init__(self, f"{where}: {problem}")
