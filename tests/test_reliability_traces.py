@@ -293,10 +293,16 @@ def test_a_dangling_event_file_link_is_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, needle", [
     (["curves", "label", "LOG", "--evals", "99999999999"], "evals=99999999999"),
+    (["curves", "generate", "--out", "OUT", "--evals", "99999999999"], "evals=99999999999"),
+    (["curves", "generate", "--out", "OUT", "--runs", "1000000000000"], "runs=1000000000000"),
+    (["curves", "generate", "--out", "OUT", "--steps", "1000000000000"], "steps=1000000000000"),
+    (["curves", "generate", "--out", "OUT", "--eval-items", "1000000000000"], "eval_items=1000000000000"),
+    (["simulate", "--nodes", "99999999999", "--gpus-per-node", "8"], "cluster.nodes=99999999999"),
+    (["simulate", "--evals", "99999999999"], "evals_per_job=99999999999"),
 ])
 def test_counts_from_flags_are_range_checked_before_allocating(tmp_path, capsys, argv, needle):
     log = write(tmp_path, "job,step,eval_score,gold\nr,0,0.1,0.1\nr,1,0.5,0.5\nr,2,0.3,0.3\n", "log.csv")
     t0 = time.monotonic()
-    assert main([str(log) if a == "LOG" else a for a in argv]) == 2
+    assert main([{"LOG": str(log), "OUT": str(tmp_path / "out")}.get(a, a) for a in argv]) == 2
     assert time.monotonic() - t0 < 10
     assert needle in capsys.readouterr().err

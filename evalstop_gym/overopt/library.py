@@ -33,6 +33,7 @@ DPO_GRID: tuple[dict, ...] = tuple(
     {"method": "dpo", "pairs": pairs, "kl_coef": beta, "lr": lr}
     for pairs in (32, 512) for beta in (0.1, 0.3) for lr in (1e-3, 3e-3))
 DEFAULT_GRID: tuple[dict, ...] = RLHF_GRID + DPO_GRID
+MAX_RUNS = 100_000   # runs of one library (a run takes seconds to minutes of CPU)
 
 
 def library_settings(runs: int, seed: int = 0, grid=DEFAULT_GRID, **overrides) -> list[RunSettings]:
@@ -85,6 +86,9 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     """
     from ..curvelog import write_curve_log
 
+    from ..config import check_range
+
+    check_range("runs", runs, 1, MAX_RUNS, integer=True)   # before the list of settings is built
     settings = library_settings(runs, seed, grid, **overrides)
     for s in settings:
         s.validate()
