@@ -155,6 +155,25 @@ def test_evaluate_out_on_a_full_disk_is_one_line_and_writes_nothing(tmp_path, ca
     assert sorted(p.name for p in out.iterdir()) == []
 
 
+def test_curves_generate_reports_and_records_the_workers_it_used(tmp_path, capsys, monkeypatch):
+    from evalstop_gym.overopt import library
+
+    monkeypatch.setattr(library, "run", lambda settings: [
+        {"job": settings.name, "step": s, "eval_score": 0.1 * s, "gold": 0.1 * s, "kl": s} for s in range(20)])
+    out = tmp_path / "lib"
+    assert main(["curves", "generate", "--out", str(out), "--runs", "1", "--workers", "64"]) == 0
+    assert "with 1 workers" in capsys.readouterr().out   # one run: one worker, whatever was asked
+    assert json.loads((out / "runs.json").read_text())["workers"] == 1
+
+
+def test_a_fifo_as_a_curve_log_is_refused_at_once(tmp_path, capsys):
+    fifo = tmp_path / "log.csv"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    assert main(["curves", "label", str(fifo)]) == 2
+    assert time.monotonic() - t0 < 5 and "not a regular file" in capsys.readouterr().err
+
+
 def test_curves_generate_on_a_full_disk_is_one_line_and_leaves_no_half_written_run(tmp_path, capsys, monkeypatch,
                                                                                    full_disk):
     from evalstop_gym.overopt import library

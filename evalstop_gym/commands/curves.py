@@ -123,7 +123,7 @@ def run_generate(args: argparse.Namespace) -> int:
     runs = read_curve_log(os.path.join(args.out, index["curve_log"]))
     skipped = f", {index['skipped']} already there" if index["skipped"] else ""
     print(f"wrote {len(runs)} runs to {os.path.join(args.out, index['curve_log'])} in {index['wall_s']:.1f} s "
-          f"with {args.workers} workers{skipped}")
+          f"with {index['workers']} workers{skipped}")
     print(f"hacking runs per setting (gold rule on {args.evals} checkpoints):")
     print(setting_table(index["runs"], runs, args.evals))
     return 0
