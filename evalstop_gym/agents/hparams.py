@@ -2,7 +2,7 @@
 
 ``evalstop_gym/agents/hyperparams/<algo>.yml`` holds one entry per env id exactly as RL Zoo
 (rl_zoo3's ``ExperimentManager``) reads it: ``n_timesteps``, ``n_envs``,
-``policy``, ``policy_kwargs``, ``env_wrapper`` (dotted paths, with keyword
+``policy``, ``policy_kwargs``, ``env_wrapper`` (names of the allow-lists below, with keyword
 arguments as ``{path: {...}}``), ``env_kwargs`` (the ``gym.make`` keywords of
 the training env: env settings and workload fields) and the algorithm's own
 keywords, which RL Zoo passes to the algorithm unchanged. What only this
