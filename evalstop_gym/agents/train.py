@@ -199,7 +199,9 @@ def rollout_steps(recipe, n_envs: int) -> int | None:
     PPO / A2C / MaskablePPO, ``train_freq x n_envs`` for DQN (None: a train_freq counted in episodes)."""
     import inspect
 
-    params = inspect.signature(algo_class(recipe.algo).__init__).parameters
+    from . import hparams
+
+    params = inspect.signature(hparams.algo_class(recipe.algo).__init__).parameters
     key = "n_steps" if "n_steps" in params else "train_freq"
     value = recipe.algo_kwargs.get(key, params[key].default)
     if isinstance(value, (list, tuple)):
