@@ -20,7 +20,8 @@ import multiprocessing
 import os
 import time
 
-from ..files import write_atomic
+from ..config import ConfigError, check_range
+from ..files import load_json, write_atomic
 from ..processes import cap_workers, init_worker
 from .rlhf import RunSettings, run
 
@@ -56,11 +57,10 @@ def _run_one(settings: RunSettings, runs_dir: str, fmt: str) -> str:
 
 def _finished(settings: RunSettings, runs_dir: str, fmt: str) -> bool:
     try:
-        with open(os.path.join(runs_dir, settings.name + ".json")) as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return all(meta.get(k) == v for k, v in dataclasses.asdict(settings).items()) and os.path.exists(
+        meta = load_json(os.path.join(runs_dir, settings.name + ".json"))   # bounded; a FIFO never blocks
+    except ConfigError:
+        return False   # absent, cut or not a run's record: run it again
+    return isinstance(meta, dict) and all(meta.get(k) == v for k, v in dataclasses.asdict(settings).items()) and os.path.exists(
         os.path.join(runs_dir, f"{settings.name}.{fmt}"))
 
 
@@ -86,15 +86,12 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     """
     from ..curvelog import write_curve_log
 
-    from ..config import check_range
-
     check_range("runs", runs, 1, MAX_RUNS, integer=True)   # before the list of settings is built
     settings = library_settings(runs, seed, grid, **overrides)
     for s in settings:
         s.validate()
     names = [s.name for s in settings]
     if len(set(names)) != len(names):
-        from ..config import ConfigError
         raise ConfigError("runs", runs, f"at most {len(grid)} runs per seed of this grid have distinct names")
     runs_dir = os.path.join(out_dir, "runs")
     os.makedirs(runs_dir, exist_ok=True)
