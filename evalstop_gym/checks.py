@@ -29,6 +29,9 @@ class ConfigError(ValueError):
         self.allowed = allowed
         super().__init__(f"{field_name}={value!r} is invalid: {allowed}")
 
+    def __reduce__(self):   # raised in a worker process, re-raised in the parent as it was
+        return type(self), (self.field, self.value, self.allowed)
+
 
 class UsageError(ValueError):
     """Bad command-line input that is not a config field (paths, names, ...): one line, exit 2."""

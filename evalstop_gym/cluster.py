@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -242,20 +241,9 @@ def load_cluster(path_or_name: str) -> ClusterSpec:
     if not p.is_file():
         raise UsageError(f"--cluster {path_or_name}: no such file, and not a preset "
                          f"({', '.join(CLUSTER_PRESETS)})")
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() != ".json":
-        try:
-            import yaml
-        except ImportError:
-            raise UsageError(f"--cluster {path_or_name}: reading YAML needs PyYAML (pip install pyyaml); "
-                             "or write the spec as .json") from None
-    try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            data = yaml.safe_load(text)
-    except Exception as e:  # a parse error of either library: one line naming the file
-        raise UsageError(f"--cluster {path_or_name}: cannot parse: {str(e).splitlines()[0]}") from None
+    from .files import ConfigFileError, load_json, load_yaml   # bounded, one-line errors naming the file
+
+    data = (load_json if p.suffix.lower() == ".json" else load_yaml)(p, ConfigFileError, "cluster spec")
     return ClusterSpec.from_dict(data, name=p.stem)
 
 

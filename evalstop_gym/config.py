@@ -278,9 +278,14 @@ class WorkloadConfig:
             check_range(f"mix.{t}", p, 0.0, 1.0)
         if abs(sum(mix.values()) - 1.0) > 1e-6:
             raise ConfigError("mix", dict(mix), "fractions must sum to 1")
+        if not isinstance(self.job_types, Mapping):
+            raise ConfigError("job_types", self.job_types, "must map job types to JobTypeModel objects")
         for t in JOB_TYPES:
             if t not in self.job_types:
-                raise ConfigError("job_types", sorted(self.job_types), f"must define {', '.join(JOB_TYPES)}")
+                raise ConfigError("job_types", sorted(map(str, self.job_types)), f"must define {', '.join(JOB_TYPES)}")
+            if not isinstance(self.job_types[t], JobTypeModel):
+                raise ConfigError(f"job_types.{t}", self.job_types[t], "must be a JobTypeModel "
+                                  "(evalstop_gym.config.JobTypeModel)")
             self.job_types[t].validate(f"job_types.{t}")
             if mix.get(t, 0.0) > 0 and self.job_types[t].max_gpus > self.gpus:
                 raise ConfigError(

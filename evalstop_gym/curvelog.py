@@ -71,13 +71,17 @@ import numpy as np
 
 from .config import JOB_TYPES, ConfigError, check_range
 from .curves import Curves
-from .files import DataFileError, csv_rows, has_bad_bytes, lines, open_text
+from .files import DataFileError, atomic_open, csv_rows, has_bad_bytes, lines, open_binary, open_text, walk
 from .workload import Workload
 
 CURVE_COLUMNS = ("job", "step", "eval_score", "train_loss", "proxy_reward")
 REQUIRED_COLUMNS = ("job", "step", "eval_score")
 CURVE_FORMATS = ("auto", "csv", "jsonl", "tensorboard")
 MAX_ABS_VALUE = 1e12   # |step| and |logged value|: beyond it a value is absurd (and sums could overflow)
+MAX_CURVE_ROWS = 5_000_000   # rows of one curve log (about 2.5 GB once held per run and step)
+MAX_EVALS = 1_000_000        # checkpoints a run is resampled onto (8 MB per curve; a workload takes <= 1000)
+MAX_TB_RECORD_BYTES = 16 * 2**20   # one TensorBoard event record (a scalar event is under 100 bytes)
+MAX_TB_FILE_BYTES = 2**30          # one TensorBoard event file
 
 # TensorBoard tags tried in order for each curve (TRL, OpenRLHF and plain names)
 TB_TAGS = {
@@ -128,6 +132,8 @@ class RunLabel:
 # -- reading -------------------------------------------------------------------------
 
 def _number(text, path, line, column) -> float:
+    """A logged value; blank (``""``, JSON ``null``) is NaN, "not logged". A written ``nan`` is an error:
+    a run that logged NaN diverged, which is not the same as an eval that was not run."""
     if text is None or (isinstance(text, str) and not text.strip()):
         return math.nan
     if isinstance(text, bool):
@@ -136,6 +142,9 @@ def _number(text, path, line, column) -> float:
         v = float(text)
     except (TypeError, ValueError, OverflowError):
         raise CurveLogError(path, line, f"{column}={_short(text)} is not a number") from None
+    if math.isnan(v):
+        raise CurveLogError(path, line, f"{column}={_short(text)} is not a number (leave it blank where "
+                                        "nothing was logged)")
     if math.isinf(v) or abs(v) > MAX_ABS_VALUE:
         raise CurveLogError(path, line, f"{column}={_short(text)} is not a finite number within "
                                         f"+-{MAX_ABS_VALUE:g}")
@@ -154,6 +163,7 @@ class _Collector:
         self.path = path
         self.rows: dict[str, dict[float, dict[str, float]]] = {}
         self.first_line: dict[str, int] = {}
+        self.count = 0
 
     def add(self, record: dict, line: int) -> None:
         path = self.path
@@ -161,9 +171,11 @@ class _Collector:
         if missing:
             raise CurveLogError(path, line, f"missing {', '.join(missing)} (required: {', '.join(REQUIRED_COLUMNS)})")
         job = record["job"]
-        if job is None or not str(job).strip():
+        if not isinstance(job, str):   # JSON 1 and "1" would be one run
+            raise CurveLogError(path, line, f"job={_short(job)} must be a string (a run name)")
+        if not job.strip():
             raise CurveLogError(path, line, "empty job name")
-        job = str(job).strip()
+        job = job.strip()
         if has_bad_bytes(job):
             raise CurveLogError(path, line, "the job name is not valid Unicode text")
         step = _number(record["step"], path, line, "step")
@@ -182,6 +194,9 @@ class _Collector:
                     continue  # a non-numeric extra column (a note, a tag) is not ours to judge
         self.rows.setdefault(job, {})[step] = values   # a repeated step keeps its last values
         self.first_line.setdefault(job, line)
+        self.count += 1
+        if self.count > MAX_CURVE_ROWS:
+            raise CurveLogError(path, line, f"more than {MAX_CURVE_ROWS} curve rows: split the log")
 
     def runs(self) -> dict[str, LoggedRun]:
         if not self.rows:
@@ -252,11 +267,8 @@ def read_jsonl_log(path) -> dict[str, LoggedRun]:
 
 
 def _event_dirs(root: str) -> list[str]:
-    found = []
-    for d, _, files in os.walk(root):
-        if any("tfevents" in f for f in files):
-            found.append(d)
-    return sorted(found)
+    """Folders under ``root`` holding event files, found by a bounded walk (:func:`evalstop_gym.files.walk`)."""
+    return sorted(d for d, files in walk(root, CurveLogError, "log directory") if any("tfevents" in f for f in files))
 
 
 def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = None) -> dict[str, LoggedRun]:
@@ -331,26 +343,42 @@ def check_event_file(path: str) -> int:
     masked CRC-32C of the data; a file cut short (a writer killed mid-record) or
     a flipped byte fails a check. TensorBoard's own loader stops silently at the
     first such record, which drops every later point; this raises
-    :class:`CurveLogError` instead. Uses TensorBoard's record reader.
+    :class:`CurveLogError` instead. The file must be a regular file of at most
+    :data:`MAX_TB_FILE_BYTES` (a dangling link or a device is refused), and a
+    record may claim at most :data:`MAX_TB_RECORD_BYTES` (a huge length is
+    refused before anything is allocated for it).
     """
-    from tensorboard.compat.tensorflow_stub import errors
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
+    import struct
 
-    reader = PyRecordReader_New(path)
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
     n = 0
-    try:
+
+    def damaged(what: str) -> CurveLogError:
+        return CurveLogError(path, None, f"record {n + 1} {what}: the event file is damaged or still "
+                                         f"being written; {n} records before it are intact")
+
+    with open_binary(path, CurveLogError, "TensorBoard event file") as f:
+        if os.fstat(f.fileno()).st_size > MAX_TB_FILE_BYTES:
+            raise CurveLogError(path, None, f"is larger than {MAX_TB_FILE_BYTES} bytes: not an event file of "
+                                            "scalars")
         while True:
-            try:
-                reader.GetNext()
-            except errors.OutOfRangeError:
+            header = f.read(12)
+            if not header:
                 return n
-            except errors.DataLossError as e:
-                what = "is cut short (truncated)" if "truncated" in e.message else "is corrupt (failed its CRC check)"
-                raise CurveLogError(path, None, f"record {n + 1} {what}: the event file is damaged or still "
-                                                f"being written; {n} records before it are intact") from None
+            if len(header) < 12:
+                raise damaged("is cut short (truncated)")
+            (length,), (crc,) = struct.unpack("<Q", header[:8]), struct.unpack("<I", header[8:])
+            if masked_crc32c(header[:8]) != crc:
+                raise damaged("is corrupt (failed its CRC check)")
+            if length > MAX_TB_RECORD_BYTES:
+                raise damaged(f"claims {length} bytes, more than {MAX_TB_RECORD_BYTES}")
+            data, footer = f.read(length), f.read(4)
+            if len(data) < length or len(footer) < 4:
+                raise damaged("is cut short (truncated)")
+            if masked_crc32c(data) != struct.unpack("<I", footer)[0]:
+                raise damaged("is corrupt (failed its CRC check)")
             n += 1
-    finally:
-        reader.file_handle.close()
 
 
 def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
@@ -383,15 +411,16 @@ def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
 
 
 def write_curve_log(path, rows: list[dict]) -> None:
-    """Write curve rows (dicts with the curve-log columns and any extras) as CSV or JSONL by extension."""
+    """Write curve rows (dicts with the curve-log columns and any extras) as CSV or JSONL by extension,
+    all or nothing (:func:`evalstop_gym.files.atomic_open`)."""
     path = os.fspath(path)
     if path.endswith(".jsonl"):
-        with open(path, "w") as f:
+        with atomic_open(path, "w", field="curves") as f:
             for r in rows:
                 f.write(json.dumps(r, allow_nan=False) + "\n")
         return
     columns = list(CURVE_COLUMNS) + sorted({k for r in rows for k in r} - set(CURVE_COLUMNS))
-    with open(path, "w", newline="") as f:
+    with atomic_open(path, "w", field="curves", newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         w.writerows(rows)
@@ -441,7 +470,7 @@ def eval_noise(run: LoggedRun) -> float:
 def label_gold(run: LoggedRun, evals: int, *, drop_share: float = GOLD_DROP_SHARE,
                min_drop: float = GOLD_MIN_DROP) -> RunLabel:
     """Hacking label from the ``gold`` column alone, on the grid of ``evals`` checkpoints (module docstring)."""
-    check_range("evals", evals, 1, integer=True)
+    check_range("evals", evals, 1, MAX_EVALS, integer=True)
     check_range("drop_share", drop_share, 0.0, 1.0)
     check_range("min_drop", min_drop, 0.0)
     start, g = resample(run, "gold", evals)
@@ -487,6 +516,7 @@ def label_run(run: LoggedRun, *, evals: int | None = None, drop_share: float = G
 
 def resample(run: LoggedRun, column: str, evals: int) -> tuple[float, np.ndarray] | None:
     """``(value at the first logged step, values at progress 1/E .. 1)`` of a column, or None if not logged."""
+    check_range("evals", evals, 1, MAX_EVALS, integer=True)
     steps, v = run.series(column)
     if steps.size == 0:
         return None

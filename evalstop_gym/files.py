@@ -11,11 +11,29 @@ Rules, shared by every reader:
   (:func:`has_bad_bytes`) instead of failing mid-file;
 * a physical line longer than :data:`MAX_LINE_CHARS` characters is an error
   (it names the line) before it is held in memory, and so is a CSV field over
-  the ``csv`` module's limit (131072 characters).
+  the ``csv`` module's limit (131072 characters);
+* a gzip stream stops with an error once it has inflated to more than
+  :data:`MAX_DECOMPRESSED_BYTES`, or to more than :data:`MAX_GZIP_RATIO` times
+  the compressed bytes read so far, past the first :data:`GZIP_RATIO_FREE_BYTES`
+  (a "zip bomb": real traces and logs compress 3-20 times), and a text stream stops at
+  :data:`MAX_LINES` physical lines, blank ones included;
+* configuration files (YAML recipes, JSON model configs, cluster specs) are
+  read whole, at most :data:`MAX_CONFIG_BYTES`, with at most
+  :data:`MAX_NESTING` levels of nesting and :data:`MAX_CONFIG_NODES` values
+  once YAML aliases are expanded ("billion laughs"), by :func:`load_yaml` and
+  :func:`load_json`; YAML is read with ``yaml.SafeLoader`` (plain data only,
+  no tags that build objects);
+* a directory is walked at most :data:`MAX_WALK_DEPTH` levels deep and over
+  at most :data:`MAX_WALK_ENTRIES` entries (:func:`walk`); symbolic links to
+  directories are not followed.
+
+Every problem is a :class:`DataFileError` (a ``ConfigError``): one line naming
+the file, the line when one is to blame, and what was wrong.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import gzip
 import io
@@ -25,9 +43,18 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from .config import ConfigError
+from .checks import ConfigError
 
 MAX_LINE_CHARS = 1_000_000   # far above any trace or curve-log row; keeps memory bounded
+MAX_LINES = 20_000_000       # physical lines of a text stream: twice the rows a trace may have
+MAX_DECOMPRESSED_BYTES = 4 * 2**30   # what one gzip'd input may inflate to
+MAX_GZIP_RATIO = 100         # inflated / compressed bytes, checked past GZIP_RATIO_FREE_BYTES
+GZIP_RATIO_FREE_BYTES = 2**20
+MAX_CONFIG_BYTES = 16 * 2**20   # a YAML recipe, a model's config.json, a cluster spec
+MAX_NESTING = 64             # levels of lists and mappings in a config file
+MAX_CONFIG_NODES = 1_000_000    # values of a config file, YAML aliases expanded
+MAX_WALK_DEPTH = 8           # folder levels below a curve-log directory
+MAX_WALK_ENTRIES = 100_000   # files and folders looked at under one directory
 GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -40,27 +67,81 @@ class DataFileError(ConfigError):
     field_name = "data"
 
     def __init__(self, path, line: int | None, problem: str):
+        problem = " ".join(str(problem).splitlines())   # one line, whatever a parser's message holds
         self.path, self.line, self.problem = str(path), line, problem
         where = f"{path}, line {line}" if line else str(path)
         ValueError.__init__(self, f"{where}: {problem}")
         self.field, self.value, self.allowed = self.field_name, str(path), problem
 
+    def __reduce__(self):
+        return type(self), (self.path, self.line, self.problem)
+
+
+def open_binary(path, error: type[DataFileError], what: str) -> io.BufferedIOBase:
+    """A byte stream of a regular (maybe gzip'd, then inflated within the limits) file.
+
+    The file is opened first and checked through its descriptor (``O_NONBLOCK``:
+    opening a FIFO never waits for a writer), so a file swapped for a device
+    between the check and the read is still refused.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise error(path, None, f"cannot open the {what}: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a device, pipe or socket"
+            raise error(path, None, f"is {kind}, not a regular file: a {what} must be a file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        raw = open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    if raw.peek(2)[:2] == GZIP_MAGIC:
+        return _Inflated(raw, path, error, what)
+    return raw
+
+
+class _Inflated(io.RawIOBase):
+    """A gzip stream that refuses to inflate past the limits (a decompression bomb)."""
+
+    def __init__(self, raw, path, error, what):
+        self._raw, self._gz = raw, gzip.GzipFile(fileobj=raw, mode="rb")
+        self._path, self._error, self._what = path, error, what
+        self.inflated = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        try:
+            n = self._gz.readinto(b)
+        except (OSError, EOFError, ValueError) as e:   # a corrupt or cut gzip stream
+            raise self._error(self._path, None, f"cannot read the {self._what}: {e}") from None
+        self.inflated += n
+        ratio = self.inflated / max(self._raw.tell(), 1)   # over the compressed bytes read so far
+        if self.inflated > MAX_DECOMPRESSED_BYTES or (self.inflated > GZIP_RATIO_FREE_BYTES
+                                                      and ratio > MAX_GZIP_RATIO):
+            raise self._error(self._path, None, f"the gzip'd {self._what} inflates to more than "
+                              f"{self.inflated} bytes ({ratio:.0f} times its size; the limits are "
+                              f"{MAX_DECOMPRESSED_BYTES} bytes and {MAX_GZIP_RATIO} times): a decompression bomb?")
+        return n
+
+    def close(self) -> None:
+        try:
+            self._gz.close()
+            self._raw.close()
+        finally:
+            super().close()
+
 
 def open_text(path: str, error: type[DataFileError], what: str) -> io.TextIOBase:
     """A text stream of a regular (maybe gzip'd) file; ``error(path, None, ...)`` if it cannot be one."""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise error(path, None, f"cannot open the {what}: {e.strerror or e}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a device, pipe or socket"
-        raise error(path, None, f"is {kind}, not a regular file: a {what} must be a file")
-    try:
-        raw = open(path, "rb")
-    except OSError as e:
-        raise error(path, None, f"cannot open the {what}: {e.strerror or e}") from None
-    if raw.peek(2)[:2] == GZIP_MAGIC:
-        raw = gzip.GzipFile(fileobj=raw, mode="rb")
+    raw = open_binary(path, error, what)
+    if isinstance(raw, _Inflated):
+        raw = io.BufferedReader(raw)
     return io.TextIOWrapper(raw, encoding="utf-8-sig", errors="surrogateescape", newline="")
 
 
@@ -76,22 +157,31 @@ def lines(f: io.TextIOBase, path: str, error: type[DataFileError], what: str) ->
             raise error(path, n, f"cannot read the {what}: {e}") from None
         if not line:
             return
+        if n > MAX_LINES:
+            raise error(path, n, f"more than {MAX_LINES} lines (blank ones included): not a {what}")
         if len(line) > MAX_LINE_CHARS:
             raise error(path, n, f"line longer than {MAX_LINE_CHARS} characters: not a {what}")
         yield line
 
 
 def csv_rows(f: io.TextIOBase, path: str, error: type[DataFileError], what: str) -> Iterator[tuple[int, list[str]]]:
-    """``(line number, fields)`` of a CSV stream; a CSV syntax error is ``error`` naming the line."""
-    reader = csv.reader(lines(f, path, error, what))
+    """``(line number, fields)`` of a CSV stream, strictly: a CSV syntax error, and a record spanning
+    several lines (a quote left open swallows the rows after it), are ``error`` naming the line the
+    record starts on. Trace and curve-log fields never hold line breaks."""
+    reader = csv.reader(lines(f, path, error, what), strict=True)
+    end = 0
     while True:
+        start = end + 1
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as e:
-            raise error(path, reader.line_num or None, f"not readable as CSV ({e})") from None
-        yield reader.line_num, row
+            raise error(path, start, f"not readable as CSV ({e}; an unbalanced quote?)") from None
+        end = reader.line_num
+        if end > start and any("\n" in v or "\r" in v for v in row):
+            raise error(path, start, f"a quoted field runs over lines {start}-{end}: an unbalanced quote?")
+        yield start, row
 
 
 def has_bad_bytes(text: str) -> bool:
@@ -103,6 +193,181 @@ def has_bad_bytes(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+class ConfigFileError(DataFileError):
+    """A configuration file (YAML recipe, JSON model config, cluster spec) that cannot be read as one."""
+
+    field_name = "config"
+
+
+def read_config_text(path, error: type[DataFileError] = ConfigFileError, what: str = "config file",
+                     max_bytes: int = MAX_CONFIG_BYTES) -> str:
+    """The whole text of a small regular (maybe gzip'd) UTF-8 file, at most ``max_bytes`` bytes."""
+    with open_binary(path, error, what) as f:
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as e:
+            raise error(path, None, f"cannot read the {what}: {e.strerror or e}") from None
+    if len(data) > max_bytes:
+        raise error(path, None, f"is larger than {max_bytes} bytes: not a {what}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise error(path, line, f"is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r}): "
+                                 f"not a {what}") from None
+
+
+def _check_shape(path, error, what: str, value) -> None:
+    """At most :data:`MAX_NESTING` levels and :data:`MAX_CONFIG_NODES` values, walked without recursion."""
+    count, stack = 0, [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        count += 1
+        if count > MAX_CONFIG_NODES:
+            raise error(path, None, f"holds more than {MAX_CONFIG_NODES} values: not a {what}")
+        if isinstance(v, (dict, list)):
+            if depth > MAX_NESTING:
+                raise error(path, None, f"is nested more than {MAX_NESTING} levels deep: not a {what}")
+            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+
+
+def load_json(path, error: type[DataFileError] = ConfigFileError, what: str = "JSON file",
+              max_bytes: int = MAX_CONFIG_BYTES):
+    """The strict JSON value of a small file (no ``NaN`` / ``Infinity``), within the limits."""
+    import json
+
+    text = read_config_text(path, error, what, max_bytes)
+
+    def refuse_constant(name):
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        value = json.loads(text, parse_constant=refuse_constant)
+    except json.JSONDecodeError as e:
+        raise error(path, e.lineno, f"is not valid JSON ({e.msg}, column {e.colno}): not a {what}") from None
+    except ValueError as e:
+        raise error(path, None, f"is not valid JSON ({e}): not a {what}") from None
+    except RecursionError:
+        raise error(path, None, f"is nested too deeply (more than {MAX_NESTING} levels): not a {what}") from None
+    _check_shape(path, error, what, value)
+    return value
+
+
+def load_yaml(path, error: type[DataFileError] = ConfigFileError, what: str = "YAML file",
+              max_bytes: int = MAX_CONFIG_BYTES):
+    """The plain data of a small YAML file (``yaml.SafeLoader``), within the limits.
+
+    The events are checked before any object is built: nesting depth, and the
+    number of values with every alias expanded (an alias to a large anchor
+    counts as that many values), so a "billion laughs" file is refused in
+    milliseconds rather than exhausting memory in whatever walks the result.
+    """
+    import yaml
+
+    text = read_config_text(path, error, what, max_bytes)
+    try:
+        _check_yaml_events(path, error, what, yaml.parse(text, Loader=yaml.SafeLoader))
+        return yaml.load(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise error(path, mark.line + 1 if mark is not None else None, f"is not valid YAML ({problem}): not a {what}") from None
+    except RecursionError:
+        raise error(path, None, f"is nested too deeply (more than {MAX_NESTING} levels): not a {what}") from None
+
+
+def _check_yaml_events(path, error, what: str, events) -> None:
+    import yaml
+
+    sizes: dict[str, int] = {}   # anchor -> values of its node, aliases expanded
+    stack: list[list] = []       # per open collection: [anchor, values inside so far]
+    total = 0
+    for ev in events:
+        if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            if len(stack) >= MAX_NESTING:
+                line = ev.start_mark.line + 1 if ev.start_mark is not None else None
+                raise error(path, line, f"is nested more than {MAX_NESTING} levels deep: not a {what}")
+            stack.append([ev.anchor, 0])
+            continue
+        if isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            anchor, inside = stack.pop()
+            n, total = inside + 1, total + 1   # its values were counted as they came
+        elif isinstance(ev, yaml.AliasEvent):
+            anchor, n = None, sizes.get(ev.anchor, 1)
+            total += n
+        elif isinstance(ev, yaml.ScalarEvent):
+            anchor, n = ev.anchor, 1
+            total += 1
+        else:
+            continue
+        if anchor:
+            sizes[anchor] = n
+        if stack:
+            stack[-1][1] += n
+        if total > MAX_CONFIG_NODES:
+            raise error(path, None, f"holds more than {MAX_CONFIG_NODES} values once its aliases are expanded "
+                                    f"(a 'billion laughs' file?): not a {what}")
+
+
+def walk(root, error: type[DataFileError], what: str):
+    """``(folder, file names)`` under ``root`` (``root`` first), at most :data:`MAX_WALK_DEPTH` levels deep
+    and :data:`MAX_WALK_ENTRIES` entries; links to folders are not followed."""
+    root = os.fspath(root)
+    seen = 0
+    for folder, dirs, names in os.walk(root, onerror=None, followlinks=False):
+        seen += len(dirs) + len(names)
+        if seen > MAX_WALK_ENTRIES:
+            raise error(root, None, f"holds more than {MAX_WALK_ENTRIES} files and folders (looked "
+                                    f"{MAX_WALK_DEPTH} levels deep at most): point at the {what} itself")
+        rel = os.path.relpath(folder, root)
+        depth = 0 if rel == "." else rel.count(os.sep) + 1
+        if depth >= MAX_WALK_DEPTH:
+            dirs[:] = []
+        dirs.sort()
+        yield folder, sorted(names)
+
+
+@contextlib.contextmanager
+def atomic_open(path, mode: str = "w", *, field: str = "out", newline: str | None = None):
+    """Write ``path`` all or nothing: into a temporary file beside it, renamed over ``path`` once complete.
+
+    A reader (or a run after ``kill -9``) sees the old file or the new one,
+    never half of one. A write that fails (``ENOSPC``: a full disk; no
+    permission) removes the temporary file and raises :class:`ConfigError`
+    naming ``path`` in one line.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as e:
+        raise ConfigError(field, path, f"cannot be written ({e.strerror or e})") from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())   # as open() would create it, not mkstemp's 0600
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": newline})) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise ConfigError(field, path, f"cannot be written ({e.strerror or e}); nothing half-written was "
+                                           "left") from None
+        raise
+
+
+def write_atomic(path, data: str | bytes, *, field: str = "out") -> None:
+    """``data`` (text as UTF-8) written to ``path`` by :func:`atomic_open`."""
+    with atomic_open(path, "wb" if isinstance(data, bytes) else "w", field=field) as f:
+        f.write(data)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def prepare_out(out: str | os.PathLike, field: str = "out") -> Path:

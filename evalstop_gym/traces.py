@@ -67,6 +67,7 @@ import numpy as np
 
 from .config import JOB_TYPES, MAX_EVAL_CELLS, MAX_GPUS, ConfigError, WorkloadConfig, check_range
 from .files import DataFileError, csv_rows, has_bad_bytes, open_text
+from . import trace_cache
 from .timebase import MAX_HOURS
 from .workload import Workload, hidden_truth
 
@@ -223,9 +224,11 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
     """
     if cache:
         options = {k: v for k, v in locals().items() if k not in ("path", "cache")}  # every argument
-        from .trace_cache import cached_table
+        from . import files
 
-        return cached_table(path, options, lambda: read_trace(path, **options, cache=False))
+        entry = trace_cache.cached(path, options, (__file__, files.__file__),
+                                   lambda: table_entry(read_trace(path, **options, cache=False)))
+        return table_from_entry(*entry, path=os.fspath(path))
     _check_choice("trace_format", format, TRACE_FORMATS)
     _check_choice("on_bad_row", on_bad_row, BAD_ROW_MODES)
     check_range("trace_min_duration", min_duration_s, 0.0, MAX_HOURS * 3600)
@@ -338,7 +341,9 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
             lines.append(line)
             if i_nodes is not None:  # optional: unreadable counts are noted, not fatal
                 n_text = row[i_nodes].strip() if len(row) > i_nodes else ""
-                nodes.append(int(n_text) if n_text.isdigit() and int(n_text) >= 1 else 0)
+                # ASCII digits only ("²".isdigit() is true), and no more nodes than a cluster may have GPUs
+                ok = n_text.isascii() and n_text.isdigit() and len(n_text) <= 7 and 1 <= int(n_text) <= MAX_GPUS
+                nodes.append(int(n_text) if ok else 0)
                 if not nodes[-1]:
                     report.notes[f"no usable {layout.nodes} (kept, replayed as consolidated)"] += 1
     if report.rows == 0:
@@ -358,6 +363,30 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
                                                     f"{int(table.line[0])} to this one), more than {MAX_HOURS:g} h: "
                                                     "an absurd timestamp?")
     return table
+
+
+def table_entry(table: TraceTable) -> trace_cache.Entry:
+    """Every field of ``table`` as named arrays and a JSON record (what the trace cache stores)."""
+    arrays, meta = {}, {}
+    for f in dataclasses.fields(table):
+        value = getattr(table, f.name)
+        if isinstance(value, np.ndarray):
+            arrays[f.name] = value
+        elif f.name == "report":
+            meta["report"] = {r.name: getattr(value, r.name) for r in dataclasses.fields(value)}
+        elif value is not None:
+            meta[f.name] = value
+    return arrays, meta
+
+
+def table_from_entry(arrays: dict, meta: dict, path: str) -> TraceTable:
+    """The :class:`TraceTable` of :func:`table_entry`'s output, its report naming ``path``."""
+    fields = {f.name: f for f in dataclasses.fields(TraceReport)}
+    report = TraceReport(**{k: Counter(v) if fields[k].default_factory is Counter else v
+                            for k, v in meta["report"].items()})
+    report.path = path
+    other = {k: v for k, v in meta.items() if k != "report"}
+    return TraceTable(**arrays, **other, report=report)
 
 
 def parse_window(text: str) -> tuple[float | None, float | None]:
@@ -414,6 +443,13 @@ def replay_trace(table: TraceTable, config: WorkloadConfig | None = None, *, job
     # 1. time window, hours since the first valid submit
     if isinstance(window, str):
         window = parse_window(window)
+    elif window is not None:
+        ok = isinstance(window, (tuple, list)) and len(window) == 2 and all(
+            v is None or (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+                          and math.isfinite(v)) for v in window)
+        if not ok:
+            raise ConfigError("trace_window", window, "must be (START, END) in hours since the first submit, "
+                                                      "each a finite number or None, or 'START:END'")
     t0 = table.submit_s[0]
     rel_h = (table.submit_s - t0) / 3600.0
     keep = np.ones(table.n, dtype=bool)

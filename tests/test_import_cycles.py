@@ -16,7 +16,6 @@ KNOWN = [
     # the learned layer: training, selection, evaluation and model loading import each other
     {f"evalstop_gym.agents.{m}" for m in ("combined", "evaluate", "hparams", "policy", "run_selection",
                                           "selection", "train", "wrappers")},
-    {"evalstop_gym.traces", "evalstop_gym.trace_cache"},   # the trace reader and its cache
 ]
 
 

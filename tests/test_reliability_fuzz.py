@@ -193,3 +193,71 @@ def test_curve_log_reader_on_arbitrary_rows(folder, rows, suffix):
         w.writerows([{k: ("" if v is None else v) for k, v in r.items()} for r in rows])
         text = buf.getvalue()
     label_or_clean_error(write_tmp(folder, text.encode("utf-8", "surrogatepass"), suffix))
+
+
+# -- the reader layer itself (evalstop_gym.files): every input ends in a value or one line, within a bound --
+
+import gzip  # noqa: E402
+import time  # noqa: E402
+
+from evalstop_gym import files  # noqa: E402
+from evalstop_gym.files import DataFileError  # noqa: E402
+
+CASE_SECONDS = 2.0   # wall time any one input may take; hypothesis fails an example that runs longer
+BOUNDED = settings(FUZZ, deadline=int(CASE_SECONDS * 1000))
+YAML_PIECES = ["a: ", "- ", "&x ", "*x", "&y [", "*y, ", "]", "{", "}", ", ", ": ", "\n", "  ", "!!str ", "!!python/name:os.system ",
+               "<<: *x", "'q", '"', "\\xff", "#", "? ", "|", ">", "---\n", "...\n", "1e400", ".nan", "~", "\t"]
+
+
+def bounded(call):
+    t0 = time.monotonic()
+    try:
+        call()
+    except DataFileError as e:
+        assert_clean(e)
+    assert time.monotonic() - t0 < CASE_SECONDS
+
+
+def maybe_gzip(data: bytes, how: str) -> bytes:
+    if how == "plain":
+        return data
+    packed = gzip.compress(data)
+    return packed if how == "gzip" else packed[: max(10, len(packed) // 2)]
+
+
+@BOUNDED
+@given(pieces=st.lists(st.sampled_from(YAML_PIECES), max_size=80), noise=st.binary(max_size=20),
+       how=st.sampled_from(["plain", "gzip", "cut"]))
+def test_yaml_and_json_readers_give_a_value_or_one_line(folder, pieces, noise, how):
+    text = "".join(pieces).encode("utf-8", "surrogateescape") + noise
+    for suffix, load in ((".yml", files.load_yaml), (".json", files.load_json)):
+        path = write_tmp(folder, maybe_gzip(text, how), suffix)
+        bounded(lambda: load(path))
+
+
+@BOUNDED
+@given(data=st.binary(max_size=4000), how=st.sampled_from(["plain", "gzip", "cut"]))
+def test_line_and_csv_readers_give_rows_or_one_line(folder, data, how):
+    path = write_tmp(folder, maybe_gzip(data, how), ".csv")
+
+    def read_all():
+        with files.open_text(path, DataFileError, "file") as f:
+            for _ in files.csv_rows(f, path, DataFileError, "file"):
+                pass
+    bounded(read_all)
+
+
+@settings(BOUNDED, max_examples=max(FUZZ.max_examples // 5, 10))   # each example parses two large files
+@given(depth=st.integers(1, 5000), width=st.integers(1, 12), levels=st.integers(1, 12))
+def test_nesting_and_alias_bombs_are_refused_within_the_bound(folder, depth, width, levels):
+    nested = write_tmp(folder, ("[" * depth + "]" * depth).encode(), ".yml")
+    bounded(lambda: files.load_yaml(nested))
+    bounded(lambda: files.load_json(nested))
+    lines = [f"l0: &l0 [{', '.join(['x'] * width)}]"] + [
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, levels + 1)]
+    laughs = write_tmp(folder, "\n".join(lines).encode(), ".yml")
+    expanded = sum(width ** i for i in range(1, levels + 2))
+    if expanded > files.MAX_CONFIG_NODES * 2:
+        with pytest.raises(DataFileError, match="billion laughs"):
+            files.load_yaml(laughs)
+    bounded(lambda: files.load_yaml(laughs))

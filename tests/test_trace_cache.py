@@ -14,7 +14,7 @@ ROWS = """timestamp,duration,num_gpus,gpu_time,cluster
 2017-10-01 01:00:00,0.5,2,1.0,vcA
 2017-10-01 03:00:00,360.0,0,0.0,vcC
 """
-ARRAYS = ("submit_s", "duration_s", "gpus", "tenant", "tier", "line")
+ARRAYS = ("submit_s", "duration_s", "gpus", "tenant", "tier", "line")  # nodes: see test_reliability_cache.py
 
 
 @pytest.fixture
@@ -27,11 +27,11 @@ def cache(tmp_path, monkeypatch):
 def parses(monkeypatch):
     """Counts real parses (calls of the parser with the cache off)."""
     calls = []
-    real = trace_cache.cached_table
+    real = trace_cache.cached
 
-    def counting(path, options, parse):
-        return real(path, options, lambda: calls.append(1) or parse())
-    monkeypatch.setattr(trace_cache, "cached_table", counting)
+    def counting(path, options, code, parse):
+        return real(path, options, code, lambda: calls.append(1) or parse())
+    monkeypatch.setattr(trace_cache, "cached", counting)
     return calls
 
 

@@ -208,8 +208,10 @@ def run(args) -> int:
         from evalstop_gym.experiments.suite import prepare_out
 
         out = prepare_out(args.out)
-        (out / "evaluate.md").write_text(f"{setup}\n\n{ev.table}\n", encoding="utf-8")
-        (out / "evaluate.csv").write_text(csv_table(ev.experiment, ev.rows), encoding="utf-8")
+        from evalstop_gym.files import write_atomic
+
+        write_atomic(out / "evaluate.md", f"{setup}\n\n{ev.table}\n")
+        write_atomic(out / "evaluate.csv", csv_table(ev.experiment, ev.rows))
     print(json.dumps(ev.rows, allow_nan=False) if args.json else f"{setup}\n\n{ev.table}")
     return 0
 

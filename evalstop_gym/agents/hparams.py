@@ -2,7 +2,7 @@
 
 ``evalstop_gym/agents/hyperparams/<algo>.yml`` holds one entry per env id exactly as RL Zoo
 (rl_zoo3's ``ExperimentManager``) reads it: ``n_timesteps``, ``n_envs``,
-``policy``, ``policy_kwargs``, ``env_wrapper`` (dotted paths, with keyword
+``policy``, ``policy_kwargs``, ``env_wrapper`` (names of the allow-lists below, with keyword
 arguments as ``{path: {...}}``), ``env_kwargs`` (the ``gym.make`` keywords of
 the training env: env settings and workload fields) and the algorithm's own
 keywords, which RL Zoo passes to the algorithm unchanged. What only this
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalstop_gym.config import ConfigError, WorkloadConfig, check_range
+from evalstop_gym.files import DataFileError, load_yaml
 
 HYPERPARAMS_DIR = Path(__file__).resolve().parent / "hyperparams"
 ALGOS = {"ppo": ("stable_baselines3", "PPO"), "a2c": ("stable_baselines3", "A2C"),
@@ -86,14 +87,16 @@ def _train_freq(name: str, value: Any) -> None:
     _number(1, integer=True)(name, value)
 
 
+MAX_TIMESTEPS = 10**9        # environment steps of one training run (years of CPU time)
+MAX_BUFFER = 10**7           # steps held by a rollout or replay buffer (about 1.5 GB for 18 features)
 CHECKS: dict[str, Callable[[str, Any], None]] = {
-    "n_timesteps": _number(1, integer=True), "n_envs": _number(1, 64, integer=True),
-    "learning_rate": _schedule, "clip_range": _schedule, "n_steps": _number(1, integer=True),
-    "batch_size": _number(1, integer=True), "n_epochs": _number(1, integer=True),
+    "n_timesteps": _number(1, MAX_TIMESTEPS, integer=True), "n_envs": _number(1, 64, integer=True),
+    "learning_rate": _schedule, "clip_range": _schedule, "n_steps": _number(1, MAX_BUFFER, integer=True),
+    "batch_size": _number(1, MAX_BUFFER, integer=True), "n_epochs": _number(1, 10_000, integer=True),
     "gamma": _number(0, 1), "gae_lambda": _number(0, 1), "ent_coef": _number(0), "vf_coef": _number(0),
     "max_grad_norm": _number(0, lo_open=True), "target_kl": _number(0, lo_open=True),
     "normalize_advantage": _flag, "use_sde": _flag, "use_rms_prop": _flag, "optimize_memory_usage": _flag,
-    "rms_prop_eps": _number(0, lo_open=True), "buffer_size": _number(1, integer=True),
+    "rms_prop_eps": _number(0, lo_open=True), "buffer_size": _number(1, MAX_BUFFER, integer=True),
     "learning_starts": _number(0, integer=True), "tau": _number(0, 1), "train_freq": _train_freq,
     "gradient_steps": _number(-1, integer=True), "target_update_interval": _number(1, integer=True),
     "exploration_fraction": _number(0, 1), "exploration_initial_eps": _number(0, 1),
@@ -140,19 +143,81 @@ def algo_class(algo: str):
     return getattr(importlib.import_module(module), name)
 
 
+# The policy classes of this package a recipe or a model's config.json may name, besides each
+# algorithm's own SB3 aliases (MlpPolicy, ...): resolved by name in evalstop_gym.agents.networks,
+# never by importing a dotted path a file gives (that would run any module on sys.path)
+PROJECT_POLICIES = ("SlotScorerPolicy",)
+PROJECT_EXTRACTORS = ("SlotSetExtractor",)   # policy_kwargs.features_extractor_class (networks.EXTRACTORS)
+ACTIVATIONS = ("tanh", "relu")               # policy_kwargs.activation_fn
+NETWORKS_MODULE = "evalstop_gym.agents.networks"
+MAX_LAYER_WIDTH = 4096   # units of one layer (policy_kwargs: net_arch, hidden, extractor widths)
+MAX_LAYERS = 16          # layers of one net_arch list
+
+
 def policy_class(name: str, algo: str, where: str = "policy"):
-    """An SB3 policy alias (``MlpPolicy``) as is, or the class at a dotted path."""
+    """An SB3 policy alias of ``algo`` (``MlpPolicy``) as is, or a policy class of this package by name
+    (``SlotScorerPolicy``, also written ``evalstop_gym.agents.networks.SlotScorerPolicy``).
+
+    Nothing else is accepted: no module is imported by a name a file gives.
+    """
     cls = algo_class(algo)
-    if "." not in name:
+    if isinstance(name, str):
         if name in cls.policy_aliases:
             return name
-        raise ConfigError(where, name, f"must be one of {', '.join(cls.policy_aliases)} or the dotted path "
-                          "of a policy class (e.g. evalstop_gym.agents.networks.SlotScorerPolicy)")
-    module, _, attr = name.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(where, name, f"cannot be imported ({e})") from None
+        module, _, short = name.rpartition(".")
+        if short in PROJECT_POLICIES and module in ("", NETWORKS_MODULE):
+            from . import networks
+
+            return getattr(networks, short)
+    allowed = [*cls.policy_aliases, *(f"{NETWORKS_MODULE}.{p}" for p in PROJECT_POLICIES)]
+    raise ConfigError(where, name, f"must be one of {', '.join(allowed)} (a name, never a path to import)")
+
+
+def extractor_name(where: str, name: Any) -> str:
+    """The short name of an allowed features extractor (``SlotSetExtractor`` or its path in the networks module)."""
+    module, _, short = name.rpartition(".") if isinstance(name, str) else ("", "", None)
+    if short not in PROJECT_EXTRACTORS or module not in ("", NETWORKS_MODULE):
+        raise ConfigError(where, name, f"must be one of {', '.join(PROJECT_EXTRACTORS)} ({NETWORKS_MODULE})")
+    return short
+
+
+def check_policy_kwargs(where: str, kwargs: Any) -> dict[str, Any]:
+    """``policy_kwargs`` as written, with every layer width and count checked before anything is built."""
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, dict):
+        raise ConfigError(where, kwargs, "must be a mapping (strings are not evaluated)")
+    width = _number(1, MAX_LAYER_WIDTH, integer=True)
+
+    def layers(key: str, value: Any) -> None:
+        if not isinstance(value, list) or len(value) > MAX_LAYERS:
+            raise ConfigError(key, value, f"must be a list of at most {MAX_LAYERS} layer widths")
+        for i, v in enumerate(value):
+            width(f"{key}[{i}]", v)
+
+    arch = kwargs.get("net_arch")
+    if isinstance(arch, dict):
+        for k, v in arch.items():
+            if k not in ("pi", "vf", "qf"):
+                raise ConfigError(f"{where}.net_arch", k, "keys must be pi, vf or qf")
+            layers(f"{where}.net_arch.{k}", v)
+    elif arch is not None:
+        layers(f"{where}.net_arch", arch)
+    if "activation_fn" in kwargs and kwargs["activation_fn"] not in ACTIVATIONS:
+        raise ConfigError(f"{where}.activation_fn", kwargs["activation_fn"], f"must be one of {', '.join(ACTIVATIONS)}")
+    if "features_extractor_class" in kwargs:
+        extractor_name(f"{where}.features_extractor_class", kwargs["features_extractor_class"])
+    for key in ("hidden", "n_critics"):
+        if key in kwargs:
+            width(f"{where}.{key}", kwargs[key])
+    fx = kwargs.get("features_extractor_kwargs")
+    if fx is not None:
+        if not isinstance(fx, dict):
+            raise ConfigError(f"{where}.features_extractor_kwargs", fx, "must be a mapping")
+        for k, v in fx.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                width(f"{where}.features_extractor_kwargs.{k}", v)
+    return kwargs
 
 
 def algo_kwargs(recipe: Recipe) -> dict[str, Any]:
@@ -174,15 +239,14 @@ def _linear(initial: float) -> Callable[[float], float]:
     return schedule
 
 
-def _read(path: Path) -> dict:
-    import yaml
+class HyperparamsError(DataFileError):
+    """A hyperparameter file that cannot be read as YAML within the reader's limits."""
 
-    try:
-        table = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError("hyperparams", str(path), f"cannot be read ({e.strerror or e})") from None
-    except yaml.YAMLError as e:
-        raise ConfigError("hyperparams", str(path), f"is not valid YAML ({str(e).splitlines()[0]})") from None
+    field_name = "hyperparams"
+
+
+def _read(path: Path) -> dict:
+    table = load_yaml(path, HyperparamsError, "hyperparameter file")
     if not isinstance(table, dict):
         raise ConfigError("hyperparams", str(path), "must be a mapping of env ids to hyperparameters")
     return table
@@ -238,12 +302,8 @@ def load_recipe(algo: str, env_id: str, path: str | os.PathLike | None = None,
             CHECKS[key](where(key, f"{PROJECT_SECTION}."), value)
 
     policy = entry.get("policy", "MlpPolicy")
-    if not isinstance(policy, str):
-        raise ConfigError(where("policy"), policy, "must be a policy name or dotted path")
     policy_class(policy, algo, where("policy"))
-    policy_kwargs = entry.get("policy_kwargs") or {}
-    if not isinstance(policy_kwargs, dict):
-        raise ConfigError(where("policy_kwargs"), policy_kwargs, "must be a mapping (strings are not evaluated)")
+    policy_kwargs = check_policy_kwargs(where("policy_kwargs"), entry.get("policy_kwargs"))
     env_kwargs = entry.get("env_kwargs") or {}
     if not isinstance(env_kwargs, dict):
         raise ConfigError(where("env_kwargs"), env_kwargs, "must be a mapping of gym.make keywords")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from evalstop_gym.config import ConfigError
+from evalstop_gym.files import DataFileError, load_json
 
 from evalstop_gym.experiments.spec import LEARNED  # noqa: F401  (the stopper name of a learned arm)
 
@@ -47,20 +48,62 @@ def model_files(path: str | os.PathLike) -> tuple[Path, Path]:
     return model, config
 
 
+class ModelConfigError(DataFileError):
+    """A model's ``config.json`` that cannot be read as JSON within the reader's limits."""
+
+    field_name = "model"
+
+
 def read_config(path: str | os.PathLike) -> dict[str, Any]:
-    """The training config beside a model, checked for the keys a policy needs."""
+    """The training config beside a model, checked against what a model may name.
+
+    A config is data and runs nothing: its env id must be one this package
+    registers (``gym.make("module:Env")`` would import ``module``), its
+    algorithm one of :data:`~evalstop_gym.agents.hparams.ALGOS`, its policy
+    and wrappers names on the allow-lists (:func:`~evalstop_gym.agents.hparams.policy_class`,
+    :data:`~evalstop_gym.agents.wrappers.WRAPPERS`) and its layer widths within
+    :func:`~evalstop_gym.agents.hparams.check_policy_kwargs`'s limits. Any
+    other value is a one-line :class:`ConfigError` naming the file and key.
+    """
+    from evalstop_gym.envs import ENVS
+
+    from .hparams import check_policy_kwargs, policy_class
     from .train import ALGOS
+    from .wrappers import parse_wrappers
 
     _, cfg_path = model_files(path)
-    try:
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ConfigError("model", str(path), f"its {cfg_path.name} is unreadable ({e})") from None
+    cfg = load_json(cfg_path, ModelConfigError, "model config")
     missing = [k for k in ("env_id", "env_kwargs", "env_wrapper", "algo") if not isinstance(cfg, dict) or k not in cfg]
     if missing:
         raise ConfigError("model", str(path), f"its {cfg_path.name} lacks {', '.join(missing)}")
-    if cfg["algo"] not in ALGOS:
-        raise ConfigError("model", str(path), f"its algo {cfg['algo']!r} is not one of {', '.join(ALGOS)}")
+
+    def bad(key: str, why: str) -> ConfigError:
+        value = repr(cfg.get(key))
+        value = value if len(value) <= 80 else value[:77] + "..."
+        return ConfigError("model", str(path), f"its {cfg_path.name} names {key}={value}: {why}")
+
+    if not isinstance(cfg["algo"], str) or cfg["algo"] not in ALGOS:
+        raise bad("algo", f"must be one of {', '.join(ALGOS)}")
+    if not isinstance(cfg["env_id"], str) or cfg["env_id"] not in ENVS:
+        raise bad("env_id", f"must be one of {', '.join(ENVS)} (the env ids this package registers)")
+    if not isinstance(cfg["env_kwargs"], dict):
+        raise bad("env_kwargs", "must be a mapping of gym.make keywords")
+    wrappers = cfg["env_wrapper"]
+    if not isinstance(wrappers, list) or not all(isinstance(w, list) and len(w) == 2 for w in wrappers):
+        raise bad("env_wrapper", "must be a list of [wrapper name, keywords] pairs")
+    try:
+        parse_wrappers([{name: kw} for name, kw in wrappers])
+        for name, kw in wrappers:
+            if not isinstance(kw, dict) or not isinstance(kw.get("stop_model", ""), (str, type(None))):
+                raise ConfigError(f"env_wrapper.{name}", kw, "must be a mapping of keywords (stop_model: a path)")
+        policy_class(cfg.get("policy", "MlpPolicy"), cfg["algo"], "policy")
+        hp = cfg.get("hyperparams") or {}
+        if not isinstance(hp, dict):
+            raise ConfigError("hyperparams", hp, "must be a mapping")
+        check_policy_kwargs("hyperparams.policy_kwargs", hp.get("policy_kwargs"))
+    except ConfigError as e:
+        cfg[e.field] = e.value   # named as the check names it
+        raise bad(e.field, e.allowed) from None
     return cfg
 
 

@@ -585,7 +585,7 @@ def _floats(flag: str, text: str) -> tuple[float, ...]:
 def run(args) -> int:
     from evalstop_gym.commands.common import workload_kwargs
     from evalstop_gym.config import UsageError
-    from evalstop_gym.files import prepare_out
+    from evalstop_gym.files import prepare_out, write_atomic
     from evalstop_gym.traces import TRACE_FORMATS
 
     if not args.generalisation:
@@ -622,12 +622,12 @@ def run(args) -> int:
         print(f"\ninterrupted: finished runs are kept in {out / RUNS_FILE}; run the same command again to resume",
               file=sys.stderr)
         return 130
-    (out / "selection.md").write_text(sel.markdown(), encoding="utf-8")
+    write_atomic(out / "selection.md", sel.markdown())
     if report is None:
         print(sel.markdown())
         return 0
     text = report.markdown()
-    (out / "targets.md").write_text(text, encoding="utf-8")
-    (out / "targets.json").write_text(report.as_json() + "\n", encoding="utf-8")
+    write_atomic(out / "targets.md", text)
+    write_atomic(out / "targets.json", report.as_json() + "\n")
     print(text)
     return 0

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalstop_gym.config import ConfigError, check_range
-from evalstop_gym.files import prepare_out
+from evalstop_gym.files import atomic_open, prepare_out, write_atomic
 
 from .hparams import ALGOS, HYPERPARAMS_DIR, algo_class, algo_kwargs, load_recipe, policy_class  # noqa: F401
-from .hparams import PROJECT_SECTION, SELECTION_KEYS
+from .hparams import MAX_TIMESTEPS, PROJECT_SECTION, SELECTION_KEYS
 
 MASKABLE = ("maskable-ppo",)
 CONFIG_FILE, MODEL_FILE, FINAL_FILE = "config.json", "model.zip", "final_model.zip"
@@ -41,22 +41,18 @@ CONFIG_FORMAT = 1
 
 
 def _policy_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """``policy_kwargs`` for SB3: names (checked against the allow-lists) as the classes they stand for."""
     from torch import nn
 
-    out = dict(kwargs or {})
+    from .hparams import check_policy_kwargs, extractor_name
+
+    out = dict(check_policy_kwargs("policy_kwargs", kwargs))
     if "activation_fn" in out:   # a name in YAML, a class for SB3
-        acts = {"tanh": nn.Tanh, "relu": nn.ReLU}
-        if out["activation_fn"] not in acts:
-            raise ConfigError("policy_kwargs.activation_fn", out["activation_fn"], f"must be one of {', '.join(acts)}")
-        out["activation_fn"] = acts[out["activation_fn"]]
+        out["activation_fn"] = {"tanh": nn.Tanh, "relu": nn.ReLU}[out["activation_fn"]]
     if "features_extractor_class" in out:   # a class of evalstop_gym.agents.networks, by name: nothing is evaluated
         from . import networks
 
-        name = out["features_extractor_class"]
-        short = str(name).rpartition(".")[2] if str(name).startswith("evalstop_gym.agents.networks.") else name
-        if short not in networks.EXTRACTORS:
-            raise ConfigError("policy_kwargs.features_extractor_class", name,
-                              f"must be one of {', '.join(networks.EXTRACTORS)} (evalstop_gym.agents.networks)")
+        short = extractor_name("policy_kwargs.features_extractor_class", out["features_extractor_class"])
         out["features_extractor_class"] = networks.EXTRACTORS[short]
     return out
 
@@ -175,9 +171,13 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
     recipe = load_recipe(algo, env_id, hyperparams, overrides)
     timesteps = recipe.n_timesteps if timesteps is None else timesteps
     n_envs = recipe.n_envs if n_envs is None else n_envs
-    check_range("timesteps", timesteps, 1, integer=True)
+    check_range("timesteps", timesteps, 1, MAX_TIMESTEPS, integer=True)
     check_range("n_envs", n_envs, 1, 64, integer=True)
     check_range("seed", seed, 0, 2**31 - recipe.run_seeds, integer=True)
+    requested, timesteps = timesteps, trained_steps(recipe, timesteps, n_envs)
+    if timesteps != requested:
+        echo(f"train: {requested} steps asked; {recipe.algo} trains whole rollouts of "
+             f"{rollout_steps(recipe, n_envs)} steps, so {timesteps} are trained and recorded")
     train_wl, eval_wl = recipe.train_workload, recipe.eval_workload
     if calibration is not None:  # the world trained and validated in (docs/calibration.md); saved with the model
         train_wl, eval_wl = {**train_wl, "calibration": calibration}, {**eval_wl, "calibration": calibration}
@@ -202,6 +202,29 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
                             eval_wl, force=force, echo=echo)
 
 
+def rollout_steps(recipe, n_envs: int) -> int | None:
+    """Environment steps SB3 collects between two checks of the step budget: ``n_steps x n_envs`` for
+    PPO / A2C / MaskablePPO, ``train_freq x n_envs`` for DQN (None: a train_freq counted in episodes)."""
+    import inspect
+
+    from . import hparams
+
+    params = inspect.signature(hparams.algo_class(recipe.algo).__init__).parameters
+    key = "n_steps" if "n_steps" in params else "train_freq"
+    value = recipe.algo_kwargs.get(key, params[key].default)
+    if isinstance(value, (list, tuple)):
+        if value[1] != "step":
+            return None
+        value = value[0]
+    return int(value) * n_envs
+
+
+def trained_steps(recipe, timesteps: int, n_envs: int) -> int:
+    """The steps ``learn(timesteps)`` trains: ``timesteps`` rounded up to whole rollouts (:func:`rollout_steps`)."""
+    chunk = rollout_steps(recipe, n_envs)
+    return timesteps if not chunk else -(-timesteps // chunk) * chunk
+
+
 def run_settings(recipe, wrappers: list, seed: int, *, timesteps: int, n_envs: int, train_wl: dict[str, Any],
                  eval_wl: dict[str, Any]) -> dict[str, Any]:
     """The entries of a run's ``config.json`` that its settings fix (a finished run is reused only if they match)."""
@@ -214,7 +237,7 @@ def run_settings(recipe, wrappers: list, seed: int, *, timesteps: int, n_envs: i
 
 
 def write_config(outdir: Path, config: dict[str, Any]) -> None:
-    (outdir / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    write_atomic(outdir / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
 
 
 def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: int, n_envs: int,
@@ -268,6 +291,7 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
                 model.learn(timesteps, callback=[callback, progress_callback(timesteps, progress)],
                             tb_log_name=f"{algo}-{env_id}-seed{seed}")
             worker_cpu = sum(venv.env_method("process_cpu_seconds")) if n_envs > 1 else 0.0
+            timesteps = int(model.num_timesteps)   # what was trained, whatever was planned
         except BaseException:
             # interrupted inside a step (Ctrl-C, a test's time limit) SB3 would wait in close() for
             # replies it has partly read already, forever: the workers are told to close instead
@@ -277,10 +301,13 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
         finally:
             venv.close()
             eval_env.close()
-        model.save(outdir / FINAL_FILE)
+        with atomic_open(outdir / FINAL_FILE, "wb") as f:   # all or nothing: never a truncated model
+            model.save(f)
         best = Path(tmp) / "best_model.zip"
         selected_best = best.exists()
-        shutil.copyfile(best if selected_best else outdir / FINAL_FILE, outdir / MODEL_FILE)
+        with open(best if selected_best else outdir / FINAL_FILE, "rb") as src, \
+                atomic_open(outdir / MODEL_FILE, "wb") as f:
+            shutil.copyfileobj(src, f)
         rounds = [{"timesteps": int(t), "mean_return": float(sum(r) / len(r))}
                   for t, r in zip(callback.evaluations_timesteps, callback.evaluations_results)]
     cpu = time.process_time() - cpu0 + worker_cpu

@@ -99,7 +99,7 @@ def _progress_bar(total: int):
 
 def run_generate(args: argparse.Namespace) -> int:
     from ..config import check_range
-    from ..curvelog import read_curve_log
+    from ..curvelog import MAX_EVALS, read_curve_log
 
     check_range("runs", args.runs, 1, integer=True)
     for name in ("steps", "eval_items"):
@@ -107,7 +107,7 @@ def run_generate(args: argparse.Namespace) -> int:
             check_range(name, getattr(args, name), 1, integer=True)
     check_range("workers", args.workers, 1, integer=True)
     check_range("seed", args.seed, 0, 2**31 - 1, integer=True)
-    check_range("evals", args.evals, 1, integer=True)
+    check_range("evals", args.evals, 1, MAX_EVALS, integer=True)
     from ..files import prepare_out
 
     prepare_out(args.out)   # before any run: a path that cannot be a folder fails now, in one line
@@ -123,7 +123,7 @@ def run_generate(args: argparse.Namespace) -> int:
     runs = read_curve_log(os.path.join(args.out, index["curve_log"]))
     skipped = f", {index['skipped']} already there" if index["skipped"] else ""
     print(f"wrote {len(runs)} runs to {os.path.join(args.out, index['curve_log'])} in {index['wall_s']:.1f} s "
-          f"with {args.workers} workers{skipped}")
+          f"with {index['workers']} workers{skipped}")
     print(f"hacking runs per setting (gold rule on {args.evals} checkpoints):")
     print(setting_table(index["runs"], runs, args.evals))
     return 0
@@ -162,10 +162,10 @@ def _drop_share(args: argparse.Namespace) -> dict:
 
 def run_label(args: argparse.Namespace) -> int:
     from ..config import check_range
-    from ..curvelog import has_gold, label_run, read_curve_log
+    from ..curvelog import MAX_EVALS, has_gold, label_run, read_curve_log
     from ..report import format_table
 
-    check_range("evals", args.evals, 1, integer=True)
+    check_range("evals", args.evals, 1, MAX_EVALS, integer=True)
     check_range("noise_floor", args.noise_floor, 0.0)
     options = {"evals": args.evals, "noise_floor": args.noise_floor, **_drop_share(args)}
     runs = read_curve_log(args.path, args.curves_format)

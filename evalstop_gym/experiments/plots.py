@@ -8,6 +8,7 @@ on the Agg canvas directly (no pyplot, no global backend switch).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -125,4 +126,7 @@ def plot_experiment(exp: Experiment, rows: Sequence[Mapping[str, Any]], path: st
     if labels:
         fig.legend(handles, labels, loc="outside right center", fontsize=7)
     fig.suptitle(f"{exp.name}: {exp.title}", fontsize=10)
-    fig.savefig(path, dpi=100, metadata={"Software": None})
+    from ..files import atomic_open
+
+    with atomic_open(path, "wb", field="plot") as f:   # all or nothing, a full disk in one line
+        fig.savefig(f, format=os.path.splitext(os.fspath(path))[1][1:] or "png", dpi=100, metadata={"Software": None})

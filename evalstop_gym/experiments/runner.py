@@ -25,10 +25,7 @@ import functools
 import hashlib
 import json
 import os
-import signal
 import sys
-import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -36,6 +33,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .. import __version__
 from ..config import ConfigError, UsageError, WorkloadConfig
+from ..processes import cap_workers, init_worker
 from .spec import Point
 
 BACKENDS = ("local", "ray")
@@ -337,40 +335,9 @@ class _Inline:
         pass
 
 
-def _init_worker(parent_pid: int) -> None:
-    # Ctrl-C is the parent's to handle: it stops submitting, lets running runs finish
-    # and keeps every finished one on disk; workers must not die with tracebacks
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _exit_with_parent(parent_pid)
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    """End this worker when the parent dies, even by ``kill -9`` (no orphans left running).
-
-    Linux: the kernel sends SIGKILL on the parent's death (``prctl(PR_SET_PDEATHSIG)``);
-    elsewhere a daemon thread polls the parent pid twice a second.
-    """
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) == 0:
-            if os.getppid() != parent_pid:   # the parent died before prctl took effect
-                os._exit(1)
-            return
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
 class _LocalPool:
     def __init__(self, workers: int):
-        self.pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
+        self.pool = ProcessPoolExecutor(max_workers=workers, initializer=init_worker,
                                         initargs=(os.getpid(),))
         self.window = 4 * workers   # few in flight, so a limit or Ctrl-C stops soon
 
@@ -400,6 +367,7 @@ class _RayPool:
         self.started = not ray.is_initialized()
         address = address or os.environ.get("RAY_ADDRESS") or None
         if self.started and address:  # an existing cluster: its nodes run this checkout's code
+            check_ray_address(address)
             ray.init(address=address, runtime_env={"py_modules": [evalstop_gym]},
                      log_to_driver=False, logging_level=logging.ERROR)
         elif self.started:
@@ -418,6 +386,26 @@ class _RayPool:
     def close(self, cancel: bool) -> None:
         if self.started:
             self.ray.shutdown()
+
+
+RAY_CONNECT_TIMEOUT_S = 5.0   # Ray itself retries a silent address for minutes
+
+
+def check_ray_address(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """:class:`ConfigError` unless the head at ``host:port`` (or ``ray://host:port``) accepts a TCP connection
+    within ``timeout_s``; ``auto`` and ``local`` are Ray's own and left to it."""
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError("ray_address", address, "must be HOST:PORT of a Ray head (or ray://HOST:PORT, auto)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ConfigError("ray_address", address, f"does not answer ({e.strerror or e or 'timed out'} within "
+                                                  f"{timeout_s:g} s): is a Ray head running there?") from None
 
 
 def make_pool(backend: str, workers: int, ray_address: str | None = None):
@@ -448,13 +436,14 @@ def run_sweep(specs: Iterable[RunSpec], store: ResultStore, *, backend: str = "l
     call). ``on_done`` is called once per finished run (a progress bar).
     Returns the number of new runs.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError("workers", workers, "must be an integer >= 1")
+    cap_workers(workers, 1)   # checked even when nothing is left to run
     todo = longest_first(pending_specs(specs, store))
     if limit is not None:
         todo = todo[:limit]
     if not todo:
         return 0
+    # a local pool: no more workers than runs and CPUs; a Ray cluster's CPUs are its own
+    workers = min(workers, len(todo)) if backend == "ray" and ray_address else cap_workers(workers, len(todo))
     pool = make_pool(backend, workers, ray_address)
     inflight: dict[Any, RunSpec] = {}   # handle -> its spec, in submission order
     done = 0

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 from tqdm import tqdm
 
 from ..config import ConfigError, UsageError, WorkloadConfig, check_range
-from ..files import prepare_out
+from ..files import prepare_out, write_atomic
 from .runner import (BACKENDS, ResultStore, RunSpec, describe_config, exclusive, export_parquet, pending_specs,
                      run_sweep)
 from .spec import EXPERIMENTS, LEARNED, Experiment, build_suite
@@ -257,8 +257,8 @@ def _run_and_write(experiments, specs, outdir: Path, manifest: dict[str, Any], b
         verdicts = claim_verdicts(exp, rows)
         result.rows[exp.name], result.verdicts[exp.name] = rows, verdicts
         md = experiment_markdown(exp, rows, verdicts, setup_text(exp, base, seed_list))
-        (outdir / f"{exp.name}.md").write_text(md, encoding="utf-8")
-        (outdir / f"{exp.name}.csv").write_text(csv_table(exp, rows), encoding="utf-8")
+        write_atomic(outdir / f"{exp.name}.md", md)
+        write_atomic(outdir / f"{exp.name}.csv", csv_table(exp, rows))
         if plots:
             from .plots import plot_experiment
 
@@ -266,7 +266,7 @@ def _run_and_write(experiments, specs, outdir: Path, manifest: dict[str, Any], b
         echo(console_text(exp, rows, verdicts, full=str(outdir / f"{exp.name}.md")))
         manifest["experiments"][exp.name] = verdicts
     _write_manifest(outdir, manifest)
-    (outdir / "summary.md").write_text(summary_text(outdir, manifest), encoding="utf-8")
+    write_atomic(outdir / "summary.md", summary_text(outdir, manifest))
     kept = sorted(set(manifest["experiments"]) - {e.name for e in experiments})
     echo(f"wrote {', '.join(e.name for e in experiments)} tables and plots and summary.md to {outdir}/"
          + (f" (summary.md keeps {', '.join(kept)} from earlier runs)" if kept else ""))

@@ -20,6 +20,9 @@ import multiprocessing
 import os
 import time
 
+from ..config import ConfigError, check_range
+from ..files import load_json, write_atomic
+from ..processes import cap_workers, init_worker
 from .rlhf import RunSettings, run
 
 # One grid point per method and knob setting. Few pairs with no KL (RLHF) or a small beta (DPO) and the
@@ -31,6 +34,7 @@ DPO_GRID: tuple[dict, ...] = tuple(
     {"method": "dpo", "pairs": pairs, "kl_coef": beta, "lr": lr}
     for pairs in (32, 512) for beta in (0.1, 0.3) for lr in (1e-3, 3e-3))
 DEFAULT_GRID: tuple[dict, ...] = RLHF_GRID + DPO_GRID
+MAX_RUNS = 100_000   # runs of one library (a run takes seconds to minutes of CPU)
 
 
 def library_settings(runs: int, seed: int = 0, grid=DEFAULT_GRID, **overrides) -> list[RunSettings]:
@@ -47,20 +51,16 @@ def _run_one(settings: RunSettings, runs_dir: str, fmt: str) -> str:
     name = settings.name
     write_curve_log(os.path.join(runs_dir, f"{name}.{fmt}"), rows)
     meta = {"name": name, **dataclasses.asdict(settings), "wall_s": round(time.perf_counter() - t0, 2)}
-    tmp = os.path.join(runs_dir, name + ".json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(meta, f, indent=1)
-    os.replace(tmp, os.path.join(runs_dir, name + ".json"))
+    write_atomic(os.path.join(runs_dir, name + ".json"), json.dumps(meta, indent=1))
     return name
 
 
 def _finished(settings: RunSettings, runs_dir: str, fmt: str) -> bool:
     try:
-        with open(os.path.join(runs_dir, settings.name + ".json")) as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return all(meta.get(k) == v for k, v in dataclasses.asdict(settings).items()) and os.path.exists(
+        meta = load_json(os.path.join(runs_dir, settings.name + ".json"))   # bounded; a FIFO never blocks
+    except ConfigError:
+        return False   # absent, cut or not a run's record: run it again
+    return isinstance(meta, dict) and all(meta.get(k) == v for k, v in dataclasses.asdict(settings).items()) and os.path.exists(
         os.path.join(runs_dir, f"{settings.name}.{fmt}"))
 
 
@@ -79,16 +79,19 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     ``overrides`` are :class:`RunSettings` fields applied to every run (e.g.
     ``steps``). ``progress``, if given, is called with ``(done, total)`` as runs
     finish (skipped ones count as done at once). Returns the index written to
-    ``runs.json``: the settings, how many runs were skipped, the wall time (s).
+    ``runs.json``: the settings, how many runs were skipped, the wall time (s)
+    and the workers used (``workers`` capped by the runs to do and the CPUs).
+    Every file is written all or nothing; a full disk is a one-line
+    :class:`~evalstop_gym.config.ConfigError` and a rerun resumes.
     """
     from ..curvelog import write_curve_log
 
+    check_range("runs", runs, 1, MAX_RUNS, integer=True)   # before the list of settings is built
     settings = library_settings(runs, seed, grid, **overrides)
     for s in settings:
         s.validate()
     names = [s.name for s in settings]
     if len(set(names)) != len(names):
-        from ..config import ConfigError
         raise ConfigError("runs", runs, f"at most {len(grid)} runs per seed of this grid have distinct names")
     runs_dir = os.path.join(out_dir, "runs")
     os.makedirs(runs_dir, exist_ok=True)
@@ -97,7 +100,8 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     done = len(settings) - len(todo)
     if progress:
         progress(done, len(settings))
-    if workers <= 1 or len(todo) <= 1:
+    workers = cap_workers(workers, max(len(todo), 1))   # no more than runs and CPUs
+    if workers <= 1:
         for s in todo:
             _run_one(s, runs_dir, fmt)
             done += 1
@@ -105,7 +109,8 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
                 progress(done, len(settings))
     else:
         ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix well
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_worker,
+                                    initargs=(os.getpid(),)) as pool:   # workers end with this process
             for f in cf.as_completed([pool.submit(_run_one, s, runs_dir, fmt) for s in todo]):
                 f.result()
                 done += 1
@@ -117,6 +122,5 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     index = {"curve_log": os.path.basename(path), "wall_s": round(time.perf_counter() - t0, 2), "workers": workers,
              "skipped": len(settings) - len(todo),
              "runs": [{"name": s.name, **dataclasses.asdict(s)} for s in settings]}
-    with open(os.path.join(out_dir, "runs.json"), "w") as f:
-        json.dump(index, f, indent=1, allow_nan=False)
+    write_atomic(os.path.join(out_dir, "runs.json"), json.dumps(index, indent=1, allow_nan=False))
     return index

@@ -48,6 +48,10 @@ from .lm import Transformer, log_probs, reward, sample
 METHODS = ("rlhf", "dpo")
 
 
+MAX_SETTING = {"dim": 1024, "rm_dim": 1024, "layers": 16, "sft_batch": 4096, "prompts": 4096, "eval_items": 10_000,
+               "gold_items": 10_000, "evals": 1000}   # every other count: at most 100,000
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """One run of the generator; steps count optimiser updates, ``*_items`` held-out prompts."""
@@ -73,6 +77,7 @@ class RunSettings:
     eval_items: int = 200
     gold_items: int = 1000
 
+    # tiny models: beyond these a run would allocate gigabytes or run for days (checked before any tensor)
     def validate(self) -> None:
         from ..config import ConfigError, check_range
 
@@ -80,7 +85,7 @@ class RunSettings:
             raise ConfigError("method", self.method, f"must be one of {', '.join(METHODS)}")
         for name in ("pairs", "rm_dim", "dim", "layers", "sft_steps", "sft_batch", "rm_steps", "steps",
                      "prompts", "evals", "eval_items", "gold_items"):
-            check_range(name, getattr(self, name), 1, integer=True)
+            check_range(name, getattr(self, name), 1, MAX_SETTING.get(name, 100_000), integer=True)
         check_range("group", self.group, 2, integer=True)
         check_range("seed", self.seed, 0, 2**31 - 1, integer=True)
         check_range("kl_coef", self.kl_coef, 0.0)
