@@ -48,7 +48,7 @@ def test_unknown_names_are_attribute_errors():
 
 
 # optional layers, which may import their frameworks; everything else is the core
-LAYERS = ("integrations", "overopt", "commands", "agents")
+LAYERS = ("integrations", "overopt", "commands", "agents", "bench")   # bench: optuna for --tune only
 
 
 def test_the_core_imports_no_training_framework():

@@ -153,8 +153,8 @@ def test_pooled_noise_is_shared_by_the_jobs_of_one_live_stopper():
     own = live_stopper("cusum")
     for x in 0.5 + 0.05 * rng.standard_normal(8):
         own.update("x", x)
-    assert shared.policy.noise.sigma is not None   # 4 jobs x 6 second differences >= 20
-    assert own.policy.noise.sigma is None          # one job alone has 6
+    assert shared.policy.noise.sigma(shared.view(0)) is not None   # 4 jobs x 6 second differences >= 20
+    assert own.policy.noise.sigma(own.view("x")) is None           # one job alone has 6
 
 
 @pytest.mark.parametrize("call,field", [
