@@ -19,6 +19,7 @@ JSON object per line with these keys (``null`` or a missing key = blank). A
 step logged twice keeps its last values (resumed runs). A TensorBoard log
 directory (TRL, OpenRLHF and ``torch.utils.tensorboard`` write these) is read
 with :func:`read_tensorboard`: each directory holding event files is one run.
+A transformers / TRL ``trainer_state.json`` is read by :mod:`evalstop_gym.trainer_state`.
 
 Replay onto a workload (:func:`apply_curve_log`): a run is stretched onto the
 job's eval checkpoints, progress ``x`` in ``[0, 1]`` mapping to
@@ -72,6 +73,7 @@ import numpy as np
 from .config import JOB_TYPES, ConfigError, check_range
 from .curves import Curves
 from .files import DataFileError, csv_rows, has_bad_bytes, lines, open_text
+from .trainer_state import is_trainer_state, read_trainer_state
 from .workload import Workload
 
 CURVE_COLUMNS = ("job", "step", "eval_score", "train_loss", "proxy_reward")
@@ -361,6 +363,7 @@ def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CurveLogError(path, None, "no such file or directory")
+    if format == "auto" and is_trainer_state(path): return read_trainer_state(path)  # noqa: E701 - trainer_state.py
     if format == "tensorboard" or (format == "auto" and os.path.isdir(path) and _event_dirs(path)):
         return read_tensorboard(path)
     if os.path.isdir(path):

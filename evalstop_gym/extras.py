@@ -17,6 +17,7 @@ EXTRA_OF = {
     "ray": "ray", "tree": "ray",
     "pygame": "render", "moviepy": "render",
     "rl_zoo3": "zoo",
+    "transformers": "live", "trl": "live", "datasets": "live", "tokenizers": "live", "accelerate": "live",
 }
 
 
