@@ -63,7 +63,7 @@ def _execute(settings, runs_dir: str) -> list[dict]:
         return run(settings)
     from .trl_backend import run as run_trl
 
-    return run_trl(settings, os.path.join(os.path.dirname(runs_dir), "models"),
+    return run_trl(settings, os.path.dirname(runs_dir),
                    state_path=os.path.join(runs_dir, settings.name + ".trainer_state.json"))
 
 

@@ -100,6 +100,17 @@ class TRLRunSettings:
         return f"trl-{self.method}-pairs{self.pairs}-kl{self.kl_coef:g}-lr{self.lr:g}{rm}-seed{self.seed}"
 
 
+# The library's grid, 8 points per method. The reward model's quality (pairs; GRPO also its width), the KL
+# coefficient and the learning rate spread the runs from over-optimising (few pairs, no KL) to healthy.
+TRL_GRID: tuple[dict, ...] = (
+    tuple({"method": "grpo", "pairs": pairs, "kl_coef": kl, "lr": 1e-3, "rm_dim": rm_dim}
+          for pairs in (128, 1024) for kl in (0.0, 0.3) for rm_dim in (16, 64))
+    + tuple({"method": "rloo", "pairs": pairs, "kl_coef": kl, "lr": lr, "rm_dim": 32}
+            for pairs in (128, 1024) for kl in (0.0, 0.3) for lr in (1e-3, 3e-3))
+    + tuple({"method": "dpo", "pairs": pairs, "kl_coef": beta, "lr": lr}
+            for pairs in (128, 1024) for beta in (0.1, 0.5) for lr in (1e-3, 3e-3)))
+
+
 def build_tokenizer():
     """A ``PreTrainedTokenizerFast`` over :data:`WORDS` (word-level, whitespace-split; special tokens also
     match inside words, so ``"3<eos>"`` is two tokens), ids equal to the task's token ids."""
