@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
     g.add_argument("--runs", type=int, default=48,
                    help="number of runs: grid point i %% G, seed i // G, G = 24 grid points (default %(default)s)")
     g.add_argument("--steps", type=int, default=None, metavar="N",
-                   help="optimiser steps per run (default: the backend's, 160 torch, 180 trl; trl: a multiple "
+                   help="optimiser steps per run (default: the backend's, 160 torch, 120 trl; trl: a multiple "
                         "of its 15 evals)")
     g.add_argument("--eval-items", type=int, default=None, metavar="N",
                    help="held-out prompts of the public eval, its n (default: the backend's, 200 torch, 100 trl)")

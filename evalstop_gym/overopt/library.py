@@ -59,7 +59,7 @@ def library_settings(runs: int, seed: int = 0, grid=None, backend_name: str = "t
 
 def _execute(settings, runs_dir: str) -> list[dict]:
     """One run's curve-log rows, by the backend its settings belong to."""
-    if isinstance(settings, RunSettings):
+    if type(settings) is RunSettings:   # the TRL backend's settings subclass it
         return run(settings)
     from .trl_backend import run as run_trl
 
@@ -75,7 +75,7 @@ def _run_one(settings, runs_dir: str, fmt: str) -> str:
     rows = _execute(settings, runs_dir)
     name = settings.name
     write_curve_log(os.path.join(runs_dir, f"{name}.{fmt}"), rows)
-    meta = {"name": name, "backend": "torch" if isinstance(settings, RunSettings) else "trl",
+    meta = {"name": name, "backend": "torch" if type(settings) is RunSettings else "trl",
             **dataclasses.asdict(settings), "wall_s": round(time.perf_counter() - t0, 2),
             "cpu_s": round(time.process_time() - c0, 2)}
     tmp = os.path.join(runs_dir, name + ".json.tmp")

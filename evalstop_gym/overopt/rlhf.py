@@ -74,11 +74,11 @@ class RunSettings:
     eval_items: int = 200
     gold_items: int = 1000
 
-    def validate(self) -> None:
+    def validate(self, methods: tuple[str, ...] = METHODS) -> None:
         from ..config import ConfigError, check_range
 
-        if self.method not in METHODS:
-            raise ConfigError("method", self.method, f"must be one of {', '.join(METHODS)}")
+        if self.method not in methods:
+            raise ConfigError("method", self.method, f"must be one of {', '.join(methods)}")
         for name in ("pairs", "rm_dim", "dim", "layers", "sft_steps", "sft_batch", "rm_steps", "steps",
                      "prompts", "evals", "eval_items", "gold_items"):
             check_range(name, getattr(self, name), 1, integer=True)

@@ -45,52 +45,31 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
+from .rlhf import RunSettings   # torch: this backend needs it anyway
+
 METHODS = ("grpo", "rloo", "dpo")
 WORDS = ("<pad>", "<bos>", "<sep>", "<eos>") + tuple(str(d) for d in range(8))   # token id -> word
 
 
 @dataclass(frozen=True)
-class TRLRunSettings:
-    """One TRL run; steps count optimiser updates, ``*_items`` held-out prompts, widths hidden units."""
+class TRLRunSettings(RunSettings):
+    """One TRL run: :class:`.rlhf.RunSettings` with this backend's methods and defaults, and the reward
+    model's depth ``rm_layers``; ``steps`` must be a multiple of ``evals``."""
 
-    seed: int = 0
     method: str = "grpo"
-    pairs: int = 64
-    kl_coef: float = 0.0
-    lr: float = 3e-3
-    rm_dim: int = 32
-    rm_layers: int = 1
-    dim: int = 32
     layers: int = 2
-    sft_steps: int = 200
-    sft_batch: int = 64
-    sft_lr: float = 3e-3
-    label_temp: float = 0.1
+    rm_layers: int = 1
     rm_steps: int = 100
-    rm_lr: float = 3e-3
-    steps: int = 180
+    steps: int = 120
     prompts: int = 4
-    group: int = 4
     evals: int = 15
     eval_items: int = 100
-    gold_items: int = 1000
 
     def validate(self) -> None:
         from ..config import ConfigError, check_range
 
-        if self.method not in METHODS:
-            raise ConfigError("method", self.method, f"must be one of {', '.join(METHODS)}")
-        for name in ("pairs", "rm_dim", "rm_layers", "dim", "layers", "sft_steps", "sft_batch", "rm_steps",
-                     "steps", "prompts", "evals", "eval_items", "gold_items"):
-            check_range(name, getattr(self, name), 1, integer=True)
-        check_range("group", self.group, 2, integer=True)
-        check_range("seed", self.seed, 0, 2**31 - 1, integer=True)
-        check_range("kl_coef", self.kl_coef, 0.0, lo_open=self.method == "dpo")   # DPO's beta must be > 0
-        for name in ("lr", "sft_lr", "label_temp", "rm_lr"):
-            check_range(name, getattr(self, name), 0.0, lo_open=True)
-        for name in ("dim", "rm_dim"):
-            if getattr(self, name) % 2:
-                raise ConfigError(name, getattr(self, name), "must be even (two attention heads)")
+        super().validate(METHODS)
+        check_range("rm_layers", self.rm_layers, 1, integer=True)
         if self.steps % self.evals:
             raise ConfigError("steps", self.steps, f"must be a multiple of evals ({self.evals})")
 
