@@ -85,7 +85,8 @@ def _run_one(settings, runs_dir: str, fmt: str) -> str:
     return name
 
 
-def _finished(settings, runs_dir: str, fmt: str) -> bool:
+def is_finished(settings, runs_dir: str, fmt: str = "csv") -> bool:
+    """Whether ``runs_dir`` holds a finished run of ``settings`` (its JSON, with the same settings, and its log)."""
     try:
         with open(os.path.join(runs_dir, settings.name + ".json")) as f:
             meta = json.load(f)
@@ -126,7 +127,7 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     runs_dir = os.path.join(out_dir, "runs")
     os.makedirs(runs_dir, exist_ok=True)
     t0 = time.perf_counter()
-    todo = [s for s in settings if not _finished(s, runs_dir, fmt)]
+    todo = [s for s in settings if not is_finished(s, runs_dir, fmt)]
     done = len(settings) - len(todo)
     if progress:
         progress(done, len(settings))
