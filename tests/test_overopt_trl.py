@@ -78,7 +78,8 @@ def tiny_run(out, method):
 
 
 def test_one_tiny_dpo_run_end_to_end(tmp_path):
-    # measured: 24 s on the 2 shared cores under a load average of 13 (DPOTrainer, no reward model)
+    # measured: about 6 s of CPU (DPOTrainer, no reward model; imports included); 24-49 s of wall time on
+    # the 2 shared cores under a load average of 13-20
     tiny_run(tmp_path, "dpo")
 
 

@@ -45,7 +45,9 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 
-from .rlhf import RunSettings   # torch: this backend needs it anyway
+from . import task
+from .lm import sample
+from .rlhf import RunSettings, _stream, evaluate, fit_sft, one_thread_deterministic, preference_pairs, uniforms
 
 METHODS = ("grpo", "rloo", "dpo")
 WORDS = ("<pad>", "<bos>", "<sep>", "<eos>") + tuple(str(d) for d in range(8))   # token id -> word
@@ -106,10 +108,10 @@ def text(ids) -> str:
     """Words of token ids up to and including the first EOS (PAD after it dropped), space-separated."""
     out = []
     for i in (int(x) for x in ids):
-        if i == 0:
+        if i == task.PAD:
             break
         out.append(WORDS[i])
-        if i == 3:
+        if i == task.EOS:
             break
     return " ".join(out)
 
@@ -117,11 +119,10 @@ def text(ids) -> str:
 def _gpt2_config(dim: int, layers: int, **extra):
     from transformers import GPT2Config
 
-    from .task import EOS, PAD, VOCAB
-
-    return GPT2Config(vocab_size=VOCAB, n_positions=16, n_embd=dim, n_layer=layers, n_head=2, n_inner=2 * dim,
-                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=1, eos_token_id=EOS,
-                      pad_token_id=PAD, **extra)
+    # 16 positions: a prompt, an answer without EOS, and the EOS TRL appends to such an answer
+    return GPT2Config(vocab_size=task.VOCAB, n_positions=16, n_embd=dim, n_layer=layers, n_head=2, n_inner=2 * dim,
+                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=task.BOS, eos_token_id=task.EOS,
+                      pad_token_id=task.PAD, **extra)
 
 
 def _logits(hf):
@@ -145,8 +146,6 @@ def sft_folder(s: TRLRunSettings, models_dir: str) -> str:
     exists is complete)."""
     import torch
     from transformers import AutoModelForCausalLM
-
-    from .rlhf import fit_sft
 
     key = {"seed": s.seed, "dim": s.dim, "layers": s.layers, "steps": s.sft_steps, "batch": s.sft_batch,
            "lr": s.sft_lr}
@@ -197,7 +196,7 @@ def _args(cls, s: TRLRunSettings, out: str, **kw):
     return cls(**{**base, **kw})
 
 
-def _pair_dataset(s: TRLRunSettings, pairs):
+def _pair_dataset(pairs):
     from datasets import Dataset
 
     prompt, chosen, rejected = pairs
@@ -212,15 +211,11 @@ def fit_reward_model(s: TRLRunSettings, pairs, sft, tokenizer, out: str):
     from transformers import AutoModelForSequenceClassification
     from trl import RewardConfig, RewardTrainer
 
-    from . import task
-    from .lm import sample
-    from .rlhf import _stream, uniforms
-
     torch.manual_seed(s.seed * 8 + 5)
     rm = AutoModelForSequenceClassification.from_config(_gpt2_config(s.rm_dim, s.rm_layers, num_labels=1))
     args = _args(RewardConfig, s, out, per_device_train_batch_size=min(64, s.pairs), max_steps=s.rm_steps,
                  learning_rate=s.rm_lr, logging_steps=s.rm_steps)
-    trainer = RewardTrainer(model=rm, args=args, train_dataset=_pair_dataset(s, pairs), processing_class=tokenizer)
+    trainer = RewardTrainer(model=rm, args=args, train_dataset=_pair_dataset(pairs), processing_class=tokenizer)
     _silence(trainer)
     trainer.train()
     rm.eval()
@@ -257,9 +252,6 @@ def eval_callback(s: TRLRunSettings, sft):
     and appends the result to ``state.log_history``."""
     from transformers import TrainerCallback
 
-    from . import task
-    from .rlhf import _stream, evaluate
-
     prompt = task.prompts(s.eval_items + s.gold_items, _stream(s.seed, 1))
     eval_gen = _stream(s.seed, 2)
     every = s.steps // s.evals
@@ -289,8 +281,6 @@ def run_trainer_state(s: TRLRunSettings, workdir: str) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from .rlhf import _stream, preference_pairs
-
     s.validate()
     os.environ["HF_HUB_OFFLINE"] = "1"   # every model and tokenizer comes from a local folder
     _quiet()
@@ -308,12 +298,10 @@ def run_trainer_state(s: TRLRunSettings, workdir: str) -> dict:
 
         args = _args(DPOConfig, s, out, beta=s.kl_coef, learning_rate=s.lr, max_steps=s.steps,
                      per_device_train_batch_size=s.prompts * s.group, lr_scheduler_type="constant")
-        trainer = DPOTrainer(model=path, args=args, train_dataset=_pair_dataset(s, pairs), processing_class=tokenizer,
+        trainer = DPOTrainer(model=path, args=args, train_dataset=_pair_dataset(pairs), processing_class=tokenizer,
                              callbacks=callbacks)
     else:
         from datasets import Dataset
-
-        from . import task
 
         rm, mean, sd = fit_reward_model(s, pairs, sft, tokenizer, out)
         prompts = task.prompts(s.steps * s.prompts, _stream(s.seed, 6))
@@ -344,7 +332,6 @@ def run(s: TRLRunSettings, workdir: str | None = None, state_path: str | None = 
     ``state_path``, also write the Trainer's ``trainer_state.json`` there. One torch thread, deterministic
     algorithms (restored after)."""
     from ..trainer_state import state_runs
-    from .rlhf import one_thread_deterministic
 
     with one_thread_deterministic():
         if workdir is None:
