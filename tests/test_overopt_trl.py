@@ -90,3 +90,14 @@ def test_a_grpo_run_resumes_and_repeats_byte_for_byte(tmp_path):
     assert generate_library(tmp_path / "a", runs=1, grid=grid, backend_name="trl", **TINY)["skipped"] == 1
     generate_library(tmp_path / "b", runs=1, grid=grid, backend_name="trl", **TINY)
     assert (tmp_path / "a" / "curves.csv").read_bytes() == (tmp_path / "b" / "curves.csv").read_bytes()
+
+
+def test_cli_backend_trl_refuses_bad_steps_before_any_run(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "evalstop_gym.cli", "curves", "generate", "--backend", "trl", "--out",
+                        str(tmp_path / "lib"), "--runs", "1", "--steps", "7"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "steps" in r.stderr and "multiple of evals (15)" in r.stderr, r.stderr
+    assert not (tmp_path / "lib" / "runs").exists() or not any((tmp_path / "lib" / "runs").iterdir())
