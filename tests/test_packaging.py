@@ -35,3 +35,9 @@ def test_the_wheel_holds_the_policies_hyperparameters_and_py_typed(wheel_files):
     assert "evalstop_gym/py.typed" in files
     yml = {Path(n).name for n in files if n.startswith("evalstop_gym/agents/hyperparams/")}
     assert {"ppo.yml", "a2c.yml", "dqn.yml", "maskable-ppo.yml", "maskable-ppo-preemptive.yml"} <= yml
+
+
+def test_the_wheel_ships_the_trl_curve_library(wheel_files):
+    files = set(wheel_files)
+    assert {"evalstop_gym/data/__init__.py", "evalstop_gym/data/trl_library.csv.gz",
+            "evalstop_gym/data/trl_library.json"} <= files

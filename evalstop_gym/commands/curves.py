@@ -25,18 +25,23 @@ def add_parser(sub) -> None:
     csub = p.add_subparsers(dest="curves_command", required=True, metavar="ACTION")
 
     g = csub.add_parser("generate", help="run the over-optimisation generator into a curve library",
-                        description="Tune a tiny causal transformer language model by RLHF (RLOO against a "
-                                    "learned reward model) and by DPO over a grid of preference-data sizes, KL "
-                                    "coefficients, learning rates and reward-model widths (torch, CPU); write "
-                                    "OUT/runs/<run>.csv as runs finish (a rerun skips finished runs), then "
-                                    "OUT/curves.csv and OUT/runs.json.")
+                        description="Tune a tiny causal transformer language model against a learned reward "
+                                    "model and by DPO over a grid of preference-data sizes, KL coefficients, "
+                                    "learning rates and reward-model widths (CPU); write OUT/runs/<run>.csv as "
+                                    "runs finish (a rerun skips finished runs), then OUT/curves.csv and "
+                                    "OUT/runs.json. Backend torch (default, fast): a plain-torch RLOO / DPO "
+                                    "loop. Backend trl: TRL's RewardTrainer, GRPOTrainer, RLOOTrainer and "
+                                    "DPOTrainer on a Hugging Face GPT-2 built from a config (the live extra).")
     g.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    g.add_argument("--backend", choices=("torch", "trl"), default="torch",
+                   help="generator: torch (plain-torch loop) or trl (TRL's trainers) (default %(default)s)")
     g.add_argument("--runs", type=int, default=48,
-                   help="number of runs: grid point i %% 24, seed i // 24 (default %(default)s)")
+                   help="number of runs: grid point i %% G, seed i // G, G = 24 grid points (default %(default)s)")
     g.add_argument("--steps", type=int, default=None, metavar="N",
-                   help="optimiser steps per run (default: the generator's, 160)")
+                   help="optimiser steps per run (default: the backend's, 160 torch, 120 trl; trl: a multiple "
+                        "of its 15 evals)")
     g.add_argument("--eval-items", type=int, default=None, metavar="N",
-                   help="held-out prompts of the public eval, its n (default: the generator's, 200)")
+                   help="held-out prompts of the public eval, its n (default: the backend's, 200 torch, 100 trl)")
     g.add_argument("--seed", type=int, default=0, help="first seed (default %(default)s)")
     g.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="worker processes, one torch thread each (default %(default)s)")
@@ -113,11 +118,14 @@ def run_generate(args: argparse.Namespace) -> int:
     prepare_out(args.out)   # before any run: a path that cannot be a folder fails now, in one line
     from ..overopt import generate_library   # torch: without it the CLI names the extra to install
 
+    if args.backend == "trl":
+        import datasets, tokenizers, transformers, trl  # noqa: E401, F401 - the live extra; missing, the CLI names it
+
     overrides = {k: v for k, v in (("steps", args.steps), ("eval_items", args.eval_items)) if v is not None}
     progress, close = _progress_bar(args.runs)
     try:
         index = generate_library(args.out, args.runs, seed=args.seed, workers=args.workers, fmt=args.format,
-                                 progress=progress, **overrides)
+                                 backend_name=args.backend, progress=progress, **overrides)
     finally:
         close()
     runs = read_curve_log(os.path.join(args.out, index["curve_log"]))

@@ -3,9 +3,11 @@
 Layout of ``out_dir``:
 
 * ``runs/<name>.csv`` (or ``.jsonl``): one run's curve-log rows, written when the run ends;
-  ``runs/<name>.json``: its settings and wall time, written after the CSV, so
-  its presence marks a finished run. A rerun skips every run whose JSON holds
-  the same settings.
+  ``runs/<name>.json``: its backend, settings, wall time and CPU time (seconds
+  of the worker process), written after the CSV, so its presence marks a
+  finished run. A rerun skips every run whose JSON holds the same settings.
+* TRL backend only: ``runs/<name>.trainer_state.json``, the Trainer's own
+  state with its ``log_history``; ``models/``, the SFT model folders runs share.
 * ``curves.csv`` (or ``.jsonl``): every run's rows in settings order, rewritten
   at the end; ``runs.json``: the index (settings of every run, wall time).
 """
@@ -25,6 +27,8 @@ from ..files import load_json, write_atomic
 from ..processes import cap_workers, init_worker
 from .rlhf import RunSettings, run
 
+BACKENDS = ("torch", "trl")   # torch: the plain-torch loop of .rlhf (fast); trl: TRL's trainers (.trl_backend)
+
 # One grid point per method and knob setting. Few pairs with no KL (RLHF) or a small beta (DPO) and the
 # larger learning rate over-optimise; many pairs with a KL penalty mostly do not.
 RLHF_GRID: tuple[dict, ...] = tuple(
@@ -37,25 +41,52 @@ DEFAULT_GRID: tuple[dict, ...] = RLHF_GRID + DPO_GRID
 MAX_RUNS = 100_000   # runs of one library (a run takes seconds to minutes of CPU)
 
 
-def library_settings(runs: int, seed: int = 0, grid=DEFAULT_GRID, **overrides) -> list[RunSettings]:
-    """Settings of ``runs`` runs: run ``i`` takes grid point ``i % len(grid)`` and seed ``seed + i // len(grid)``."""
-    return [RunSettings(seed=seed + i // len(grid), **{**grid[i % len(grid)], **overrides}) for i in range(runs)]
+def backend(name: str):
+    """``(settings class, default grid)`` of a backend (:data:`BACKENDS`); ``trl`` needs the ``live`` extra."""
+    if name == "torch":
+        return RunSettings, DEFAULT_GRID
+    if name == "trl":
+        from .trl_backend import TRL_GRID, TRLRunSettings
+
+        return TRLRunSettings, TRL_GRID
+    raise ConfigError("backend", name, f"must be one of {', '.join(BACKENDS)}")
 
 
-def _run_one(settings: RunSettings, runs_dir: str, fmt: str) -> str:
+def library_settings(runs: int, seed: int = 0, grid=None, backend_name: str = "torch", **overrides) -> list:
+    """Settings of ``runs`` runs: run ``i`` takes grid point ``i % len(grid)`` and seed ``seed + i // len(grid)``
+    (``grid`` defaults to the backend's)."""
+    cls, default = backend(backend_name)
+    grid = default if grid is None else grid
+    return [cls(seed=seed + i // len(grid), **{**grid[i % len(grid)], **overrides}) for i in range(runs)]
+
+
+def _execute(settings, runs_dir: str) -> list[dict]:
+    """One run's curve-log rows, by the backend its settings belong to."""
+    if type(settings) is RunSettings:   # the TRL backend's settings subclass it
+        return run(settings)
+    from .trl_backend import run as run_trl
+
+    return run_trl(settings, os.path.dirname(runs_dir),
+                   state_path=os.path.join(runs_dir, settings.name + ".trainer_state.json"))
+
+
+def _run_one(settings, runs_dir: str, fmt: str) -> str:
     """Run one setting and write its files; returns its name."""
     from ..curvelog import write_curve_log
 
-    t0 = time.perf_counter()
-    rows = run(settings)
+    t0, c0 = time.perf_counter(), time.process_time()
+    rows = _execute(settings, runs_dir)
     name = settings.name
     write_curve_log(os.path.join(runs_dir, f"{name}.{fmt}"), rows)
-    meta = {"name": name, **dataclasses.asdict(settings), "wall_s": round(time.perf_counter() - t0, 2)}
+    meta = {"name": name, "backend": "torch" if type(settings) is RunSettings else "trl",
+            **dataclasses.asdict(settings), "wall_s": round(time.perf_counter() - t0, 2),
+            "cpu_s": round(time.process_time() - c0, 2)}
     write_atomic(os.path.join(runs_dir, name + ".json"), json.dumps(meta, indent=1))
     return name
 
 
-def _finished(settings: RunSettings, runs_dir: str, fmt: str) -> bool:
+def is_finished(settings, runs_dir: str, fmt: str = "csv") -> bool:
+    """Whether ``runs_dir`` holds a finished run of ``settings`` (its JSON, with the same settings, and its log)."""
     try:
         meta = load_json(os.path.join(runs_dir, settings.name + ".json"))   # bounded; a FIFO never blocks
     except ConfigError:
@@ -73,10 +104,11 @@ def _records(path: str, fmt: str) -> list[dict]:
 
 
 def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1, fmt: str = "csv",
-                     grid=DEFAULT_GRID, progress=None, **overrides) -> dict:
+                     grid=None, backend_name: str = "torch", progress=None, **overrides) -> dict:
     """Run the generator ``runs`` times into ``out_dir`` (module docstring), skipping finished runs.
 
-    ``overrides`` are :class:`RunSettings` fields applied to every run (e.g.
+    ``backend_name`` is one of :data:`BACKENDS`; ``grid`` defaults to its grid.
+    ``overrides`` are settings fields applied to every run (e.g.
     ``steps``). ``progress``, if given, is called with ``(done, total)`` as runs
     finish (skipped ones count as done at once). Returns the index written to
     ``runs.json``: the settings, how many runs were skipped, the wall time (s)
@@ -87,16 +119,17 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     from ..curvelog import write_curve_log
 
     check_range("runs", runs, 1, MAX_RUNS, integer=True)   # before the list of settings is built
-    settings = library_settings(runs, seed, grid, **overrides)
+    settings = library_settings(runs, seed, grid, backend_name, **overrides)
     for s in settings:
         s.validate()
     names = [s.name for s in settings]
     if len(set(names)) != len(names):
-        raise ConfigError("runs", runs, f"at most {len(grid)} runs per seed of this grid have distinct names")
+        raise ConfigError("runs", runs, "at most one run per seed and grid point: the grid has points with "
+                                        "the same name")
     runs_dir = os.path.join(out_dir, "runs")
     os.makedirs(runs_dir, exist_ok=True)
     t0 = time.perf_counter()
-    todo = [s for s in settings if not _finished(s, runs_dir, fmt)]
+    todo = [s for s in settings if not is_finished(s, runs_dir, fmt)]
     done = len(settings) - len(todo)
     if progress:
         progress(done, len(settings))
@@ -119,8 +152,8 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     rows = [r for name in names for r in _records(os.path.join(runs_dir, f"{name}.{fmt}"), fmt)]
     path = os.path.join(out_dir, f"curves.{fmt}")
     write_curve_log(path, rows)
-    index = {"curve_log": os.path.basename(path), "wall_s": round(time.perf_counter() - t0, 2), "workers": workers,
-             "skipped": len(settings) - len(todo),
+    index = {"curve_log": os.path.basename(path), "backend": backend_name,
+             "wall_s": round(time.perf_counter() - t0, 2), "workers": workers, "skipped": len(settings) - len(todo),
              "runs": [{"name": s.name, **dataclasses.asdict(s)} for s in settings]}
     write_atomic(os.path.join(out_dir, "runs.json"), json.dumps(index, indent=1, allow_nan=False))
     return index

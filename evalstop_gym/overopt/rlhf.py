@@ -36,6 +36,7 @@ the DPO loss). Both improve in every run; only gold tells a hacking run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 
@@ -78,11 +79,11 @@ class RunSettings:
     gold_items: int = 1000
 
     # tiny models: beyond these a run would allocate gigabytes or run for days (checked before any tensor)
-    def validate(self) -> None:
+    def validate(self, methods: tuple[str, ...] = METHODS) -> None:
         from ..config import ConfigError, check_range
 
-        if self.method not in METHODS:
-            raise ConfigError("method", self.method, f"must be one of {', '.join(METHODS)}")
+        if self.method not in methods:
+            raise ConfigError("method", self.method, f"must be one of {', '.join(methods)}")
         for name in ("pairs", "rm_dim", "dim", "layers", "sft_steps", "sft_batch", "rm_steps", "steps",
                      "prompts", "evals", "eval_items", "gold_items"):
             check_range(name, getattr(self, name), 1, MAX_SETTING.get(name, 100_000), integer=True)
@@ -120,8 +121,16 @@ def sft_model(seed: int, dim: int, layers: int, steps: int, batch: int, lr: floa
     """The SFT model (frozen): next-token cross-entropy on fresh demonstrations every step. Runs that
     differ only after SFT share it (cached per process)."""
     torch.manual_seed(seed * 8 + 6)
+    model = fit_sft(Transformer(dim, layers, task.VOCAB), seed, steps, batch, lr)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.eval()
+
+
+def fit_sft(model, seed: int, steps: int, batch: int, lr: float):
+    """Train ``model`` (any module mapping token ids ``(n, t)`` to logits ``(n, t, VOCAB)``) in place by
+    next-token cross-entropy on ``steps`` batches of fresh demonstrations (random stream 0 of ``seed``)."""
     gen = _stream(seed, 0)
-    model = Transformer(dim, layers, task.VOCAB)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     for _ in range(steps):
         prompt = task.prompts(batch, gen)
@@ -130,9 +139,7 @@ def sft_model(seed: int, dim: int, layers: int, steps: int, batch: int, lr: floa
         opt.zero_grad()
         loss.backward()
         opt.step()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model.eval()
+    return model
 
 
 def uniforms(n: int, gen: torch.Generator) -> torch.Tensor:
@@ -229,11 +236,18 @@ def run(settings: RunSettings) -> list[dict]:
     after), so a seed gives the same rows on one machine and torch build.
     """
     settings.validate()
+    with one_thread_deterministic():
+        return _run(settings)
+
+
+@contextlib.contextmanager
+def one_thread_deterministic():
+    """Torch on one thread with deterministic algorithms inside the block; both restored after."""
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     try:
-        return _run(settings)
+        yield
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(deterministic)

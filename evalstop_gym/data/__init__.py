@@ -1,0 +1,21 @@
+"""Curve libraries shipped with the package (read without torch or TRL).
+
+* ``trl_library.csv.gz``: runs of TRL's trainers (GRPO, RLOO, DPO) on the tiny
+  copy task, with their hidden gold curves; made by the command in
+  ``trl_library.json`` (also the package versions and CPU time), described in
+  docs/trl_library.md.
+"""
+
+from __future__ import annotations
+
+import os
+
+TRL_LIBRARY = os.path.join(os.path.dirname(__file__), "trl_library.csv.gz")
+TRL_LIBRARY_META = os.path.join(os.path.dirname(__file__), "trl_library.json")
+
+
+def trl_library() -> dict:
+    """``{run name: LoggedRun}`` of the shipped TRL library (a gzip'd curve-log CSV)."""
+    from ..curvelog import read_curve_log
+
+    return read_curve_log(TRL_LIBRARY, "csv")

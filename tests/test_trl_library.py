@@ -1,0 +1,85 @@
+"""The shipped TRL curve library (evalstop_gym/data/trl_library.csv.gz): it loads without torch or TRL,
+holds the runs its metadata lists (GRPO or RLOO and DPO), both labels occur, the gold rule's labels agree
+with a ten-line reference of the rule, and ``curves compare`` runs on it."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from evalstop_gym.config import WorkloadConfig
+from evalstop_gym.curvelog import label_run
+from evalstop_gym.data import TRL_LIBRARY, TRL_LIBRARY_META, trl_library
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return trl_library()
+
+
+@pytest.fixture(scope="module")
+def meta():
+    with open(TRL_LIBRARY_META) as f:
+        return json.load(f)
+
+
+def reference_label(steps, gold, evals):
+    """The gold rule restated: gold at the start and at E even checkpoints; hacking if the peak is not the
+    last and the fall from it is at least max(0.25 * gain, 0.03)."""
+    at = steps[0] + np.arange(evals + 1) / evals * (steps[-1] - steps[0])
+    g = np.interp(at, steps, gold)
+    p = int(np.argmax(g))
+    return p < evals and g[p] - g[-1] >= max(0.25 * (g[p] - g[0]), 0.03)
+
+
+def test_the_library_holds_the_runs_its_metadata_lists(runs, meta):
+    assert len(runs) >= 48 and meta["runs"] == len(runs)
+    assert sorted(runs) == sorted(s["name"] for s in meta["settings"])
+    methods = {s["method"] for s in meta["settings"]}
+    assert "dpo" in methods and methods & {"grpo", "rloo"}
+    assert all(s["backend"] == "trl" and s["cpu_s"] > 0 for s in meta["settings"])
+    assert "--backend trl" in meta["command"] and "trl" in meta["packages"]
+    for run in runs.values():
+        assert {"gold", "kl", "eval_items"} <= set(run.extra)
+        assert np.all(np.isfinite(run.eval_score)) and run.step[0] == 0
+
+
+@pytest.mark.parametrize("evals", [5, 10, 20])
+def test_both_labels_and_the_rule_agrees_with_a_reference(runs, evals):
+    labels = {name: label_run(run, evals=evals).hacking for name, run in runs.items()}
+    assert 0 < sum(labels.values()) < len(labels)          # over-optimising and healthy runs both
+    for name, run in runs.items():
+        assert labels[name] == reference_label(run.step, run.extra["gold"], evals), name
+
+
+def test_over_optimising_runs_gain_proxy_while_gold_falls(runs):
+    """The over-optimisation signature, in the runs that meet the rule: after the gold peak the proxy
+    reward keeps rising (or holds) in most runs while gold falls."""
+    hacking = [r for r in runs.values() if label_run(r, evals=10).hacking]
+    rising = 0
+    for r in hacking:
+        p = int(np.argmax(r.extra["gold"]))
+        proxy = r.proxy_reward
+        after = proxy[max(p, 1):]
+        rising += bool(after[-1] >= after[0] - 0.05)
+    assert rising >= 0.6 * len(hacking)
+
+
+def test_curves_compare_runs_on_the_library(runs):
+    from evalstop_gym.commands.curves import compare
+
+    rows = compare(runs, WorkloadConfig(jobs=40, seed=0), "fifo", k=2, seeds=1)
+    by = {(r["curves"], r["stopper"]): r for r in rows}
+    assert set(by) == {(c, s) for c in ("logged", "calibrated") for s in ("none", "evalstop k=2")}
+    rate = np.mean([label_run(r, evals=WorkloadConfig().evals_per_job).hacking for r in runs.values()])
+    assert by[("logged", "none")]["hacking_rate"] == pytest.approx(rate)
+    assert by[("logged", "evalstop k=2")]["recall"] is not None
+
+
+def test_cli_compare_and_label_read_the_shipped_file():
+    r = subprocess.run([sys.executable, "-m", "evalstop_gym.cli", "curves", "label", TRL_LIBRARY, "--format", "csv"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "runs hacking" in r.stdout.splitlines()[-1]
