@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cluster import ClusterSpec
-from .config import JOB_TYPES, Z90, ConfigError, WorkloadConfig, WorldModel
+from .config import JOB_TYPES, Z90, ConfigError, LatentModel, WorkloadConfig, WorldModel
 from .curves import Curves, realistic_curves, sample_curves
 from .timebase import MAX_HOURS, TICKS_PER_HOUR, to_ticks
 
@@ -44,6 +44,9 @@ class Workload:
     ckpt_service_h: np.ndarray | None = None  # (n, E) hours run when each eval's score is out (hidden)
     restart_h: np.ndarray | None = None       # hours a resume costs: save + restore + warm-up (hidden)
     eval_h: np.ndarray | None = None          # hours each eval takes on the job's GPUs (hidden)
+    # the sampling error of each eval is a binomial draw held in curves.eval_offset (latent worlds with
+    # eval-set sizes), so observed scores add only the extra ``noise`` as Gaussian draws
+    binomial_evals: bool = False
     cluster: ClusterSpec | None = None        # nodes, GPU types, placement; None: the flat pool of total_gpus
 
     @functools.cached_property
@@ -67,10 +70,12 @@ class Workload:
         ``sd = noise`` in the paper's world; with eval-set sizes ``n`` it is
         ``sqrt(noise**2 + factor**2 p (1 - p) / n)`` with ``p`` the true score
         (clipped to [0, 1]): the eval's sampling error times the seed-variance
-        factor, plus any extra noise.
+        factor, plus any extra noise. In a latent world with eval-set sizes
+        (``binomial_evals``) the sampling error is a binomial draw on ``n``
+        items (in ``eval_offset``) and ``sd = noise``.
         """
         c = self.curves
-        sd = self.noise if self.eval_factor is None else self.eval_sd
+        sd = self.noise if self.eval_factor is None or self.binomial_evals else self.eval_sd
         observed = c.gold + sd * c.eval_z
         return observed if c.eval_offset is None else observed + c.eval_offset
 
@@ -196,22 +201,37 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
     the nominal one stretched by stragglers and jitter, plus eval time).
     """
     n, evals = job_type.shape[0], cfg.evals_per_job
-    is_rlhf = job_type == JOB_TYPES.index("rlhf")
-    hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
-    curves = sample_curves(rng, cfg.curves, evals, hacking, is_rlhf)
-    out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
     world, model = cfg.world, cfg.curves
-    if model.form == "paper" and world == WorldModel():
-        return out
-    extra = np.random.default_rng([cfg.seed, 1])
-    if model.form == "realistic":
-        gold, start, hacking, peak, proxy = realistic_curves(extra, model, evals, hacking, job_type)
-        proxy = np.where(np.isnan(curves.proxy), np.nan, proxy)  # RLHF jobs only, as in the paper's world
-        curves = dataclasses.replace(curves, gold=gold, start=start, peak_progress=peak, proxy=proxy)
-        out.update(hacking=hacking, curves=curves)
+    if isinstance(model, LatentModel):
+        from .latent import latent_curves
+
+        curves, hacking, _ = latent_curves(rng, model, evals, job_type, cfg.hacking_fraction)
+        out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
+        if world == WorldModel():
+            return out
+        extra = np.random.default_rng([cfg.seed, 1])
+    else:
+        is_rlhf = job_type == JOB_TYPES.index("rlhf")
+        hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
+        curves = sample_curves(rng, model, evals, hacking, is_rlhf)
+        out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
+        if model.form == "paper" and world == WorldModel():
+            return out
+        extra = np.random.default_rng([cfg.seed, 1])
+        if model.form == "realistic":
+            gold, start, hacking, peak, proxy = realistic_curves(extra, model, evals, hacking, job_type)
+            proxy = np.where(np.isnan(curves.proxy), np.nan, proxy)  # RLHF jobs only, as in the paper's world
+            curves = dataclasses.replace(curves, gold=gold, start=start, peak_progress=peak, proxy=proxy)
+            out.update(hacking=hacking, curves=curves)
     if world.eval_items:
         items = extra.choice(np.array(world.eval_items, dtype=np.int64), size=n)
-        out.update(eval_items=items, eval_factor=extra.uniform(*world.seed_noise_factor, size=n))
+        factor = extra.uniform(*world.seed_noise_factor, size=n)
+        out.update(eval_items=items, eval_factor=factor)
+        if isinstance(model, LatentModel):
+            from .latent import binomial_error
+
+            offset = binomial_error(extra, curves.gold, items, factor)
+            out.update(curves=dataclasses.replace(curves, eval_offset=offset), binomial_evals=True)
     else:
         items = np.zeros(n, dtype=np.int64)
     # speed: segment i takes length / E * straggler * jitter_i, then its eval
