@@ -185,17 +185,17 @@ class LatentModel:
     ``docs/calibration.md`` gives each value with its reason.
     """
 
-    base: tuple[float, float] = (0.0, 0.2)              # true score of the starting checkpoint
+    base: tuple[float, float] = (0.0, 0.15)             # true score of the starting checkpoint
     lr: tuple[float, float] = (0.85, 1.18)              # relative learning rate (log-uniform)
     kl_scale: float = 2.0                               # d reached at the end at lr 1 without a penalty
-    kl_exponent: tuple[float, float] = (0.7, 1.5)       # d grows as x**p (p = 1: KL quadratic in steps)
+    kl_exponent: tuple[float, float] = (1.0, 1.6)       # d grows as x**p (p = 1: KL quadratic in steps)
     penalty_share: float = 0.0                          # runs with a KL penalty
     kl_coef: tuple[float, float] = (0.05, 0.2)          # its coefficient (log-uniform)
     kl_saturation: float = 0.1                          # d_sat = kl_saturation / kl_coef
     d_star_exploitable: tuple[float, float] = (0.67, 0.94)  # gold optimum of an exploitable proxy (log-uniform)
     d_star_robust: tuple[float, float] = (5.2, 8.5)     # ... of a robust proxy (log-uniform)
     peak_gain_exploitable: tuple[float, float] = (0.25, 0.45)  # gold gain at d* (exploitable proxy)
-    peak_gain_robust: tuple[float, float] = (0.8, 1.1)  # gold gain at d* (robust proxy)
+    peak_gain_robust: tuple[float, float] = (0.9, 1.1)  # gold gain at d* (robust proxy)
     dpo_exploitable: float = 0.0                        # DPO runs whose preference data is exploitable
     drift: float = 0.0                                  # sd of each step of the true score's plateau drift
     drift_autocorr: float = 0.0                         # lag-1 autocorrelation of those steps
