@@ -194,35 +194,31 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
                  length_h: np.ndarray) -> dict:
     """Labels, curves, noise, costs and speed of jobs whose type, demand and nominal length are given.
 
-    The paper's draws come from ``rng`` (in the order the paper's world has
-    always used, so its workloads stay bit-identical); the realistic world's
-    additions come from a second stream seeded with ``(seed, 1)``. Returns
-    :class:`Workload` keyword arguments (``length_h`` is the true length:
-    the nominal one stretched by stragglers and jitter, plus eval time).
+    Curves come from ``rng``: from latent causes (a :class:`LatentModel`, every named calibration;
+    the label emerges from gold) or from the label-first :class:`CurveModel` family (the label drawn,
+    then a curve per class). The world's eval sizes, costs and speed, and the label-first
+    ``realistic`` form's curves, come from a second stream seeded with ``(seed, 1)``. Returns
+    :class:`Workload` keyword arguments (``length_h`` is the true length: the nominal one
+    stretched by stragglers and jitter, plus eval time).
     """
     n, evals = job_type.shape[0], cfg.evals_per_job
     world, model = cfg.world, cfg.curves
+    extra = np.random.default_rng([cfg.seed, 1])
     if isinstance(model, LatentModel):
         from .latent import latent_curves
 
         curves, hacking, _ = latent_curves(rng, model, evals, job_type, cfg.hacking_fraction)
-        out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
-        if world == WorldModel():
-            return out
-        extra = np.random.default_rng([cfg.seed, 1])
     else:
         is_rlhf = job_type == JOB_TYPES.index("rlhf")
         hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
         curves = sample_curves(rng, model, evals, hacking, is_rlhf)
-        out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
-        if model.form == "paper" and world == WorldModel():
-            return out
-        extra = np.random.default_rng([cfg.seed, 1])
         if model.form == "realistic":
             gold, start, hacking, peak, proxy = realistic_curves(extra, model, evals, hacking, job_type)
             proxy = np.where(np.isnan(curves.proxy), np.nan, proxy)  # RLHF jobs only, as in the paper's world
             curves = dataclasses.replace(curves, gold=gold, start=start, peak_progress=peak, proxy=proxy)
-            out.update(hacking=hacking, curves=curves)
+    out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
+    if world == WorldModel():
+        return out
     if world.eval_items:
         items = extra.choice(np.array(world.eval_items, dtype=np.int64), size=n)
         factor = extra.uniform(*world.seed_noise_factor, size=n)
