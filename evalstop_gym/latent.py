@@ -73,19 +73,16 @@ def drift_walk(rng: np.random.Generator, n: int, evals: int, sd: float, rho: flo
 
 
 def gold_labels(start: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """The label rule of logged runs (:func:`evalstop_gym.curvelog.label_gold`) on each row: start + E checkpoints."""
-    from .curvelog import LoggedRun, label_gold
+    """The gold label rule of logged runs (:func:`evalstop_gym.curvelog.label_gold`, its constants) on each
+    row of checkpoints after ``start``, vectorised: the peak is not the last checkpoint and the score
+    gives back at least ``GOLD_DROP_SHARE`` of its gain and ``GOLD_MIN_DROP``."""
+    from .curvelog import GOLD_DROP_SHARE, GOLD_MIN_DROP
 
-    evals = gold.shape[1]
-    steps = np.arange(evals + 1, dtype=float)
-    nan = np.full(evals + 1, np.nan)
-    out = np.empty(gold.shape[0], dtype=bool)
-    for j in range(gold.shape[0]):
-        curve = np.concatenate([[start[j]], gold[j]])
-        run = LoggedRun(name=str(j), step=steps, eval_score=curve, train_loss=nan, proxy_reward=nan,
-                        extra={"gold": curve})
-        out[j] = label_gold(run, evals).hacking
-    return out
+    curve = np.concatenate([start[:, None], gold], axis=1)
+    top = np.argmax(curve, axis=1)
+    peak = curve.max(axis=1)
+    threshold = np.maximum(GOLD_DROP_SHARE * (peak - curve[:, 0]), GOLD_MIN_DROP)
+    return (top < gold.shape[1]) & (peak - curve[:, -1] >= threshold)
 
 
 def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_type: np.ndarray,

@@ -114,3 +114,18 @@ def test_bad_latent_values_name_the_field():
         WorkloadConfig(curves=LatentModel(penalty_share=1.5))
     with pytest.raises(ConfigError, match="curves.drift_autocorr"):
         WorkloadConfig(curves=LatentModel(drift_autocorr=1.0))
+
+
+def test_vectorised_label_rule_agrees_with_the_curve_log_reader():
+    from evalstop_gym.curvelog import LoggedRun, label_gold
+    from evalstop_gym.latent import gold_labels
+
+    rng = np.random.default_rng(3)
+    start = rng.uniform(0, 0.3, 300)
+    gold = np.clip(start[:, None] + np.cumsum(rng.normal(0.02, 0.05, (300, 10)), axis=1), 0, 1)
+    steps = np.arange(11.0)
+    nan = np.full(11, np.nan)
+    ref = [label_gold(LoggedRun(str(j), steps, np.r_[start[j], gold[j]], nan, nan,
+                                {"gold": np.r_[start[j], gold[j]]}), 10).hacking for j in range(300)]
+    assert 20 < sum(ref) < 280
+    np.testing.assert_array_equal(gold_labels(start, gold), ref)
