@@ -29,7 +29,7 @@ Public signals from the same latents: the RLHF proxy reward is linear in ``d`` (
 falls for every run, faster with a larger learning rate: ``loss = L0 (f + (1 - f) exp(-x lr / tau))``.
 Observed eval scores (:mod:`evalstop_gym.workload`): where the world models eval-set sizes, a
 binomial draw on ``n`` items (discrete and skewed near 0 and 1, unlike a Gaussian), its error scaled
-by the seed-variance factor; elsewhere Gaussian noise of the configured sigma.
+by the seed-variance factor (:func:`binomial_z`); elsewhere Gaussian noise of the configured sigma.
 """
 
 from __future__ import annotations
@@ -129,8 +129,15 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     return curves, hacking, d ** 2
 
 
-def binomial_error(rng: np.random.Generator, gold: np.ndarray, items: np.ndarray, factor: np.ndarray) -> np.ndarray:
-    """Sampling error of evals on ``items`` questions: ``(Binomial(n, p) / n - p) * factor`` per checkpoint."""
+def binomial_z(rng: np.random.Generator, gold: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Standardised binomial eval errors: ``(Binomial(n, p) / n - p) / sqrt(p (1 - p) / n)`` (0 where p is 0 or 1).
+
+    Observed scores are ``gold + sd z`` with ``sd = factor sqrt(p (1 - p) / n)``
+    (:attr:`evalstop_gym.workload.Workload.observed`), so with factor 1 and no extra noise an observed
+    score is a count of correct items over ``n``.
+    """
     p = np.clip(gold, 0.0, 1.0)
-    n = items[:, None]
-    return (rng.binomial(np.broadcast_to(n, p.shape), p) / n - p) * factor[:, None]
+    n = np.broadcast_to(items[:, None], p.shape)
+    se = np.sqrt(p * (1.0 - p) / n)
+    err = rng.binomial(n, p) / n - p
+    return np.divide(err, se, out=np.zeros_like(p), where=se > 0)

@@ -44,9 +44,6 @@ class Workload:
     ckpt_service_h: np.ndarray | None = None  # (n, E) hours run when each eval's score is out (hidden)
     restart_h: np.ndarray | None = None       # hours a resume costs: save + restore + warm-up (hidden)
     eval_h: np.ndarray | None = None          # hours each eval takes on the job's GPUs (hidden)
-    # the sampling error of each eval is a binomial draw held in curves.eval_offset (latent worlds with
-    # eval-set sizes), so observed scores add only the extra ``noise`` as Gaussian draws
-    binomial_evals: bool = False
     cluster: ClusterSpec | None = None        # nodes, GPU types, placement; None: the flat pool of total_gpus
 
     @functools.cached_property
@@ -70,12 +67,12 @@ class Workload:
         ``sd = noise`` in the paper's world; with eval-set sizes ``n`` it is
         ``sqrt(noise**2 + factor**2 p (1 - p) / n)`` with ``p`` the true score
         (clipped to [0, 1]): the eval's sampling error times the seed-variance
-        factor, plus any extra noise. In a latent world with eval-set sizes
-        (``binomial_evals``) the sampling error is a binomial draw on ``n``
-        items (in ``eval_offset``) and ``sd = noise``.
+        factor, plus any extra noise. In a latent world with eval-set sizes the
+        draws ``z`` are standardised binomial counts on ``n`` items
+        (:func:`evalstop_gym.latent.binomial_z`): discrete, skewed near 0 and 1.
         """
         c = self.curves
-        sd = self.noise if self.eval_factor is None or self.binomial_evals else self.eval_sd
+        sd = self.noise if self.eval_factor is None else self.eval_sd
         observed = c.gold + sd * c.eval_z
         return observed if c.eval_offset is None else observed + c.eval_offset
 
@@ -224,10 +221,9 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
         factor = extra.uniform(*world.seed_noise_factor, size=n)
         out.update(eval_items=items, eval_factor=factor)
         if isinstance(model, LatentModel):
-            from .latent import binomial_error
+            from .latent import binomial_z
 
-            offset = binomial_error(extra, curves.gold, items, factor)
-            out.update(curves=dataclasses.replace(curves, eval_offset=offset), binomial_evals=True)
+            out.update(curves=dataclasses.replace(curves, eval_z=binomial_z(extra, curves.gold, items)))
     else:
         items = np.zeros(n, dtype=np.int64)
     # speed: segment i takes length / E * straggler * jitter_i, then its eval
