@@ -185,7 +185,7 @@ class LatentModel:
     ``docs/calibration.md`` gives each value with its reason.
     """
 
-    base: tuple[float, float] = (0.0, 0.15)             # true score of the starting checkpoint
+    base: tuple[float, float] = (0.0, 0.2)              # true score of the starting checkpoint
     lr: tuple[float, float] = (0.85, 1.18)              # relative learning rate (log-uniform)
     kl_scale: float = 2.0                               # d reached at the end at lr 1 without a penalty
     kl_exponent: tuple[float, float] = (1.0, 1.6)       # d grows as x**p (p = 1: KL quadratic in steps)
@@ -464,8 +464,8 @@ CALIBRATIONS: dict[str, Calibration] = {
         "and speed jitter",
         noise=0.0,
         curves=LatentModel(
-            base=(0.1, 0.3), lr=(0.5, 2.0), kl_exponent=(0.7, 1.3), penalty_share=0.3, kl_coef=(0.05, 0.2),
-            kl_saturation=0.1, d_star_exploitable=(0.3, 0.9), d_star_robust=(3.0, 8.0),
+            base=(0.1, 0.3), lr=(0.6, 1.6), kl_exponent=(0.7, 1.3), penalty_share=0.3, kl_coef=(0.05, 0.2),
+            kl_saturation=0.1, d_star_exploitable=(0.5, 1.2), d_star_robust=(3.0, 8.0),
             peak_gain_exploitable=(0.15, 0.4), peak_gain_robust=(0.4, 0.8), dpo_exploitable=0.5,
             drift=0.008, drift_autocorr=0.2, proxy_slope=(0.2, 0.5)),
         world=_REALISTIC_WORLD,

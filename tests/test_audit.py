@@ -43,7 +43,7 @@ def test_no_single_public_feature_gives_the_label_away_early(calibration):
     assert max(r.best_feature_auc for r in rows) <= LEAK_CEILING, au.table(rows)
 
 
-@pytest.mark.slow   # about 60 s per world on 2 loaded cores (scikit-learn cross-validation)
+@pytest.mark.slow   # measured 8-10 min per world with the 2 cores shared by ~15 processes (scikit-learn CV)
 @pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
 def test_no_classifier_reads_the_label_early(calibration):
     rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS))
