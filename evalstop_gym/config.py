@@ -49,6 +49,15 @@ def check_range(name: str, value: Any, lo: float | None = None, hi: float | None
         raise ConfigError(name, value, f"must be {kind}{_range_text(lo, hi, lo_open)}")
 
 
+def check_pair(name: str, value: Any, lo_open: bool = False) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is a ``(low, high)`` pair with ``0 <= low <= high``
+    (``0 < low`` with ``lo_open``)."""
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise ConfigError(name, value, "must be a (low, high) pair")
+    check_range(name, value[0], 0.0, lo_open=lo_open)
+    check_range(name, value[1], value[0])
+
+
 def _range_text(lo, hi, lo_open) -> str:
     if lo is not None and hi is not None:
         return f" in {'(' if lo_open else '['}{lo}, {hi}]"
@@ -148,10 +157,7 @@ class CurveModel:
             v = getattr(self, f.name)
             name = f"curves.{f.name}"
             if isinstance(v, tuple):
-                if len(v) != 2:
-                    raise ConfigError(name, v, "must be a (low, high) pair")
-                check_range(name, v[0], 0.0)
-                check_range(name, v[1], v[0])
+                check_pair(name, v)
                 if f.name in self._UNIT_PAIRS and v[1] > 1.0:
                     raise ConfigError(name, v, "must lie within [0, 1]")
             elif f.name == "form":
@@ -214,10 +220,7 @@ class LatentModel:
             v = getattr(self, f.name)
             name = f"curves.{f.name}"
             if isinstance(v, tuple):
-                if len(v) != 2:
-                    raise ConfigError(name, v, "must be a (low, high) pair")
-                check_range(name, v[0], 0.0, lo_open=f.name in self._LOG_PAIRS or f.name in ("kl_exponent", "loss_tau"))
-                check_range(name, v[1], v[0])
+                check_pair(name, v, lo_open=f.name in self._LOG_PAIRS or f.name in ("kl_exponent", "loss_tau"))
             elif f.name == "drift_autocorr":
                 check_range(name, v, -0.99, 0.99)
             else:
