@@ -117,8 +117,11 @@ def test_bad_latent_values_name_the_field():
 
 
 def test_vectorised_label_rule_agrees_with_the_curve_log_reader():
+    from evalstop_gym import curvelog, latent
     from evalstop_gym.curvelog import LoggedRun, label_gold
     from evalstop_gym.latent import gold_labels
+
+    assert (latent.GOLD_DROP_SHARE, latent.GOLD_MIN_DROP) == (curvelog.GOLD_DROP_SHARE, curvelog.GOLD_MIN_DROP)
 
     rng = np.random.default_rng(3)
     start = rng.uniform(0, 0.3, 300)
