@@ -43,7 +43,7 @@ def test_no_single_public_feature_gives_the_label_away_early(calibration):
     assert max(r.best_feature_auc for r in rows) <= LEAK_CEILING, au.table(rows)
 
 
-@pytest.mark.slow   # measured 8-10 min per world with the 2 cores shared by ~15 processes (scikit-learn CV)
+@pytest.mark.slow   # measured 10-22 s per world (load average 3 on 2 cores; scikit-learn CV), 3 worlds
 @pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
 def test_no_classifier_reads_the_label_early(calibration):
     rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS))
