@@ -200,6 +200,9 @@ class LatentModel:
     kl_saturation: float = 0.1                          # d_sat = kl_saturation / kl_coef
     d_star_exploitable: tuple[float, float] = (0.67, 0.94)  # gold optimum of an exploitable proxy (log-uniform)
     d_star_robust: tuple[float, float] = (5.2, 8.5)     # ... of a robust proxy (log-uniform)
+    # if set, an exploitable proxy's d* is instead where the run's unpenalised d reaches at progress
+    # x* ~ U(hack_peak): its gold peaks there (E8 sweeps it, as it sweeps the label-first curves' knob)
+    hack_peak: tuple[float, float] | None = None
     peak_gain_exploitable: tuple[float, float] = (0.25, 0.45)  # gold gain at d* (exploitable proxy)
     peak_gain_robust: tuple[float, float] = (0.9, 1.1)  # gold gain at d* (robust proxy)
     dpo_exploitable: float = 0.0                        # DPO runs whose preference data is exploitable
@@ -219,7 +222,13 @@ class LatentModel:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             name = f"curves.{f.name}"
-            if isinstance(v, tuple):
+            if f.name == "hack_peak" and v is not None:
+                check_pair(name, v, lo_open=True)
+                if v[1] > 1.0:
+                    raise ConfigError(name, v, "must lie within (0, 1]")
+            elif f.name == "hack_peak":
+                continue
+            elif isinstance(v, tuple):
                 check_pair(name, v, lo_open=f.name in self._LOG_PAIRS or f.name in ("kl_exponent", "loss_tau"))
             elif f.name == "drift_autocorr":
                 check_range(name, v, -0.99, 0.99)

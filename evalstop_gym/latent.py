@@ -106,9 +106,12 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     penalised = rng.random(n) < model.penalty_share
     kappa = log_uniform(rng, model.kl_coef, n)
     d_sat = np.where(penalised, model.kl_saturation / kappa, np.inf)
-    d = kl_path(x, model.kl_scale * lr, p, d_sat)
+    g = model.kl_scale * lr
+    d = kl_path(x, g, p, d_sat)
     d_star = np.where(exploitable, log_uniform(rng, model.d_star_exploitable, n),
                       log_uniform(rng, model.d_star_robust, n))
+    if model.hack_peak is not None:   # place an exploitable run's optimum at a chosen progress instead
+        d_star = np.where(exploitable, g * rng.uniform(*model.hack_peak, size=n) ** p, d_star)
     gain = np.where(exploitable, rng.uniform(*model.peak_gain_exploitable, size=n),
                     rng.uniform(*model.peak_gain_robust, size=n))
     base = rng.uniform(*model.base, size=n)

@@ -132,3 +132,12 @@ def test_vectorised_label_rule_agrees_with_the_curve_log_reader():
                                 {"gold": np.r_[start[j], gold[j]]}), 10).hacking for j in range(300)]
     assert 20 < sum(ref) < 280
     np.testing.assert_array_equal(gold_labels(start, gold), ref)
+
+
+def test_hack_peak_places_an_unpenalised_exploitable_run_s_peak():
+    model = LatentModel(hack_peak=(0.3, 0.3), kl_exponent=(1.0, 1.0))
+    curves, hacking, _ = latent_curves(np.random.default_rng(1), model, 10, np.full(200, 2), 1.0)
+    assert hacking.all()
+    np.testing.assert_allclose(curves.peak_progress, 0.3)     # gold peaks where d reaches d*
+    with pytest.raises(ConfigError, match="curves.hack_peak"):
+        WorkloadConfig(curves=LatentModel(hack_peak=(0.5, 1.5)))
