@@ -191,9 +191,9 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
                  length_h: np.ndarray) -> dict:
     """Labels, curves, noise, costs and speed of jobs whose type, demand and nominal length are given.
 
-    Curves come from ``rng``: from latent causes (a :class:`LatentModel`, every named calibration;
-    the label emerges from gold) or from the label-first :class:`CurveModel` family (the label drawn,
-    then a curve per class). The world's eval sizes, costs and speed, and the label-first
+    Curves come from latent causes (a :class:`LatentModel`, every named calibration; the label
+    emerges from gold), drawn from a stream seeded with ``(seed, 2)``, or from ``rng`` for the
+    label-first :class:`CurveModel` family (the label drawn, then a curve per class). The world's eval sizes, costs and speed, and the label-first
     ``realistic`` form's curves, come from a second stream seeded with ``(seed, 1)``. Returns
     :class:`Workload` keyword arguments (``length_h`` is the true length: the nominal one
     stretched by stragglers and jitter, plus eval time).
@@ -204,7 +204,10 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
     if isinstance(model, LatentModel):
         from .latent import latent_curves
 
-        curves, hacking, _ = latent_curves(rng, model, evals, job_type, cfg.hacking_fraction)
+        # their own stream, so every latent world leaves ``rng`` where it found it (a trace replay draws
+        # the users' estimates from it afterwards, the same in every world)
+        curves, hacking, _ = latent_curves(np.random.default_rng([cfg.seed, 2]), model, evals, job_type,
+                                           cfg.hacking_fraction)
     else:
         is_rlhf = job_type == JOB_TYPES.index("rlhf")
         hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)

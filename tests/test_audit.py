@@ -51,8 +51,9 @@ def test_no_classifier_reads_the_label_early(calibration):
 
 
 def test_paper_world_keeps_the_abstracts_detection_regime():
-    # the abstract: EvalStop k=2 precision 98%, recall 99%; >= 91% precision at sigma <= 0.05
-    for noise, p_min, r_min in ((0.02, 0.95, 0.95), (0.05, 0.91, 0.85)):
+    # the abstract: EvalStop k=2 precision 98%, recall 99%; >= 91% precision at sigma <= 0.05 (it states
+    # no recall there: the 0.80 floor only checks that hacking runs still fall clearly at that noise)
+    for noise, p_min, r_min in ((0.02, 0.95, 0.95), (0.05, 0.91, 0.80)):
         ms = [simulate("srtf-est", "evalstop", seed=s, noise=noise) for s in range(720, 725)]
         assert np.mean([m["precision"] for m in ms]) >= p_min, (noise, ms[0])
         assert np.mean([m["recall"] for m in ms]) >= r_min, (noise, ms[0])
