@@ -48,6 +48,15 @@ def check_range(name: str, value: Any, lo: float | None = None, hi: float | None
         raise ConfigError(name, value, f"must be {kind}{_range_text(lo, hi, lo_open)}")
 
 
+def check_pair(name: str, value: Any, lo_open: bool = False) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is a ``(low, high)`` pair with ``0 <= low <= high``
+    (``0 < low`` with ``lo_open``)."""
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise ConfigError(name, value, "must be a (low, high) pair")
+    check_range(name, value[0], 0.0, lo_open=lo_open)
+    check_range(name, value[1], value[0])
+
+
 def _range_text(lo, hi, lo_open) -> str:
     if lo is not None and hi is not None:
         return f" in {'(' if lo_open else '['}{lo}, {hi}]"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .checks import (JOB_TYPES, MAX_EVAL_CELLS, MAX_GPUS, MAX_JOBS, ConfigError,  # noqa: F401  (re-exported)
-                     UsageError, check_range)
+                     UsageError, check_pair, check_range)
 
 Z90 = 1.2815515655446004   # 90th percentile of a standard normal (straggler p90 -> log-normal sigma)
 CURVE_FORMS = ("paper", "realistic")   # curves.sample_curves / curves.realistic_gold
@@ -109,10 +109,7 @@ class CurveModel:
             v = getattr(self, f.name)
             name = f"curves.{f.name}"
             if isinstance(v, tuple):
-                if len(v) != 2:
-                    raise ConfigError(name, v, "must be a (low, high) pair")
-                check_range(name, v[0], 0.0)
-                check_range(name, v[1], v[0])
+                check_pair(name, v)
                 if f.name in self._UNIT_PAIRS and v[1] > 1.0:
                     raise ConfigError(name, v, "must lie within [0, 1]")
             elif f.name == "form":
@@ -135,6 +132,63 @@ class CurveModel:
                               "lower bounds must be > 0")
         if self.kl_exponent <= 0:
             raise ConfigError("curves.kl_exponent", self.kl_exponent, "must be > 0")
+
+
+@dataclass(frozen=True)
+class LatentModel:
+    """Distributions of every run's latent causes (:mod:`evalstop_gym.latent`); no label is drawn.
+
+    Pairs ``(low, high)`` are uniform, except ``lr``, ``kl_coef``, ``d_star_*`` and ``proxy_slope``,
+    which are log-uniform (scale parameters). ``d`` is ``sqrt(KL)`` in sqrt-nats; scores are on 0..1.
+    ``docs/calibration.md`` gives each value with its reason.
+    """
+
+    base: tuple[float, float] = (0.0, 0.2)              # true score of the starting checkpoint
+    lr: tuple[float, float] = (0.85, 1.18)              # relative learning rate (log-uniform)
+    kl_scale: float = 2.0                               # d reached at the end at lr 1 without a penalty
+    kl_exponent: tuple[float, float] = (1.0, 1.6)       # d grows as x**p (p = 1: KL quadratic in steps)
+    penalty_share: float = 0.0                          # runs with a KL penalty
+    kl_coef: tuple[float, float] = (0.05, 0.2)          # its coefficient (log-uniform)
+    kl_saturation: float = 0.1                          # d_sat = kl_saturation / kl_coef
+    d_star_exploitable: tuple[float, float] = (0.67, 0.94)  # gold optimum of an exploitable proxy (log-uniform)
+    d_star_robust: tuple[float, float] = (5.2, 8.5)     # ... of a robust proxy (log-uniform)
+    # if set, an exploitable proxy's d* is instead where the run's unpenalised d reaches at progress
+    # x* ~ U(hack_peak): its gold peaks there (E8 sweeps it, as it sweeps the label-first curves' knob)
+    hack_peak: tuple[float, float] | None = None
+    peak_gain_exploitable: tuple[float, float] = (0.25, 0.45)  # gold gain at d* (exploitable proxy)
+    peak_gain_robust: tuple[float, float] = (0.9, 1.1)  # gold gain at d* (robust proxy)
+    dpo_exploitable: float = 0.0                        # DPO runs whose preference data is exploitable
+    drift: float = 0.0                                  # sd of each step of the true score's plateau drift
+    drift_autocorr: float = 0.0                         # lag-1 autocorrelation of those steps
+    proxy_slope: tuple[float, float] = (0.25, 0.5)      # proxy reward per unit d (log-uniform)
+    proxy_noise: float = 0.02
+    loss_start: tuple[float, float] = (1.5, 3.0)        # initial training loss
+    loss_floor_frac: tuple[float, float] = (0.3, 0.6)   # asymptote as a fraction of the start
+    loss_tau: tuple[float, float] = (0.05, 0.5)         # decay scale at lr 1 (fraction of the run)
+    loss_noise: float = 0.01                            # multiplicative
+
+    _LOG_PAIRS = ("lr", "kl_coef", "d_star_exploitable", "d_star_robust", "proxy_slope")
+    _FRACTIONS = ("penalty_share", "dpo_exploitable")
+
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            name = f"curves.{f.name}"
+            if f.name == "hack_peak" and v is not None:
+                check_pair(name, v, lo_open=True)
+                if v[1] > 1.0:
+                    raise ConfigError(name, v, "must lie within (0, 1]")
+            elif f.name == "hack_peak":
+                continue
+            elif isinstance(v, tuple):
+                check_pair(name, v, lo_open=f.name in self._LOG_PAIRS or f.name in ("kl_exponent", "loss_tau"))
+            elif f.name == "drift_autocorr":
+                check_range(name, v, -0.99, 0.99)
+            else:
+                check_range(name, v, 0.0, 1.0 if f.name in self._FRACTIONS else None,
+                            lo_open=f.name in ("kl_scale", "kl_saturation"))
+        if self.base[1] > 1.0:
+            raise ConfigError("curves.base", self.base, "must lie within [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -230,7 +284,7 @@ class WorkloadConfig:
     seed: int = 0
     mix: Mapping[str, float] | None = None   # overrides the preset's type mix
     job_types: Mapping[str, JobTypeModel] = field(default_factory=lambda: dict(DEFAULT_JOB_TYPES))
-    curves: CurveModel | None = None          # None: the calibration's
+    curves: CurveModel | LatentModel | None = None   # None: the calibration's
     calibration: str = "paper"                # a name in CALIBRATIONS: the world's defaults
     world: WorldModel | None = None           # None: the calibration's
     # nodes, GPU types and placement: a ClusterSpec, a preset name or YAML/JSON path, or a dict
@@ -244,8 +298,8 @@ class WorkloadConfig:
         for name in CALIBRATED_FIELDS:  # unset fields take the calibration's value
             if getattr(self, name) is None:
                 object.__setattr__(self, name, getattr(cal, name))
-        if not isinstance(self.curves, CurveModel):
-            raise ConfigError("curves", self.curves, "must be a CurveModel or None")
+        if not isinstance(self.curves, (CurveModel, LatentModel)):
+            raise ConfigError("curves", self.curves, "must be a LatentModel, a CurveModel or None")
         if not isinstance(self.world, WorldModel):
             raise ConfigError("world", self.world, "must be a WorldModel or None")
         if self.cluster is None:
@@ -339,7 +393,7 @@ class Calibration:
 
     description: str
     noise: float
-    curves: CurveModel
+    curves: CurveModel | LatentModel
     world: WorldModel
     gpus_per_node: int | None = None  # the default cluster: nodes of this many GPUs (None: one flat pool)
 
@@ -358,32 +412,43 @@ class Calibration:
 
 CALIBRATED_FIELDS = ("noise", "curves", "world")
 
+# the realistic world's costs, eval sizes and speed (docs/calibration.md gives each source)
+_REALISTIC_WORLD = WorldModel(
+    eval_items=(30, 164, 500, 541, 805, 1319, 14042), seed_noise_factor=(1.0, 2.0),
+    eval_fixed_min=(0.5, 2.0), eval_item_gpu_s=0.05, eval_max_share=0.25, checkpoint_gb=(14.0, 126.0, 252.0),
+    storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27), segment_jitter=0.06)
 
-# The named worlds. Each realistic value's source is in docs/calibration.md
-# ("Realistic world"); docs/fit_curves.py re-fits the curve shapes to a curve log.
+
+# The named worlds. Every value's reason is in docs/calibration.md; `evalstop-gym audit` checks that
+# none lets public data give the hidden label away early (docs/audit.md).
 CALIBRATIONS: dict[str, Calibration] = {
     "paper": Calibration(
         "the paper's detection regime: healthy runs rise to the end, only RLHF runs hack, "
         "Gaussian eval noise of one sigma for every job, free evals and preemptions, exact speed",
-        noise=0.02, curves=CurveModel(), world=WorldModel()),
+        noise=0.02, curves=LatentModel(), world=WorldModel()),
     "realistic": Calibration(
-        "evidence-calibrated: early-saturating healthy curves with plateau jitter, dips and slow "
-        "overfitting; RLHF and DPO over-optimisation of varied shapes; eval noise from each job's "
-        "eval-set size; GPU time for evals and preemptions; stragglers and speed jitter",
+        "evidence-calibrated: curves from latent causes (learning rate, KL penalty, proxy quality) with "
+        "early-saturating penalised runs, plateau drift, RLHF and DPO over-optimisation emerging from gold; "
+        "binomial eval noise on each job's eval-set size; GPU time for evals and preemptions; stragglers "
+        "and speed jitter",
         noise=0.0,
-        curves=CurveModel(
-            base=(0.1, 0.3), healthy_gain=(0.3, 0.6), healthy_tau=(0.08, 0.3),
-            hack_gain=(0.3, 0.6), hack_peak=(0.2, 0.45),
-            plateau_jitter=0.01, dip_prob=0.05, dip_depth=(0.02, 0.05),
-            overfit_fraction=0.2, overfit_drop=(0.005, 0.03),
-            dpo_hacking_fraction=0.4, dpo_peak=(0.1, 0.4), dpo_floor=(0.0, 0.5),
-            hack_rate=(0.6, 1.4), recovery_fraction=0.2, recovery=(0.2, 0.6), hack_min_drop=0.05,
-            form="realistic"),
-        world=WorldModel(
-            eval_items=(30, 164, 500, 541, 805, 1319, 14042), seed_noise_factor=(1.0, 2.0),
-            eval_fixed_min=(0.5, 2.0), eval_item_gpu_s=0.05, eval_max_share=0.25,
-            checkpoint_gb=(14.0, 126.0, 252.0),
-            storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27),
-            segment_jitter=0.06),
+        curves=LatentModel(
+            base=(0.1, 0.3), lr=(0.6, 1.6), kl_exponent=(0.7, 1.3), penalty_share=0.3, kl_coef=(0.05, 0.2),
+            kl_saturation=0.1, d_star_exploitable=(0.5, 1.2), d_star_robust=(3.0, 8.0),
+            peak_gain_exploitable=(0.15, 0.4), peak_gain_robust=(0.4, 0.8), dpo_exploitable=0.5,
+            drift=0.008, drift_autocorr=0.2, proxy_slope=(0.2, 0.5)),
+        world=_REALISTIC_WORLD,
+        gpus_per_node=8),
+    "grounded": Calibration(
+        "matched to the tiny-LM curve library (docs/traces.md): start 0.55, small hacking peaks early, "
+        "healthy plateaus with drift, half the runs KL-penalised, binomial evals on 200 items, and the "
+        "realistic world's costs",
+        noise=0.0,
+        curves=LatentModel(
+            base=(0.5, 0.6), lr=(0.6, 1.8), kl_scale=1.5, kl_exponent=(0.7, 1.3), penalty_share=0.5,
+            kl_coef=(0.05, 0.2), kl_saturation=0.1, d_star_exploitable=(0.3, 0.8), d_star_robust=(2.5, 6.0),
+            peak_gain_exploitable=(0.05, 0.2), peak_gain_robust=(0.3, 0.45), dpo_exploitable=0.5,
+            drift=0.005, drift_autocorr=0.2, proxy_slope=(0.2, 0.5)),
+        world=dataclasses.replace(_REALISTIC_WORLD, eval_items=(200,)),
         gpus_per_node=8),
 }

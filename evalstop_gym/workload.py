@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cluster import ClusterSpec
-from .config import JOB_TYPES, Z90, ConfigError, WorkloadConfig, WorldModel
+from .config import JOB_TYPES, Z90, ConfigError, LatentModel, WorkloadConfig, WorldModel
 from .curves import Curves, realistic_curves, sample_curves
 from .timebase import MAX_HOURS, TICKS_PER_HOUR, to_ticks
 
@@ -67,7 +67,9 @@ class Workload:
         ``sd = noise`` in the paper's world; with eval-set sizes ``n`` it is
         ``sqrt(noise**2 + factor**2 p (1 - p) / n)`` with ``p`` the true score
         (clipped to [0, 1]): the eval's sampling error times the seed-variance
-        factor, plus any extra noise.
+        factor, plus any extra noise. In a latent world with eval-set sizes the
+        draws ``z`` are standardised binomial counts on ``n`` items
+        (:func:`evalstop_gym.latent.binomial_z`): discrete, skewed near 0 and 1.
         """
         c = self.curves
         sd = self.noise if self.eval_factor is None else self.eval_sd
@@ -189,29 +191,42 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
                  length_h: np.ndarray) -> dict:
     """Labels, curves, noise, costs and speed of jobs whose type, demand and nominal length are given.
 
-    The paper's draws come from ``rng`` (in the order the paper's world has
-    always used, so its workloads stay bit-identical); the realistic world's
-    additions come from a second stream seeded with ``(seed, 1)``. Returns
-    :class:`Workload` keyword arguments (``length_h`` is the true length:
-    the nominal one stretched by stragglers and jitter, plus eval time).
+    Curves come from latent causes (a :class:`LatentModel`, every named calibration; the label
+    emerges from gold), drawn from a stream seeded with ``(seed, 2)``, or from ``rng`` for the
+    label-first :class:`CurveModel` family (the label drawn, then a curve per class). The world's eval sizes, costs and speed, and the label-first
+    ``realistic`` form's curves, come from a second stream seeded with ``(seed, 1)``. Returns
+    :class:`Workload` keyword arguments (``length_h`` is the true length: the nominal one
+    stretched by stragglers and jitter, plus eval time).
     """
     n, evals = job_type.shape[0], cfg.evals_per_job
-    is_rlhf = job_type == JOB_TYPES.index("rlhf")
-    hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
-    curves = sample_curves(rng, cfg.curves, evals, hacking, is_rlhf)
-    out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
     world, model = cfg.world, cfg.curves
-    if model.form == "paper" and world == WorldModel():
-        return out
     extra = np.random.default_rng([cfg.seed, 1])
-    if model.form == "realistic":
-        gold, start, hacking, peak, proxy = realistic_curves(extra, model, evals, hacking, job_type)
-        proxy = np.where(np.isnan(curves.proxy), np.nan, proxy)  # RLHF jobs only, as in the paper's world
-        curves = dataclasses.replace(curves, gold=gold, start=start, peak_progress=peak, proxy=proxy)
-        out.update(hacking=hacking, curves=curves)
+    if isinstance(model, LatentModel):
+        from .latent import latent_curves
+
+        # their own stream, so every latent world leaves ``rng`` where it found it (a trace replay draws
+        # the users' estimates from it afterwards, the same in every world)
+        curves, hacking, _ = latent_curves(np.random.default_rng([cfg.seed, 2]), model, evals, job_type,
+                                           cfg.hacking_fraction)
+    else:
+        is_rlhf = job_type == JOB_TYPES.index("rlhf")
+        hacking = is_rlhf & (rng.random(n) < cfg.hacking_fraction)
+        curves = sample_curves(rng, model, evals, hacking, is_rlhf)
+        if model.form == "realistic":
+            gold, start, hacking, peak, proxy = realistic_curves(extra, model, evals, hacking, job_type)
+            proxy = np.where(np.isnan(curves.proxy), np.nan, proxy)  # RLHF jobs only, as in the paper's world
+            curves = dataclasses.replace(curves, gold=gold, start=start, peak_progress=peak, proxy=proxy)
+    out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
+    if world == WorldModel():
+        return out
     if world.eval_items:
         items = extra.choice(np.array(world.eval_items, dtype=np.int64), size=n)
-        out.update(eval_items=items, eval_factor=extra.uniform(*world.seed_noise_factor, size=n))
+        factor = extra.uniform(*world.seed_noise_factor, size=n)
+        out.update(eval_items=items, eval_factor=factor)
+        if isinstance(model, LatentModel):
+            from .latent import binomial_z
+
+            out.update(curves=dataclasses.replace(curves, eval_z=binomial_z(extra, curves.gold, items)))
     else:
         items = np.zeros(n, dtype=np.int64)
     # speed: segment i takes length / E * straggler * jitter_i, then its eval

@@ -139,15 +139,15 @@ def test_every_detector_stops_a_clear_decline_among_noisy_runs():
 
 
 def _healthy_worlds(factor, seeds=range(3)):
-    """Realistic worlds without hacking, where each job's eval sd is ``factor`` x its sampling error."""
+    """Realistic worlds with no exploitable proxy, where each job's eval sd is ``factor`` x its sampling error."""
     cfg = WorkloadConfig(calibration="realistic", jobs=120, hacking_fraction=0.0).replace(
-        **{"curves.dpo_hacking_fraction": 0.0, "world.seed_noise_factor": (factor, factor)})
+        **{"curves.dpo_exploitable": 0.0, "world.seed_noise_factor": (factor, factor)})
     return [generate(cfg.replace(seed=s)) for s in seeds]
 
 
 def _knowing_the_noise(stopper, w):
-    """``stopper`` (default parameters) told each job's true noise: its mean eval sd and the plateau jitter."""
-    true_sd = np.sqrt(w.eval_sd.mean(axis=1) ** 2 + WorkloadConfig(calibration="realistic").curves.plateau_jitter ** 2)
+    """``stopper`` (default parameters) told each job's true noise: its mean eval sd and the plateau drift's step."""
+    true_sd = np.sqrt(w.eval_sd.mean(axis=1) ** 2 + WorkloadConfig(calibration="realistic").curves.drift ** 2)
 
     class Knowing(STOPPERS[stopper]):
         def job_sigma(self, job):

@@ -148,7 +148,8 @@ STEP_INFO_KEYS = {"decision", "time_h", "decision_job", "action_mask", "reward_t
 
 @pytest.mark.parametrize("env_id", [CLUSTER_ID, STOP_CONTROL_ID])
 def test_metrics_only_in_the_final_info(env_id):
-    env = gym.make(env_id, jobs=20, slots=20) if env_id == CLUSTER_ID else gym.make(env_id, jobs=20)
+    # StopControl's base scheduler is its own (default srtf-est): set to the one simulate is asked for
+    env = gym.make(env_id, jobs=20, slots=20) if env_id == CLUSTER_ID else gym.make(env_id, jobs=20, scheduler="fifo")
     agent = PolicyAgent(make_policy("fifo", "evalstop"), env)
     obs, info = env.reset(seed=1)
     agent.reset()

@@ -1,5 +1,5 @@
-"""The two calibrations: the paper's world stays bit-identical; the realistic world's curves, noise,
-costs and speed behave as documented in docs/calibration.md."""
+"""The calibrations: the label-first curves of earlier versions stay bit-identical; the realistic world's
+curves, noise, costs and speed behave as documented in docs/calibration.md."""
 
 import dataclasses
 import math
@@ -16,10 +16,19 @@ from evalstop_gym.policy import drive
 from evalstop_gym.simulator import EVAL, SCHEDULE, Simulator
 from evalstop_gym.workload import workload_from_jobs
 
-REALISTIC = WorkloadConfig(calibration="realistic")
+# The realistic world with the label-first curves it shipped with before its curves came from latent
+# causes: the tests below check that family's documented behaviour (docs/calibration.md); the latent
+# curves are tested in tests/test_latent.py and tests/test_audit.py.
+LABEL_FIRST_REALISTIC_CURVES = CurveModel(
+    base=(0.1, 0.3), healthy_gain=(0.3, 0.6), healthy_tau=(0.08, 0.3), hack_gain=(0.3, 0.6), hack_peak=(0.2, 0.45),
+    plateau_jitter=0.01, dip_prob=0.05, dip_depth=(0.02, 0.05), overfit_fraction=0.2, overfit_drop=(0.005, 0.03),
+    dpo_hacking_fraction=0.4, dpo_peak=(0.1, 0.4), dpo_floor=(0.0, 0.5), hack_rate=(0.6, 1.4),
+    recovery_fraction=0.2, recovery=(0.2, 0.6), hack_min_drop=0.05, form="realistic")
+REALISTIC = WorkloadConfig(calibration="realistic", curves=LABEL_FIRST_REALISTIC_CURVES)
 
 # SRTF-Est + EvalStop k=2 and no stopper on rlhf-heavy, seed 3, recorded from the simulator before the
-# realistic world existed (main at 70d0a27): the paper's calibration must keep giving exactly these.
+# realistic world existed (main at 70d0a27). The paper world's curves now come from latent causes
+# (docs/calibration.md); its earlier label-first curves, curves=CurveModel(), must keep giving exactly these.
 BEFORE = {'evalstop': {'avg_jct_h': 8.53725855138889,
               'avg_queue_h': 3.3835604750000003,
               'compute_waste_gpu_h': 1585.0208244444445,
@@ -65,16 +74,14 @@ BEFORE = {'evalstop': {'avg_jct_h': 8.53725855138889,
 
 
 @pytest.mark.parametrize("stopper", sorted(BEFORE))
-def test_paper_calibration_reproduces_the_results_from_before_it_existed(stopper):
-    m = simulate("srtf-est", stopper, seed=3, **({"k": 2} if stopper == "evalstop" else {}))
-    assert m == simulate("srtf-est", stopper, seed=3, calibration="paper",
-                         **({"k": 2} if stopper == "evalstop" else {}))
+def test_label_first_paper_curves_reproduce_the_results_from_before_the_realistic_world(stopper):
+    m = simulate("srtf-est", stopper, seed=3, curves=CurveModel(), **({"k": 2} if stopper == "evalstop" else {}))
     for key, value in BEFORE[stopper].items():
-        assert m[key] == value, key  # exact: the paper's world draws and simulates nothing new
+        assert m[key] == value, key  # exact: those curves draw and simulate nothing new
 
 
 def test_unknown_calibration_is_a_one_line_error_listing_the_names():
-    with pytest.raises(ConfigError, match=r"calibration='nope' .*must be one of paper, realistic"):
+    with pytest.raises(ConfigError, match=r"calibration='nope' .*must be one of paper, realistic, grounded"):
         WorkloadConfig(calibration="nope")
     r = subprocess.run([sys.executable, "-m", "evalstop_gym.cli", "simulate", "--calibration", "nope"],
                        capture_output=True, text=True, timeout=120)

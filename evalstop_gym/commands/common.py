@@ -59,7 +59,7 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     c = p.add_argument_group("cluster (docs/cluster.md; default: one flat pool of --gpus GPUs)")
     c.add_argument("--cluster", default=None, metavar="FILE|PRESET",
                    help=f"cluster spec: a YAML/JSON file, a preset ({', '.join(CLUSTER_PRESETS)}) or flat "
-                        "(default: the calibration's; realistic: nodes of 8 GPUs)")
+                        "(default: the calibration's; realistic and grounded: nodes of 8 GPUs)")
     c.add_argument("--nodes", type=int, default=None, help="nodes of --gpus-per-node GPUs each")
     c.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per node (with --nodes, or --gpus)")
     c.add_argument("--placement", default=None, choices=PLACEMENTS,

@@ -387,19 +387,20 @@ def _e9(c: _Context) -> Experiment:
 MISSPECIFIED: tuple[tuple[str, dict[str, Any]], ...] = (
     ("as calibrated", {}),
     ("seed noise x2-3", {"world.seed_noise_factor": (2.0, 3.0)}),      # 1-2
-    ("plateau jitter x2", {"curves.plateau_jitter": 0.02}),            # 0.01
-    ("healthy KL grows", {"curves.healthy_kl_growth": 1.0}),           # 0: a healthy run's KL levels off
-    ("drops near threshold", {"curves.hack_gain": (0.03, 0.12)}),      # 0.3-0.6; the label needs a 0.05 drop
+    ("plateau drift x2", {"curves.drift": 0.016}),                     # 0.008 per eval
+    ("healthy KL grows", {"curves.penalty_share": 0.0}),               # 0.3: penalised runs' KL levels off
+    ("drops near threshold", {"curves.peak_gain_exploitable": (0.03, 0.12)}),   # 0.15-0.4; the label needs a 0.03 drop
 )
 MISSPECIFIED = MISSPECIFIED + (("all four", {k: v for _, w in MISSPECIFIED for k, v in w.items()}),)
 
 
 def _e10(c: _Context) -> Experiment:
     arms = c.under_test()
-    c.note("meant for --calibration realistic: the paper world has no eval-set sizes or plateau jitter, "
-           "so there its first three variants equal the calibrated world")
-    c.note("seed noise: each job's eval sd is this factor times its sampling error; drops near threshold: "
-           "over-optimising runs gain 0.03-0.12 before their peak, so most fall just past the 0.05 label drop")
+    c.note("meant for --calibration realistic: the paper world has no eval-set sizes, plateau drift or KL "
+           "penalty, so there its first three variants equal the calibrated world")
+    c.note("seed noise: each job's eval sd is this factor times its sampling error; healthy KL grows: no run "
+           "has a KL penalty; drops near threshold: runs with an exploitable proxy gain only 0.03-0.12 by their "
+           "peak, so their falls are near the label's 0.03 minimum drop")
     points = tuple(Point.of(a, c.base, x=label, **world) for label, world in MISSPECIFIED for a in arms)
     return Experiment(
         "E10", "Misspecified worlds", "Do the detectors keep their F1 and waste cut when the world's noise, "

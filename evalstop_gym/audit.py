@@ -1,0 +1,219 @@
+"""Leak audit: how well does a job's public data before its peak predict its hidden hacking label?
+
+For every job of a synthetic world (workloads of one calibration over a range of seeds) or every run
+of a curve log, and within each job type, :func:`audit` measures at evals 1, 2 and 3:
+
+* each public feature's rank AUC for the hidden label (the Mann-Whitney statistic, ties counted
+  half), oriented so that 0.5 is no information and 1.0 a perfect split whichever way the feature
+  points: ``max(AUC, 1 - AUC)``;
+* a small classifier's cross-validated AUC over all of that eval's features together (the history
+  up to it): a standardised logistic regression and a shallow gradient-boosted tree ensemble
+  (scikit-learn, the ``audit`` extra), 5-fold stratified, the better of the two reported.
+
+The public features are what a policy's view holds about a job by its ``i``-th eval
+(:mod:`evalstop_gym.view`): the observed eval scores 1..i and their changes, the proxy reward and
+the training loss at those evals and their changes, the eval-set size, the user's length estimate,
+the GPU demand, the tenant and the submit time. Real runs hand their labels down the same way
+(:func:`evalstop_gym.curvelog.label_gold`), so a world can be compared with a library.
+
+Seeds: the default range 700-739 is one the package never tunes or reports on
+(:data:`AUDIT_SEEDS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import JOB_TYPES, ConfigError, WorkloadConfig, check_range
+
+AUDIT_SEEDS = range(700, 740)   # never used to tune anything in the package
+AUDIT_EVALS = (1, 2, 3)
+MIN_CLASS = 10                  # fewer runs of either label in a job type: no AUC for it
+
+
+def rank_auc(values: np.ndarray, labels: np.ndarray) -> float:
+    """P(a positive's value > a negative's), ties counted half (the Mann-Whitney U over n+ n-).
+
+    NaN values are left out. Returns NaN if either class is empty.
+    """
+    v, y = np.asarray(values, float), np.asarray(labels, bool)
+    ok = np.isfinite(v)
+    v, y = v[ok], y[ok]
+    pos, neg = int(y.sum()), int((~y).sum())
+    if pos == 0 or neg == 0:
+        return float("nan")
+    order = np.argsort(v, kind="mergesort")
+    ranks = np.empty(v.size)
+    sv = v[order]
+    # average ranks of ties (1-based)
+    start = 0
+    while start < sv.size:
+        stop = start + 1
+        while stop < sv.size and sv[stop] == sv[start]:
+            stop += 1
+        ranks[order[start:stop]] = (start + stop + 1) / 2.0
+        start = stop
+    u = ranks[y].sum() - pos * (pos + 1) / 2.0
+    return float(u / (pos * neg))
+
+
+def oriented(auc: float) -> float:
+    """``max(AUC, 1 - AUC)``: how well a feature splits the labels whichever way it points."""
+    return float(max(auc, 1.0 - auc)) if np.isfinite(auc) else float("nan")
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Public data and hidden labels of ``n`` runs of one job type, on a grid of ``E`` evals."""
+
+    observed: np.ndarray     # (n, E) observed eval scores
+    proxy: np.ndarray        # (n, E) proxy reward (NaN where not logged)
+    loss: np.ndarray         # (n, E) training loss (NaN where not logged)
+    static: dict[str, np.ndarray]   # per-run public scalars (eval_items, estimate, gpus, ...)
+    hacking: np.ndarray      # (n,) hidden label
+
+
+def features(runs: Runs, i: int) -> dict[str, np.ndarray]:
+    """The public features of every run at its ``i``-th eval (1-based): that eval's values, their changes
+    since the previous eval, and the history's earlier values (so the classifier sees all of it)."""
+    out: dict[str, np.ndarray] = {}
+    for name, arr in (("score", runs.observed), ("proxy", runs.proxy), ("loss", runs.loss)):
+        if not np.any(np.isfinite(arr[:, :i])):
+            continue
+        for j in range(1, i + 1):
+            out[f"{name}@{j}"] = arr[:, j - 1]
+            if j > 1:
+                out[f"d{name}@{j}"] = arr[:, j - 1] - arr[:, j - 2]
+    for name, v in runs.static.items():
+        if np.unique(v[np.isfinite(v)]).size > 1:
+            out[name] = v
+    return out
+
+
+def classifier_auc(x: np.ndarray, y: np.ndarray, seed: int = 0) -> float:
+    """Best cross-validated AUC (5-fold, stratified) of a logistic regression and a small boosted-tree model."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x = np.where(np.isfinite(x), x, 0.0)
+    folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=seed)
+    models = (make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
+              HistGradientBoostingClassifier(max_iter=100, max_depth=3, learning_rate=0.1, random_state=seed))
+    best = 0.5
+    for m in models:
+        p = cross_val_predict(m, x, y, cv=folds, method="predict_proba")[:, 1]
+        best = max(best, oriented(rank_auc(p, y)))
+    return best
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    job_type: str
+    eval: int
+    runs: int
+    hacking: int
+    best_feature: str
+    best_feature_auc: float
+    classifier_auc: float
+    feature_aucs: dict[str, float]
+
+    @property
+    def best_auc(self) -> float:
+        return max(self.best_feature_auc, self.classifier_auc)
+
+
+def audit_runs(runs: Runs, job_type: str, evals=AUDIT_EVALS, classifier: bool = True) -> list[AuditRow]:
+    """Audit rows of one job type's runs (empty if either label has fewer than :data:`MIN_CLASS` runs)."""
+    y = runs.hacking.astype(bool)
+    if y.sum() < MIN_CLASS or (~y).sum() < MIN_CLASS:
+        return []
+    rows = []
+    for i in evals:
+        if i > runs.observed.shape[1]:
+            break
+        feats = features(runs, i)
+        aucs = {k: oriented(rank_auc(v, y)) for k, v in feats.items()}
+        best = max(aucs, key=lambda k: (aucs[k], k))
+        clf = classifier_auc(np.column_stack(list(feats.values())), y) if classifier else float("nan")
+        rows.append(AuditRow(job_type, i, int(y.size), int(y.sum()), best, aucs[best], clf, aucs))
+    return rows
+
+
+def world_runs(cfg: WorkloadConfig, seeds=AUDIT_SEEDS) -> dict[str, Runs]:
+    """Every job of ``cfg``'s workloads over ``seeds``, grouped by job type (public arrays + labels)."""
+    from .workload import generate
+
+    parts: dict[str, list] = {t: [] for t in JOB_TYPES}
+    for s in seeds:
+        w = generate(cfg.replace(seed=int(s)))
+        static = {"eval_items": w.items.astype(float), "estimate_h": w.est_length_h, "gpus": w.gpus.astype(float),
+                  "tenant": w.tenant.astype(float), "submit_h": w.submit_h}
+        for k, t in enumerate(JOB_TYPES):
+            idx = np.flatnonzero(w.job_type == k)
+            if idx.size:
+                parts[t].append((w.observed[idx], w.curves.proxy[idx], w.curves.loss[idx],
+                                 {n: v[idx] for n, v in static.items()}, w.hacking[idx]))
+    out = {}
+    for t, ps in parts.items():
+        if ps:
+            out[t] = Runs(np.concatenate([p[0] for p in ps]), np.concatenate([p[1] for p in ps]),
+                          np.concatenate([p[2] for p in ps]),
+                          {n: np.concatenate([p[3][n] for p in ps]) for n in ps[0][3]},
+                          np.concatenate([p[4] for p in ps]))
+    return out
+
+
+def log_runs(path: str, evals: int = 10) -> dict[str, Runs]:
+    """Every run of a curve log that logs ``gold``, on ``evals`` checkpoints, labelled by the gold rule,
+    grouped by the job type its name starts with (``dpo-...``; ``rlhf`` for any other name)."""
+    from .curvelog import has_gold, label_gold, read_curve_log, resample
+
+    check_range("evals", evals, 3, 1000, integer=True)
+    logs = read_curve_log(path)
+    groups: dict[str, list] = {}
+    for run in logs.values():
+        if not has_gold(run):
+            continue
+        # non-numeric columns are not read (curvelog): the method comes from the run's name, as the
+        # generators write it (``dpo-pairs32-...``, ``rlhf-...``); anything else counts as RLHF
+        head = run.name.split("-", 1)[0].lower()
+        t = head if head in JOB_TYPES else "rlhf"
+        cols = []
+        for c in ("eval_score", "proxy_reward", "train_loss"):
+            r = resample(run, c, evals)
+            cols.append(np.full(evals, np.nan) if r is None else r[1])
+        items = run.extra.get("eval_items")
+        n_items = float(np.nanmax(items)) if items is not None and np.any(np.isfinite(items)) else np.nan
+        groups.setdefault(t, []).append((cols, n_items, label_gold(run, evals).hacking))
+    if not groups:
+        raise ConfigError("curves", path, "must hold runs with a gold column (the hidden true score) to audit")
+    return {t: Runs(np.array([g[0][0] for g in gs]), np.array([g[0][1] for g in gs]),
+                    np.array([g[0][2] for g in gs]), {"eval_items": np.array([g[1] for g in gs])},
+                    np.array([g[2] for g in gs])) for t, gs in groups.items()}
+
+
+def audit(runs: dict[str, Runs], evals=AUDIT_EVALS, classifier: bool = True) -> list[AuditRow]:
+    """Audit rows of every job type that has enough runs of both labels."""
+    return [r for t in JOB_TYPES if t in runs for r in audit_runs(runs[t], t, evals, classifier)]
+
+
+def best_early_auc(rows: list[AuditRow]) -> float:
+    """The largest AUC (any single feature or the classifier) over the rows; 0.5 if there are none."""
+    return max((r.best_auc for r in rows), default=0.5)
+
+
+def table(rows: list[AuditRow]) -> str:
+    """A Markdown table of the rows."""
+    lines = ["| job type | eval | runs | hacking | best feature | its AUC | classifier AUC |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r.job_type} | {r.eval} | {r.runs} | {r.hacking} | {r.best_feature} | "
+                     f"{r.best_feature_auc:.3f} | {r.classifier_auc:.3f} |")
+    if not rows:
+        lines.append("| (no job type has both labels) | | | | | | |")
+    return "\n".join(lines)

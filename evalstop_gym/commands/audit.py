@@ -1,0 +1,82 @@
+"""``evalstop-gym audit``: can a job's public data before its peak tell its hidden label? (evalstop_gym.audit)"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+ORDER = 45
+
+
+def add_parser(sub) -> None:
+    from ..config import CALIBRATIONS, PRESETS
+
+    p = sub.add_parser("audit", help="leak audit: early public features vs the hidden hacking label",
+                       description="Within each job type, each public feature's rank AUC for the hidden "
+                                   "hacking label at evals 1, 2 and 3, and a small classifier's cross-validated "
+                                   "AUC over all of them (docs/audit.md). A synthetic world (--calibration) is "
+                                   "sampled over --seeds; a curve log (--curves) is labelled by the gold rule.")
+    p.add_argument("--calibration", default="paper", metavar="NAME",
+                   help=f"world: {', '.join(CALIBRATIONS)} (default %(default)s)")
+    p.add_argument("--curves", default=None, metavar="FILE",
+                   help="audit the runs of this curve log (needs a gold column) instead of a world")
+    p.add_argument("--preset", "--workload", dest="workload", default="rlhf-heavy", metavar="NAME",
+                   help=f"workload preset: {', '.join(PRESETS)} (default %(default)s)")
+    p.add_argument("--seeds", default="700-739", metavar="A-B",
+                   help="world seeds, a range A-B (default %(default)s: never used to tune anything)")
+    p.add_argument("--jobs", type=int, default=200, help="jobs per workload (default %(default)s)")
+    p.add_argument("--evals-per-job", type=int, default=10, help="evals per job (default %(default)s)")
+    p.add_argument("--noise", type=float, default=None, help="eval noise sigma (default: the calibration's)")
+    p.add_argument("--no-classifier", action="store_true", help="single-feature AUCs only (no scikit-learn)")
+    p.add_argument("--features", action="store_true", help="also list every feature's AUC")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def parse_seeds(text: str) -> range:
+    from ..config import ConfigError
+
+    try:
+        a, _, b = text.partition("-")
+        lo, hi = int(a), int(b) if b else int(a)
+    except ValueError:
+        raise ConfigError("seeds", text, "must be a range A-B of integers (or one integer)") from None
+    if lo < 0 or hi < lo:
+        raise ConfigError("seeds", text, "must be a range A-B with 0 <= A <= B")
+    return range(lo, hi + 1)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import audit as au
+    from ..config import WorkloadConfig
+
+    if args.curves is not None:
+        runs = au.log_runs(args.curves, evals=args.evals_per_job)
+        what = f"curve log {args.curves} (labels by the gold rule on {args.evals_per_job} checkpoints)"
+    else:
+        kw = dict(workload=args.workload, jobs=args.jobs, evals_per_job=args.evals_per_job,
+                  calibration=args.calibration)
+        if args.noise is not None:
+            kw["noise"] = args.noise
+        cfg = WorkloadConfig(**kw)
+        seeds = parse_seeds(args.seeds)
+        runs = au.world_runs(cfg, seeds)
+        what = (f"calibration {args.calibration}, {args.workload}, {args.jobs} jobs x seeds "
+                f"{seeds.start}-{seeds.stop - 1}, noise {cfg.noise:g}")
+    rows = au.audit(runs, classifier=not args.no_classifier)
+    if args.json:
+        print(json.dumps({"source": what, "best_early_auc": au.best_early_auc(rows),
+                          "rows": [{**{k: getattr(r, k) for k in ("job_type", "eval", "runs", "hacking",
+                                                                    "best_feature", "best_feature_auc",
+                                                                    "classifier_auc")},
+                                    **({"feature_aucs": r.feature_aucs} if args.features else {})}
+                                   for r in rows]}, sort_keys=True))
+        return 0
+    print(f"Leak audit: {what}")
+    print(au.table(rows))
+    print(f"best early AUC: {au.best_early_auc(rows):.3f}")
+    if args.features:
+        for r in rows:
+            top = sorted(r.feature_aucs.items(), key=lambda kv: -kv[1])
+            print(f"{r.job_type} eval {r.eval}: " + ", ".join(f"{k} {v:.2f}" for k, v in top))
+    return 0

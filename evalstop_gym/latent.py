@@ -1,0 +1,150 @@
+"""Curves from latent causes: every run's gold, proxy, KL and loss from one law; hacking emerges.
+
+Per run (any job type) the model draws latent causes, not a label:
+
+* a relative **learning rate** ``lr`` (log-uniform) and a **KL-growth exponent** ``p``: without a KL
+  penalty ``d = sqrt(KL)`` grows as ``g x**p`` over training progress ``x`` (``p = 1``: KL quadratic in
+  steps, Gao et al. 2023), with ``g = kl_scale * lr`` the ``d`` reached at the end;
+* a **KL coefficient** ``kappa`` (a share ``penalty_share`` of runs; log-uniform): the penalty
+  saturates ``d`` at ``d_sat = kl_saturation / kappa``, ``d = d_sat (1 - exp(-g x**p / d_sat))``;
+  a penalty acts like early stopping;
+* the **proxy's quality**: an *exploitable* proxy (RLHF: a share ``hacking_fraction`` of runs, DPO:
+  ``dpo_exploitable``, LoRA: none; a learned reward model that latches onto a spurious cue) puts the
+  gold optimum at a small ``d*`` (log-uniform over ``d_star_exploitable``), a *robust* one at a large
+  ``d*`` (``d_star_robust``); with it the gold gain at the optimum ``A`` (``peak_gain_*``);
+* the **eval-set size** ``n`` (the world's ``eval_items``, public), and a start score ``base``.
+
+Gold follows Gao et al.'s RL form ``R(d) = d (alpha - beta ln d)`` with ``beta = A / d*`` and
+``alpha = beta (1 + ln d*)``, so its peak ``R(d*) = A`` is at ``d* = exp(alpha / beta - 1)``:
+``gold = base + A (d / d*) (1 - ln(d / d*))``. DPO follows the same form in KL units (Rafailov et al.
+2024 fit Gao's forms to direct-alignment over-optimisation against the KL of the implicit policy).
+The true score adds *plateau drift* (``drift``): a random walk whose steps have lag-1
+autocorrelation ``drift_autocorr`` (training stochasticity that persists across checkpoints). A run is
+**hacking** iff its true score meets the gold label rule of logged runs
+(:func:`evalstop_gym.curvelog.label_gold`: the peak is not the last checkpoint and the score gives back
+at least 25% of its gain and 0.03). Nothing else decides it.
+
+Public signals from the same latents: the RLHF proxy reward is linear in ``d`` (Gao et al.),
+``proxy = proxy_slope * d`` plus noise, for exploitable and robust proxies alike; the training loss
+falls for every run, faster with a larger learning rate: ``loss = L0 (f + (1 - f) exp(-x lr / tau))``.
+Observed eval scores (:mod:`evalstop_gym.workload`): where the world models eval-set sizes, a
+binomial draw on ``n`` items (discrete and skewed near 0 and 1, unlike a Gaussian), its error scaled
+by the seed-variance factor (:func:`binomial_z`); elsewhere Gaussian noise of the configured sigma.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .config import JOB_TYPES, LatentModel
+from .curves import Curves, gao_normalized, progress_grid
+
+
+def log_uniform(rng: np.random.Generator, bounds: tuple[float, float], n: int) -> np.ndarray:
+    lo, hi = bounds
+    return np.exp(rng.uniform(np.log(lo), np.log(hi), size=n))
+
+
+def kl_path(x: np.ndarray, g: np.ndarray, p: np.ndarray, d_sat: np.ndarray) -> np.ndarray:
+    """``d = sqrt(KL)`` at progress ``x``: ``g x**p`` without a penalty (``d_sat = inf``), saturating at ``d_sat``."""
+    free = g[:, None] * x[None, :] ** p[:, None]
+    sat = d_sat[:, None]
+    with np.errstate(invalid="ignore", over="ignore"):
+        damped = sat * -np.expm1(-free / sat)
+    return np.where(np.isfinite(sat), damped, free)
+
+
+def gold_of_d(d: np.ndarray, base: np.ndarray, gain: np.ndarray, d_star: np.ndarray) -> np.ndarray:
+    """Gao's RL form ``base + d (alpha - beta ln d)`` with its peak ``gain`` at ``d_star``."""
+    return base[:, None] + gain[:, None] * gao_normalized(np.maximum(d / d_star[:, None], 1e-300))
+
+
+def drift_walk(rng: np.random.Generator, n: int, evals: int, sd: float, rho: float) -> np.ndarray:
+    """Cumulative sum of AR(1) steps (sd ``sd``, lag-1 autocorrelation ``rho``), shape ``(n, evals)``."""
+    eps = rng.standard_normal((n, evals))
+    steps = np.empty((n, evals))
+    prev = eps[:, 0]
+    steps[:, 0] = prev
+    scale = np.sqrt(1.0 - rho ** 2)
+    for i in range(1, evals):
+        prev = rho * prev + scale * eps[:, i]
+        steps[:, i] = prev
+    return sd * np.cumsum(steps, axis=1)
+
+
+# The gold label rule's thresholds, the values of curvelog.GOLD_DROP_SHARE / GOLD_MIN_DROP (a test keeps
+# them equal); held here so that generating a workload does not import the curve-log readers.
+GOLD_DROP_SHARE = 0.25
+GOLD_MIN_DROP = 0.03
+
+
+def gold_labels(start: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """The gold label rule of logged runs (:func:`evalstop_gym.curvelog.label_gold`) on each row of
+    checkpoints after ``start``, vectorised: the peak is not the last checkpoint and the score gives
+    back at least ``GOLD_DROP_SHARE`` of its gain and ``GOLD_MIN_DROP``."""
+    curve = np.concatenate([start[:, None], gold], axis=1)
+    top = np.argmax(curve, axis=1)
+    peak = curve.max(axis=1)
+    threshold = np.maximum(GOLD_DROP_SHARE * (peak - curve[:, 0]), GOLD_MIN_DROP)
+    return (top < gold.shape[1]) & (peak - curve[:, -1] >= threshold)
+
+
+def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_type: np.ndarray,
+                  hacking_fraction: float) -> tuple[Curves, np.ndarray, np.ndarray]:
+    """Every job's hidden curves from its latent causes: ``(curves, hacking, kl)``.
+
+    ``hacking_fraction``: the share of RLHF runs whose proxy is exploitable (the label itself emerges
+    from each gold curve). ``kl`` is the hidden KL (nats) at each checkpoint, shape ``(n, E)``.
+    """
+    n = job_type.shape[0]
+    x = progress_grid(evals)
+    rlhf, dpo = job_type == JOB_TYPES.index("rlhf"), job_type == JOB_TYPES.index("dpo")
+    share = np.where(rlhf, hacking_fraction, np.where(dpo, model.dpo_exploitable, 0.0))
+    exploitable = rng.random(n) < share
+    lr = log_uniform(rng, model.lr, n)
+    p = rng.uniform(*model.kl_exponent, size=n)
+    penalised = rng.random(n) < model.penalty_share
+    kappa = log_uniform(rng, model.kl_coef, n)
+    d_sat = np.where(penalised, model.kl_saturation / kappa, np.inf)
+    g = model.kl_scale * lr
+    d = kl_path(x, g, p, d_sat)
+    d_star = np.where(exploitable, log_uniform(rng, model.d_star_exploitable, n),
+                      log_uniform(rng, model.d_star_robust, n))
+    if model.hack_peak is not None:   # place an exploitable run's optimum at a chosen progress instead
+        d_star = np.where(exploitable, g * rng.uniform(*model.hack_peak, size=n) ** p, d_star)
+    gain = np.where(exploitable, rng.uniform(*model.peak_gain_exploitable, size=n),
+                    rng.uniform(*model.peak_gain_robust, size=n))
+    base = rng.uniform(*model.base, size=n)
+    gold = gold_of_d(d, base, gain, d_star)
+    if model.drift > 0:
+        gold = gold + drift_walk(rng, n, evals, model.drift, model.drift_autocorr)
+    gold = np.clip(gold, 0.0, 1.0)
+    hacking = gold_labels(base, gold)
+    top = np.argmax(gold, axis=1)
+    peak_progress = np.where(hacking, x[top], np.inf)
+
+    slope = log_uniform(rng, model.proxy_slope, n)
+    proxy = slope[:, None] * d + model.proxy_noise * rng.standard_normal((n, evals))
+    proxy = np.where(rlhf[:, None], proxy, np.nan)
+    l0 = rng.uniform(*model.loss_start, size=n)
+    floor = rng.uniform(*model.loss_floor_frac, size=n)
+    tau = rng.uniform(*model.loss_tau, size=n) / lr
+    loss = l0[:, None] * (floor[:, None] + (1.0 - floor[:, None]) * np.exp(-x[None, :] / tau[:, None]))
+    loss = loss * (1.0 + model.loss_noise * rng.standard_normal((n, evals)))
+    eval_z = rng.standard_normal((n, evals))
+    curves = Curves(gold=gold, start=base, eval_z=eval_z, loss=loss, proxy=proxy, peak_progress=peak_progress)
+    return curves, hacking, d ** 2
+
+
+def binomial_z(rng: np.random.Generator, gold: np.ndarray, items: np.ndarray) -> np.ndarray:
+    """Standardised binomial eval errors: ``(Binomial(n, p) / n - p) / sqrt(p (1 - p) / n)`` (0 where p is 0 or 1).
+
+    Observed scores are ``gold + sd z`` with ``sd = factor sqrt(p (1 - p) / n)``
+    (:attr:`evalstop_gym.workload.Workload.observed`), so with factor 1 and no extra noise an observed
+    score is a count of correct items over ``n``.
+    """
+    p = np.clip(gold, 0.0, 1.0)
+    n = np.broadcast_to(items[:, None], p.shape)
+    se = np.sqrt(p * (1.0 - p) / n)
+    err = rng.binomial(n, p) / n - p
+    return np.divide(err, se, out=np.zeros_like(p), where=se > 0)

@@ -1,0 +1,87 @@
+"""The leak audit: its AUC against a reference, and every shipped world checked for an early giveaway."""
+
+import numpy as np
+import pytest
+
+from evalstop_gym import audit as au
+from evalstop_gym.api import simulate
+from evalstop_gym.cli import main
+from evalstop_gym.config import CALIBRATIONS, WorkloadConfig
+
+LEAK_CEILING = 0.80       # best early AUC a synthetic world may show (real tiny-LM runs: 0.83 on the proxy)
+SEEDS = range(700, 716)   # audit seeds: the package tunes nothing on 700-739
+
+
+def test_rank_auc_hand_cases_and_reference():
+    assert au.rank_auc([1, 2, 3, 4], [0, 0, 1, 1]) == 1.0
+    assert au.rank_auc([4, 3, 2, 1], [0, 0, 1, 1]) == 0.0
+    assert au.rank_auc([1, 1, 1, 1], [0, 1, 0, 1]) == 0.5            # ties count half
+    assert au.rank_auc([1, 2, 2, 3], [0, 0, 1, 1]) == pytest.approx(7 / 8)   # pairs: 3 wins + 1 tie of 4
+    assert au.oriented(0.2) == pytest.approx(0.8)
+    rng = np.random.default_rng(0)
+    v, y = rng.integers(0, 20, 500).astype(float), rng.random(500) < 0.4
+    pos, neg = v[y], v[~y]
+    brute = np.mean((pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :]))
+    assert au.rank_auc(v, y) == pytest.approx(brute)
+
+
+def test_audit_finds_a_planted_leak():
+    n = 400
+    rng = np.random.default_rng(1)
+    y = rng.random(n) < 0.5
+    obs = rng.normal(size=(n, 10)) + 3.0 * y[:, None] * (np.arange(10) == 1)   # leak in score@2 only
+    runs = au.Runs(obs, np.full((n, 10), np.nan), rng.normal(size=(n, 10)), {"gpus": rng.integers(1, 3, n) * 1.0}, y)
+    rows = au.audit_runs(runs, "rlhf", classifier=False)
+    assert rows[0].best_feature_auc < 0.6
+    assert rows[1].best_feature in ("score@2", "dscore@2") and rows[1].best_feature_auc > 0.95
+
+
+@pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
+def test_no_single_public_feature_gives_the_label_away_early(calibration):
+    rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS), classifier=False)
+    assert rows, "every shipped world has hacking and healthy runs to audit"
+    assert max(r.best_feature_auc for r in rows) <= LEAK_CEILING, au.table(rows)
+
+
+@pytest.mark.slow   # measured 10-22 s per world (load average 3 on 2 cores; scikit-learn CV), 3 worlds
+@pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
+def test_no_classifier_reads_the_label_early(calibration):
+    rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS))
+    assert au.best_early_auc(rows) <= LEAK_CEILING, au.table(rows)
+
+
+def test_paper_world_keeps_the_abstracts_detection_regime():
+    # the abstract: EvalStop k=2 precision 98%, recall 99%; >= 91% precision at sigma <= 0.05 (it states
+    # no recall there: the 0.80 floor only checks that hacking runs still fall clearly at that noise)
+    for noise, p_min, r_min in ((0.02, 0.95, 0.95), (0.05, 0.91, 0.80)):
+        ms = [simulate("srtf-est", "evalstop", seed=s, noise=noise) for s in range(720, 725)]
+        assert np.mean([m["precision"] for m in ms]) >= p_min, (noise, ms[0])
+        assert np.mean([m["recall"] for m in ms]) >= r_min, (noise, ms[0])
+
+
+def test_cli_audit_prints_a_table_and_refuses_bad_seeds(capsys):
+    assert main(["audit", "--seeds", "700-702", "--jobs", "100", "--no-classifier"]) == 0
+    out = capsys.readouterr().out
+    assert "| rlhf | 1 |" in out and "best early AUC" in out
+    assert main(["audit", "--seeds", "9-3"]) == 2
+    assert "seeds" in capsys.readouterr().err
+
+
+def test_cli_audit_reads_a_curve_log(tmp_path, capsys):
+    from evalstop_gym.curvelog import write_curve_log
+    from evalstop_gym.workload import generate
+
+    w = generate(WorkloadConfig(seed=3, jobs=200))
+    rows = []
+    for j in np.flatnonzero(w.job_type == 2):
+        gold = np.concatenate([[w.curves.start[j]], w.curves.gold[j]])
+        obs = np.concatenate([[w.curves.start[j]], w.observed[j]])
+        for i in range(11):
+            rows.append({"job": f"rlhf-{j}", "step": i, "eval_score": obs[i], "gold": gold[i],
+                         "proxy_reward": w.curves.proxy[j, max(i - 1, 0)], "train_loss": w.curves.loss[j, max(i - 1, 0)]})
+    path = tmp_path / "runs.csv"
+    write_curve_log(path, rows)
+    runs = au.log_runs(str(path))
+    np.testing.assert_array_equal(runs["rlhf"].hacking, w.hacking[w.job_type == 2])   # the same gold rule
+    assert main(["audit", "--curves", str(path), "--no-classifier"]) == 0
+    assert "| rlhf | 1 |" in capsys.readouterr().out
