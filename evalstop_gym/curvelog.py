@@ -495,7 +495,7 @@ def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
     if format == "tensorboard" or (format == "auto" and os.path.isdir(path) and _event_dirs(path)):
         return read_tensorboard(path)
     if os.path.isdir(path):
-        files = sorted(f for f in os.listdir(path) if f.endswith((".csv", ".jsonl")))
+        files = sorted(f for f in os.listdir(path) if f.endswith((".csv", ".jsonl", ".csv.gz", ".jsonl.gz")))
         if not files:
             raise CurveLogError(path, None, "no .csv or .jsonl curve logs and no TensorBoard event files here")
         runs: dict[str, LoggedRun] = {}
@@ -505,11 +505,12 @@ def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
                     raise CurveLogError(os.path.join(path, f), None, f"run {name!r} also appears in another file")
                 runs[name] = run
         return runs
-    if format == "jsonl" or (format == "auto" and path.endswith(".jsonl")):
+    stem = path[:-3] if path.endswith(".gz") else path   # gzip is read by its magic bytes, whatever the name
+    if format == "jsonl" or (format == "auto" and stem.endswith(".jsonl")):
         return read_jsonl_log(path)
-    if format == "csv" or (format == "auto" and path.endswith(".csv")):
+    if format == "csv" or (format == "auto" and stem.endswith(".csv")):
         return read_csv_log(path)
-    raise CurveLogError(path, None, "unknown curve-log type: name it .csv or .jsonl, or give its format "
+    raise CurveLogError(path, None, "unknown curve-log type: name it .csv or .jsonl (.gz allowed), or give its format "
                                     "(--format / --curves-format csv|jsonl|tensorboard)")
 
 

@@ -59,6 +59,20 @@ def test_jsonl_and_csv_round_trip_through_the_writer(tmp_path):
         np.testing.assert_allclose(run.extra["kl"], [0, 0.01, 0.02, 0.03, 0.04])
 
 
+def test_gzipped_logs_are_read_by_their_inner_extension_alone_or_in_a_folder(tmp_path):
+    import gzip
+
+    rows = [{"job": "x", "step": s, "eval_score": 0.1 * s} for s in range(4)]
+    for name in ("log.csv", "log.jsonl"):
+        write_curve_log(str(tmp_path / name), rows)
+        (tmp_path / "gz").mkdir(exist_ok=True)
+        (tmp_path / "gz" / (name + ".gz")).write_bytes(gzip.compress((tmp_path / name).read_bytes()))
+        run = read_curve_log(str(tmp_path / "gz" / (name + ".gz")))["x"]
+        np.testing.assert_allclose(run.eval_score, [0, 0.1, 0.2, 0.3])
+    with pytest.raises(CurveLogError, match="also appears"):   # both files of the folder are read
+        read_curve_log(str(tmp_path / "gz"))
+
+
 def test_a_directory_of_logs_is_one_library(tmp_path):
     write_curve_log(str(tmp_path / "one.csv"), [{"job": "a", "step": s, "eval_score": s} for s in range(3)])
     write_curve_log(str(tmp_path / "two.jsonl"), [{"job": "b", "step": s, "eval_score": -s} for s in range(3)])
