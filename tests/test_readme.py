@@ -34,7 +34,9 @@ def test_every_python_block_runs_in_order(tmp_path):
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     printed = r.stdout.split()
-    assert len(printed) == 2 + 4 + 2 and all(float(x) == float(x) for x in printed)   # numbers, not NaN
+    # quick start 2, simulate 4, the live stopper 2, the added policy 2: numbers, not NaN
+    assert len(printed) == 2 + 4 + 2 + 2 and all(float(x) == float(x) for x in printed)
+    assert printed[6:8] == ["2", "0.66"]                                  # the live stop's best eval
     assert not list(tmp_path.iterdir())                                     # nothing written
 
 
