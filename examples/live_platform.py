@@ -7,7 +7,8 @@ over-optimise (few preference pairs, no KL, a high learning rate), half to stay 
 
 - ``none``: every job runs to its end (these runs' logs are the full histories the replay reads);
 - ``evalstop``: ``EvalStopScheduler(stopper="evalstop", k=2)``, which answers ``STOP`` and frees the slot;
-- ``divergence``: the same scheduler with the ``divergence`` detector (reads the logged proxy too).
+- ``divergence``: the same scheduler with the ``divergence`` detector (reads the logged proxy too), its eval
+  noise given as the largest sampling error of the 100-item eval set.
 
 Each trial reports every eval after step 0 to Tune from a ``TrainerCallback`` and writes its
 ``trainer_state.json`` before each report, so a stopped trial leaves every eval it saw. The table gives
@@ -33,9 +34,12 @@ STEPS, EVALS = 48, 6          # an eval every 8 steps; the simulator's checkpoin
 COMMON = dict(steps=STEPS, evals=EVALS, sft_steps=100, rm_steps=60, gold_items=300)
 # (method, pairs, kl_coef / DPO beta, lr): few pairs, no KL and a high learning rate over-optimise
 JOBS = (("grpo", 128, 0.0, 3e-3), ("grpo", 1024, 0.3, 1e-3), ("dpo", 128, 0.1, 3e-3), ("dpo", 1024, 0.5, 1e-3))
-ARMS = {"none": None, "evalstop": ("evalstop", {"k": 2}), "divergence": ("divergence", {})}
 METRIC = "eval_score"
 EVAL_ITEMS = 100   # TRLRunSettings.eval_items: the public eval set's size
+# divergence with the eval's noise given as the largest sampling error on EVAL_ITEMS items, sqrt(0.25 / 100):
+# estimated from the scores instead, it needs 20 second differences pooled over the jobs (a few short jobs'
+# worth) before it judges any job, so on eight 6-eval jobs it would stop almost none
+ARMS = {"none": None, "evalstop": ("evalstop", {"k": 2}), "divergence": ("divergence", {"sigma": 0.05})}
 
 
 def job_settings(jobs: int = 8) -> list:
@@ -95,14 +99,18 @@ def scheduler(stopper: str, params: dict):
 
 
 def run_arm(arm: str, settings: list, out: str) -> dict:
-    """Run every job as a Tune trial under ``arm``; return ``{run name: {"end_s", "wall_s", "stop_step",
-    "last_step"}}`` (times from the submit of all trials at t=0)."""
+    """Run every job as a Tune trial under ``arm``. Returns ``{"jobs": {run name: {"end_s", "wall_s",
+    "stop_step", "last_step"}}, "order": [(run name, step), ...]}``: times in seconds from the submit of all
+    trials at t=0, and every result in the order Tune handed it to the scheduler."""
     from ray import tune
     from ray.tune import Callback
+
+    from evalstop_gym.overopt.trl_backend import TRLRunSettings
 
     logs = os.path.join(out, arm)
     os.makedirs(logs, exist_ok=True)
     times: dict[str, dict] = {}
+    order: list = []   # (trial id, step)
     t0 = time.time()
 
     class Clock(Callback):
@@ -118,6 +126,9 @@ def run_arm(arm: str, settings: list, out: str) -> dict:
         def on_trial_error(self, iteration, trials, trial, **info):
             self._end(trial)
 
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            order.append((trial.trial_id, int(result["step"])))
+
     space = {"settings": tune.grid_search([dataclasses.asdict(s) for s in settings]),
              "logs": logs, "work": os.path.join(out, "work")}
     sched = scheduler(*ARMS[arm]) if ARMS[arm] else None
@@ -128,23 +139,22 @@ def run_arm(arm: str, settings: list, out: str) -> dict:
     results = tuner.fit()
     if results.errors:
         raise RuntimeError(f"arm {arm}: {results.errors}")
-    jobs = {}
+    jobs, names = {}, {}
     for r in results:
-        from evalstop_gym.overopt.trl_backend import TRLRunSettings
-
         name = TRLRunSettings(**r.config["settings"]).name
+        names[r.metrics["trial_id"]] = name
         t = times[r.metrics["trial_id"]]
         last = int(r.metrics["step"])
         jobs[name] = {"end_s": t["end"], "wall_s": t["end"] - t["start"], "last_step": last,
                       "stop_step": last if last < STEPS else None}
-    return jobs
+    return {"jobs": jobs, "order": [(names[t], step) for t, step in order]}
 
 
-def full_runs(out: str) -> dict:
-    """The full runs (arm ``none``) as ``{run name: LoggedRun}``."""
+def logged_runs(out: str, arm: str = "none") -> dict:
+    """The runs an arm logged as ``{run name: LoggedRun}`` (arm ``none``: the full runs)."""
     from evalstop_gym.curvelog import read_trainer_state
 
-    folder = os.path.join(out, "none")
+    folder = os.path.join(out, arm)
     runs = {}
     for f in sorted(os.listdir(folder)):
         if f.endswith(".trainer_state.json"):
@@ -200,9 +210,36 @@ def simulated_stops(runs: dict, stopper: str, eval_items: int = EVAL_ITEMS, **pa
     return {n: policy.stops.get(n) for n in runs}, policy.order
 
 
+class _Trial:
+    def __init__(self, trial_id):
+        self.trial_id = trial_id
+
+
+def scheduler_stops(runs: dict, stopper: str, params: dict, order: list | None = None) -> dict:
+    """Each run's evals after step 0 handed to a fresh :func:`scheduler` (the call Tune makes per result),
+    run by run or in ``order`` (``[(run name, step), ...]``); ``{run name: step of its STOP or None}``."""
+    from ray.tune.schedulers import TrialScheduler
+
+    sched = scheduler(stopper, params)
+    if order is None:
+        order = [(name, int(step)) for name, run in runs.items() for step in run.step[1:]]
+    stops = dict.fromkeys(runs)
+    for name, step in order:
+        run = runs[name]
+        if stops[name] is not None:
+            continue
+        i = int(np.flatnonzero(run.step == step)[0])
+        result = {METRIC: float(run.eval_score[i]), "train_loss": float(run.train_loss[i]),
+                  "proxy_reward": float(run.proxy_reward[i]), "step": int(step)}
+        if sched.on_trial_result(None, _Trial(name), result) == TrialScheduler.STOP:
+            stops[name] = int(step)
+    return stops
+
+
 def table(arms: dict, labels: dict) -> list[dict]:
     rows = []
-    for arm, jobs in arms.items():
+    for arm, out in arms.items():
+        jobs = out["jobs"]
         stopped = {n for n, j in jobs.items() if j["stop_step"] is not None}
         hacking = {n for n, h in labels.items() if h}
         tp = len(stopped & hacking)
@@ -233,7 +270,7 @@ def main(argv=None) -> dict:
         arms = {arm: run_arm(arm, settings, args.out) for arm in ARMS}
     finally:
         ray.shutdown()
-    runs = full_runs(args.out)
+    runs = logged_runs(args.out)
     labels = {n: bool(label_run(r, evals=EVALS).hacking) for n, r in runs.items()}
     rows = table(arms, labels)
     replay = {}
@@ -241,9 +278,15 @@ def main(argv=None) -> dict:
         if spec is None:
             continue
         sim, _ = simulated_stops(runs, spec[0], **spec[1])
-        live = {n: j["stop_step"] for n, j in arms[arm].items()}
+        live = {n: j["stop_step"] for n, j in arms[arm]["jobs"].items()}
         same = sorted(n for n in runs if live[n] == sim[n])
-        replay[arm] = {"live": live, "simulated": sim, "same": len(same) == len(runs), "agree": len(same)}
+        # the evals each trial of this arm saw are the full run's evals up to its stop (deterministic runs)
+        seen = logged_runs(args.out, arm)
+        prefix = all(np.array_equal(seen[n].eval_score, runs[n].eval_score[:seen[n].step.size]) for n in runs)
+        # the rule on the full runs' evals, in the order Tune handed them over live
+        ordered = scheduler_stops(runs, spec[0], spec[1], arms[arm]["order"])
+        replay[arm] = {"live": live, "simulated": sim, "same": len(same) == len(runs), "agree": len(same),
+                       "prefix": prefix, "live_order": ordered == live}
     print(f"{'arm':<11} {'makespan s':>10} {'mean JCT s':>10} {'CPU-h':>7} {'stopped':>7} {'precision':>9} "
           f"{'recall':>6}")
     for r in rows:
@@ -251,8 +294,10 @@ def main(argv=None) -> dict:
               f"{r['stopped']:>7} {r['precision']:>9.2f} {r['recall']:>6.2f}")
     print(f"hacking (gold): {sum(labels.values())} of {len(labels)} jobs")
     for arm, rep in replay.items():
-        print(f"replay {arm}: the simulator stops {rep['agree']} of {len(runs)} jobs at the live stop step "
-              f"(live stops {sorted((n, s) for n, s in rep['live'].items() if s)})")
+        print(f"replay {arm}: the simulator stops {rep['agree']} of {len(runs)} jobs at the live stop step; "
+              f"live evals = the full runs' evals up to the stop: {rep['prefix']}; the same stops from the logs "
+              f"in Tune's order of results: {rep['live_order']}; "
+              f"live stops {sorted((n, s) for n, s in rep['live'].items() if s)}")
     result = {"table": rows, "labels": labels, "replay": replay, "arms": arms}
     with open(os.path.join(args.out, "table.json"), "w") as f:
         json.dump(result, f, indent=1)

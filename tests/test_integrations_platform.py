@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytest.importorskip("ray")
@@ -42,30 +41,8 @@ def runs(tmp_path_factory):
     return read_curve_log(path)
 
 
-class Trial:
-    def __init__(self, trial_id):
-        self.trial_id = trial_id
-
-
 def tune_stops(runs, stopper, order=None, **params):
-    """Each run's evals after step 0, reported to the example's EvalStopScheduler (the platform path Tune
-    calls) run by run, or in ``order`` ([(run, step), ...]); the step of each run's STOP, else None."""
-    from ray.tune.schedulers import TrialScheduler
-
-    sched = EXAMPLE["scheduler"](stopper, params)
-    if order is None:
-        order = [(name, int(step)) for name, run in runs.items() for step in run.step[1:]]
-    stops = dict.fromkeys(runs)
-    for name, step in order:
-        run = runs[name]
-        if stops[name] is not None:
-            continue
-        i = int(np.flatnonzero(run.step == step)[0])
-        result = {"eval_score": float(run.eval_score[i]), "train_loss": float(run.train_loss[i]),
-                  "proxy_reward": float(run.proxy_reward[i]), "step": step}
-        if sched.on_trial_result(None, Trial(name), result) == TrialScheduler.STOP:
-            stops[name] = step
-    return stops
+    return EXAMPLE["scheduler_stops"](runs, stopper, params, order)
 
 
 def test_evalstop_stops_the_hand_computed_runs_at_the_hand_computed_steps(runs):
@@ -99,3 +76,25 @@ def test_pooled_noise_makes_the_order_matter(runs):
     by run instead of in the simulator's order, DropTest stops other runs."""
     sim, _ = EXAMPLE["simulated_stops"](runs, "droptest")
     assert tune_stops(runs, "droptest") != sim
+
+
+@pytest.mark.slow   # MEASURE
+def test_the_live_platform_replays_in_the_simulator(tmp_path):
+    """Four tiny TRL jobs (GRPO, DPO; one of each over-optimises at seed 0) as Ray Tune trials on 2 CPUs, in
+    the example's three arms; EvalStop's live stop steps are the simulator's replay of the full runs."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, str(ROOT / "examples" / "live_platform.py"), "--out", str(tmp_path),
+                    "--jobs", "4"], check=True, env=env, capture_output=True, timeout=1800)
+    out = json.load(open(tmp_path / "table.json"))
+    rows = {r["arm"]: r for r in out["table"]}
+    assert rows["none"]["stopped"] == 0 and len(out["labels"]) == 4
+    assert any(out["labels"].values()) and not all(out["labels"].values())
+    assert rows["evalstop"]["stopped"] > 0
+    for arm in ("evalstop", "divergence"):
+        rep = out["replay"][arm]
+        assert rep["prefix"] and rep["live_order"]   # deterministic runs; the rule decided on exactly the logs
+    assert out["replay"]["evalstop"]["same"]          # its own evals only: the simulator's replay agrees exactly
+    # a stopped trial ends early: it costs less than the same job run to its end
+    for name, job in out["arms"]["evalstop"]["jobs"].items():
+        if job["stop_step"] is not None:
+            assert job["last_step"] < 48
