@@ -169,7 +169,7 @@ def simulated_stops(runs: dict, stopper: str, eval_items: int = EVAL_ITEMS, **pa
     from evalstop_gym.baselines import make_policy
     from evalstop_gym.config import WorkloadConfig
     from evalstop_gym.curvelog import apply_curve_log
-    from evalstop_gym.policy import Policy, drive
+    from evalstop_gym.policy import Stopper, drive
     from evalstop_gym.simulator import Simulator
     from evalstop_gym.workload import generate
 
@@ -185,20 +185,17 @@ def simulated_stops(runs: dict, stopper: str, eval_items: int = EVAL_ITEMS, **pa
     for j in range(w.n):   # which run each job replays: the one whose evals it observes
         names[j], = [n for n, r in runs.items() if np.array_equal(w.observed[j], r.eval_score[1:])]
 
-    class Asked(Policy):
-        name = "asked"
+    class Asked(Stopper):
+        """The wrapped policy's decisions, recorded: where each job stopped, and every eval asked about."""
 
-        def __init__(self, inner):
-            self.inner, self.stops, self.order = inner, {}, []
+        rule_name = "asked"
 
-        def reset(self):
-            self.inner.reset()
-
-        def schedule(self, cluster):
-            return self.inner.schedule(cluster)
+        def __init__(self, base):
+            super().__init__(base)
+            self.stops, self.order = {}, []
 
         def should_stop(self, job, cluster):
-            decision = self.inner.should_stop(job, cluster)
+            decision = self.base.should_stop(job, cluster)
             at = int(runs[names[job.job_id]].step[len(job.eval_scores)])
             self.order.append((names[job.job_id], at))
             if decision:
