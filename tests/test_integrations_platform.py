@@ -78,7 +78,7 @@ def test_pooled_noise_makes_the_order_matter(runs):
     assert tune_stops(runs, "droptest") != sim
 
 
-@pytest.mark.slow   # MEASURE
+@pytest.mark.slow   # 156 s here (2 loaded cores, load about 4), Ray start-up and SFT included
 def test_the_live_platform_replays_in_the_simulator(tmp_path):
     """Four tiny TRL jobs (GRPO, DPO; one of each over-optimises at seed 0) as Ray Tune trials on 2 CPUs, in
     the example's three arms; EvalStop's live stop steps are the simulator's replay of the full runs."""
