@@ -275,9 +275,11 @@ def eval_callback(s: TRLRunSettings, sft):
     return GoldEval()
 
 
-def run_trainer_state(s: TRLRunSettings, workdir: str) -> dict:
+def run_trainer_state(s: TRLRunSettings, workdir: str, callbacks=()) -> dict:
     """Run ``s`` with TRL under ``workdir`` (``models/`` keeps the SFT folders); return the Trainer's
-    state as ``trainer_state.json`` holds it (``log_history`` with the callback's evals)."""
+    state as ``trainer_state.json`` holds it (``log_history`` with the callback's evals). ``callbacks``
+    are more ``TrainerCallback`` objects, called after the eval callback (e.g. one reporting each eval
+    to Ray Tune)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -292,7 +294,7 @@ def run_trainer_state(s: TRLRunSettings, workdir: str) -> dict:
     sft = _logits(sft)
     pairs = preference_pairs(s, sft, _stream(s.seed, 4))
     out = tempfile.mkdtemp(dir=workdir, prefix=".trainer-")
-    callbacks = [eval_callback(s, sft)]
+    callbacks = [eval_callback(s, sft), *callbacks]
     if s.method == "dpo":
         from trl import DPOConfig, DPOTrainer
 
@@ -327,19 +329,20 @@ def run_trainer_state(s: TRLRunSettings, workdir: str) -> dict:
     return state
 
 
-def run(s: TRLRunSettings, workdir: str | None = None, state_path: str | None = None) -> list[dict]:
+def run(s: TRLRunSettings, workdir: str | None = None, state_path: str | None = None,
+        callbacks=()) -> list[dict]:
     """Run ``s`` and return its curve-log rows (``job`` = ``s.name``, a ``method`` column); with
-    ``state_path``, also write the Trainer's ``trainer_state.json`` there. One torch thread, deterministic
-    algorithms (restored after)."""
+    ``state_path``, also write the Trainer's ``trainer_state.json`` there; ``callbacks`` as for
+    :func:`run_trainer_state`. One torch thread, deterministic algorithms (restored after)."""
     from ..curvelog import state_runs
 
     with one_thread_deterministic():
         if workdir is None:
             with tempfile.TemporaryDirectory() as tmp:
-                state = run_trainer_state(s, tmp)
+                state = run_trainer_state(s, tmp, callbacks)
         else:
             os.makedirs(workdir, exist_ok=True)
-            state = run_trainer_state(s, workdir)
+            state = run_trainer_state(s, workdir, callbacks)
     if state_path is not None:
         from ..files import write_atomic
 
