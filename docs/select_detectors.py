@@ -143,7 +143,7 @@ def _scores(sc: dict[str, float]) -> dict[str, float]:
 
 def run(rule: str, cfg: WorkloadConfig, seeds: list[int]) -> dict[str, Any]:
     """Play every detector's candidates on ``seeds`` of ``cfg``; the rule's choice and every setting's scores."""
-    start = time.process_time()
+    start, code = time.process_time(), code_version()   # the code that runs, before anything can change it
     workloads = [generate(cfg.replace(seed=s)) for s in seeds]
     waste = [run_policy(w, make_policy(BASE))["compute_waste_gpu_h"] for w in workloads]
     anchor = score(workloads, waste, *ANCHOR)
@@ -156,7 +156,7 @@ def run(rule: str, cfg: WorkloadConfig, seeds: list[int]) -> dict[str, Any]:
     return {"rule": rule, "calibration": cfg.calibration, "noise": cfg.noise, "workload": cfg.workload,
             "base_scheduler": BASE, "seeds": {"first": seeds[0], "last": seeds[-1], "count": len(seeds)},
             "budget": BUDGET, "anchor": {"stopper": ANCHOR[0], "params": ANCHOR[1], "scores": _scores(anchor)},
-            "detectors": detectors, "code": code_version(), "cpu_seconds": round(time.process_time() - start, 1)}
+            "detectors": detectors, "code": code, "cpu_seconds": round(time.process_time() - start, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:
