@@ -85,7 +85,7 @@ def test_patience_counts_evals_without_a_new_best():
     # new bests at evals 5 and 6 reset the wait; 0.52, 0.50, 0.49 make it 3 at eval 9
     b = [0.1, 0.5, 0.45, 0.48, 0.51, 0.55, 0.52, 0.50, 0.49, 0.48]
     w = jobs_with(a, b)
-    assert stop_evals(w, Patience(FIFO(), patience=3)) == [5, 9]
+    assert stop_evals(w, Patience(FIFO(), patience=3, min_delta=0.0)) == [5, 9]
     # EvalStop(k=2) sees no two consecutive declines in a, and stops b at its second one (eval 8)
     assert stop_evals(w, EvalStop(FIFO(), k=2)) == [None, 8]
     # min_delta 0.02: 0.51 is not 0.02 above 0.5, so b's wait reaches 3 at eval 5 too
