@@ -8,7 +8,9 @@ noise). Four disjoint ranges say what each seed is for:
   trained, tuned or selected on them.
 * **validation** ``900,000 .. 8,999,999``: tuning and selection: the bench's
   tuner (:mod:`evalstop_gym.bench.tune`), the choice of hand-coded comparators
-  and of learned runs, the EvalCallback of training.
+  and of learned runs, the EvalCallback of training. The hand-coded detectors'
+  defaults are chosen on validation seeds of one world,
+  :data:`SELECTION_CALIBRATION`.
 * **audit** ``9,000,000 .. 9,999,999``: checks of a world itself (is the
   hidden label readable from public data?), apart from both of the above.
 * **train** ``10,000,000 ..``: training episodes; run seed ``s``, env rank
@@ -55,6 +57,12 @@ RANGES: dict[str, SeedRange] = {r.role: r for r in (TRAIN, VALIDATION, TEST, AUD
 # chosen on validation seeds (docs/select_detectors.py, docs/detectors.md), but figures of the earlier
 # search were seen on these seeds, so they stay out of every held-out report.
 TUNED_ON_TEST: dict[str, range] = {"earlier detector defaults": range(100, 111)}
+
+# The world whose validation seeds choose the hand-coded detectors' defaults: docs/select_detectors.py
+# plays it, records its choice in docs/detector_defaults.json, and tests/test_baselines_defaults.py holds
+# the file, this name and the defaults in evalstop_gym/baselines/ equal. To move the selection to another
+# world, change this name, re-run the script and ship what it picks.
+SELECTION_CALIBRATION = "realistic"
 
 # the names the learned layer has used since before this module (evalstop_gym.agents.seeds)
 TEST_SEEDS_END = TEST.end

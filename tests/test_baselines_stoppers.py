@@ -85,7 +85,7 @@ def test_patience_counts_evals_without_a_new_best():
     # new bests at evals 5 and 6 reset the wait; 0.52, 0.50, 0.49 make it 3 at eval 9
     b = [0.1, 0.5, 0.45, 0.48, 0.51, 0.55, 0.52, 0.50, 0.49, 0.48]
     w = jobs_with(a, b)
-    assert stop_evals(w, Patience(FIFO(), patience=3)) == [5, 9]
+    assert stop_evals(w, Patience(FIFO(), patience=3, min_delta=0.0)) == [5, 9]
     # EvalStop(k=2) sees no two consecutive declines in a, and stops b at its second one (eval 8)
     assert stop_evals(w, EvalStop(FIFO(), k=2)) == [None, 8]
     # min_delta 0.02: 0.51 is not 0.02 above 0.5, so b's wait reaches 3 at eval 5 too
@@ -365,13 +365,14 @@ def test_documented_defaults():
     assert EvalStop(FIFO()).k == 2 and StopAtProgress(FIFO()).p == 0.65
     assert _lossaware().window == 3
     assert (LossPlateau(FIFO()).window, LossPlateau(FIFO()).tolerance) == (3, 0.01)
-    # the detectors' defaults are docs/select_detectors.py's choice on validation seeds (docs/detectors.md)
-    assert (Patience(FIFO()).patience, Patience(FIFO()).min_delta) == (2, 0.0)
+    # the detectors' defaults are docs/select_detectors.py's choice on validation seeds, recorded in
+    # docs/detector_defaults.json (tests/test_baselines_defaults.py holds the two equal)
+    assert (Patience(FIFO()).patience, Patience(FIFO()).min_delta) == (3, 0.01)
     c, s = CUSUM(FIFO()), SmoothedDecline(FIFO())
     assert (c.threshold, c.drift, c.sigma) == (1.5, 0.0, None) and (s.window, s.threshold, s.sigma) == (3, 1.0, None)
     d, v = DropTest(FIFO()), Divergence(FIFO())
     assert (d.window, d.z, d.min_drop, d.sigma) == (2, 1.0, 0.0, None)
-    assert (v.window, v.z, v.min_drop, v.fast_z, v.fast_min_drop, v.proxy_z, v.lag) == (2, 3.0, 0.0, 1.0, 0.04, 3.0, 2)
+    assert (v.window, v.z, v.min_drop, v.fast_z, v.fast_min_drop, v.proxy_z, v.lag) == (2, 2.0, 0.04, 1.0, 0.04, 1.0, 1)
     t = _tiresias()
     assert (t.thresholds_gpu_h, t.promote_knob) == ((4.0, 32.0), 2.0)
     assert type(make_policy()) is FIFO

@@ -11,7 +11,8 @@ eval-set size (:mod:`evalstop_gym.baselines.noise`) unless given.
 Works on every job type.
 
 Defaults ``drift = 0`` and ``threshold = 1.5``, the choice of
-``docs/select_detectors.py`` on validation seeds (docs/detectors.md): with
+``docs/select_detectors.py`` on validation seeds of the selection world
+(``docs/detector_defaults.json``; docs/detectors.md): with
 about ten evals per job the test sees a handful of deltas, too few for the
 textbook ``drift = 0.5, threshold = 4-5`` (made for long streams) to fire
 before a run ends. With ``drift = 0`` the sum since its last reset is the drop

@@ -17,7 +17,8 @@ Unlike EvalStop's count of declines, the test scales with each job's own
 noise: a job evaluated on 14,042 items is stopped at its first clear drop, one
 evaluated on 30 items only when the drop is far beyond its noise. Defaults
 (``window``, ``z``, ``min_drop``) are the choice of ``docs/select_detectors.py``
-on validation seeds (docs/detectors.md).
+on validation seeds of the selection world (``docs/detector_defaults.json``;
+docs/detectors.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ the observed scores of the episode's jobs with the same eval-set size
 ``window`` evals exist. Works on every job type.
 
 Defaults ``window = 3`` evals and ``threshold = 1``, the choice of
-``docs/select_detectors.py`` on validation seeds (docs/detectors.md): stop
+``docs/select_detectors.py`` on validation seeds of the selection world
+(``docs/detector_defaults.json``; docs/detectors.md): stop
 when the best straight line through the last three scores (over three points
 its slope is half the change from the first to the last) falls by more than
 one standard error. With threshold 0 the rule would not depend on sigma's

@@ -115,30 +115,36 @@ def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    import inspect
+
     from evalstop_gym.baselines import SCHEDULERS, STOPPERS
+
+    def d(stopper: str, name: str):   # the default the stopper ships, so the help cannot fall behind it
+        return f"default {inspect.signature(STOPPERS[stopper].__init__).parameters[name].default:g}"
 
     g = p.add_argument_group("policy")
     g.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",
                    help=f"base scheduler: {'|'.join(SCHEDULERS)} (default %(default)s)")
     g.add_argument("--stopper", default="none", metavar="NAME",
                    help=f"stopper: {'|'.join(STOPPERS)} (default %(default)s)")
-    g.add_argument("--k", type=int, default=None, help="evalstop: consecutive declines to stop (default 2)")
+    g.add_argument("--k", type=int, default=None, help=f"evalstop: consecutive declines to stop ({d('evalstop', 'k')})")
     g.add_argument("--stop-progress", dest="p", type=float, default=None, metavar="P",
-                   help="stopat: stop RLHF jobs at this fraction of training (default 0.65)")
+                   help=f"stopat: stop RLHF jobs at this fraction of training ({d('stopat', 'p')})")
     g.add_argument("--window", type=int, default=None,
-                   help="lossplateau: evals the loss improvement is measured over (default 3); "
-                        "smoothed: evals in the slope fit (default 3); droptest, divergence: scores averaged (default 2)")
+                   help=f"lossplateau: evals the loss improvement is measured over ({d('lossplateau', 'window')}); "
+                        f"smoothed: evals in the slope fit ({d('smoothed', 'window')}); droptest: scores averaged "
+                        f"({d('droptest', 'window')}); divergence: the same ({d('divergence', 'window')})")
     g.add_argument("--tolerance", type=float, default=None,
-                   help="lossplateau: stop below this relative loss improvement (default 0.01)")
+                   help=f"lossplateau: stop below this relative loss improvement ({d('lossplateau', 'tolerance')})")
     g.add_argument("--patience", type=int, default=None,
-                   help="patience: evals without a new best score before stopping (default 2)")
+                   help=f"patience: evals without a new best score before stopping ({d('patience', 'patience')})")
     g.add_argument("--min-delta", type=float, default=None,
-                   help="patience: smallest score gain that counts as a new best (default 0)")
+                   help=f"patience: a new best must beat the best by more than this ({d('patience', 'min_delta')})")
     g.add_argument("--threshold", type=float, default=None,
-                   help="cusum: evidence to stop, in noise sigmas (default 1.5); "
-                        "smoothed: slope standard errors below 0 to stop (default 1)")
+                   help=f"cusum: evidence to stop, in noise sigmas ({d('cusum', 'threshold')}); "
+                        f"smoothed: slope standard errors below 0 to stop ({d('smoothed', 'threshold')})")
     g.add_argument("--drift", type=float, default=None,
-                   help="cusum: decline per eval ignored, in noise sigmas (default 0)")
+                   help=f"cusum: decline per eval ignored, in noise sigmas ({d('cusum', 'drift')})")
     g.add_argument("--sigma", type=float, default=None,
                    help="cusum, smoothed, droptest, divergence: eval-noise sigma if known (default: estimated "
                         "from the observed scores of jobs with the same eval-set size)")
