@@ -85,7 +85,8 @@ def measure(seconds: float = 3.0, repeat: int = 3, envs: dict | None = None,
 
 
 def build_share(seconds: float, seed: int = 0) -> float:
-    """Share of EvalStop-Cluster-v0's step time spent in ``_refresh`` (window and mask) and ``_observe``."""
+    """Share of EvalStop-Cluster-v0's step time spent in ``_refresh`` (window and mask), ``_observe`` and
+    the kept rows' bookkeeping at starts and preemptions (``JobTable.moved``)."""
     env = gym.make("EvalStop-Cluster-v0")
     inner, clock, spent = env.unwrapped, time.perf_counter, [0.0]
 
@@ -99,6 +100,7 @@ def build_share(seconds: float, seed: int = 0) -> float:
         return g
 
     inner._refresh, inner._observe = timed(inner._refresh), timed(inner._observe)
+    inner._table.moved = timed(inner._table.moved)
     _, info = env.reset(seed=seed)
     env.action_space.seed(seed)
     sample, in_env, stop_at = env.action_space.sample, 0.0, clock() + seconds
