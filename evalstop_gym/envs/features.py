@@ -176,12 +176,12 @@ if list(JOB_FEATURES)[_TIMED:_TIMED + 3] != ["attained", "remaining_est", "waiti
 class JobTable:
     """The job rows of one episode, kept per job and written again only where a job changed.
 
-    Each job's row is kept whole (float32), its clock columns (:func:`_clock_part`: attained, remaining
-    estimate, waiting) as of the instant they were last computed, and each kept row carries a stamp that
-    changes whenever the row does. An observation recomputes the clock columns of the window's rows not
-    yet computed at this instant, and copies a row into its slot only if the slot holds another row (or
-    an older version of it): the sub-steps of a scheduling decision share an instant, so they rewrite
-    only the slots their starts and preemptions changed.
+    Each job's row is kept (float32) without its clock columns (:func:`_clock_part`: attained, remaining
+    estimate, waiting), which are computed once per instant and job. Each slot of the observation
+    remembers the versions of the row and of the clock columns it holds, and an observation writes a
+    slot's row only if the slot holds another job or an older version of its row, and its clock columns
+    only if they changed: at a new instant, one small write per shown job; in the sub-steps of a
+    scheduling decision (one instant), only the slots that starts and preemptions changed.
 
     The driver calls :meth:`update` when a job reaches an eval checkpoint and :meth:`moved` when it
     starts or is preempted. Jobs that arrived since the last observation are read from their views:
@@ -200,11 +200,14 @@ class JobTable:
         n = len(views)
         self._views, self._total = views, total_gpus
         self._rows = np.zeros((n, N_JOB), np.float32)
-        self._at = [-1] * n           # the tick each row's clock columns were computed at (-1: to compute)
-        self._version = [0] * n       # each row's stamp: a new value of _count at each change
+        self._clock: list[tuple | None] = [None] * n  # each job's clock columns, computed at tick _at
+        self._at = [-1] * n           # (-1: to compute)
+        self._version = [0] * n       # version stamps of each job's row and clock columns: new values of
+        self._clock_version = [0] * n  # _count at each change, so a stamp names one job's one version
         self._count = 0
-        self._slot = [0] * self.slots  # the stamp of the row in each slot (0: an empty slot; -1: to rewrite)
-        self._shown = 0                # slots holding a job
+        self._slot = [0] * self.slots        # the row version each slot holds (0: empty; -1: to rewrite)
+        self._slot_clock = [0] * self.slots  # the clock version each slot holds
+        self._shown = 0                      # slots holding a job
         self._extra: list[float] = []
         self._arrived = 0
         self._buf[:] = 0.0
@@ -220,9 +223,12 @@ class JobTable:
         self.moved(v)
 
     def moved(self, v: JobView) -> None:
-        """Job ``v`` started or was preempted."""
-        self._rows[v.job_id, _RUNNING] = 1.0 if v.status == RUNNING else 0.0
-        self._at[v.job_id] = -1
+        """Job ``v`` started or was preempted (or :meth:`update` changed its row)."""
+        j = v.job_id
+        self._rows[j, _RUNNING] = 1.0 if v.status == RUNNING else 0.0
+        self._count += 1
+        self._version[j] = self._count
+        self._at[j] = -1
 
     def __call__(self, cluster: ClusterView, ids: list[int], extra: list[float],
                  decision: bool = False) -> np.ndarray:
@@ -234,17 +240,22 @@ class JobTable:
             for j in islice(reversed(waiting), arrived - self._arrived):
                 self.update(views[j])
             self._arrived = arrived
-        buf, block, rows, slot = self._buf, self._block, self._rows, self._slot
-        now, at, version = cluster.now_ticks, self._at, self._version
+        block, rows, slot, slot_clock = self._block, self._rows, self._slot, self._slot_clock
+        now, at, clock, version, clock_version = cluster.now_ticks, self._at, self._clock, self._version, \
+            self._clock_version
         for i, j in enumerate(ids):
             if at[j] != now:
-                rows[j, _TIMED:_TIMED + 3] = _clock_part(views[j])
+                clock[j] = _clock_part(views[j])
                 at[j] = now
                 self._count += 1
-                version[j] = self._count
+                clock_version[j] = self._count
             if slot[i] != version[j]:
                 block[i] = rows[j]
                 slot[i] = version[j]
+                slot_clock[i] = 0
+            if slot_clock[i] != clock_version[j]:
+                block[i, _TIMED:_TIMED + 3] = clock[j]
+                slot_clock[i] = clock_version[j]
         k = len(ids)
         if k < self._shown:
             block[k:self._shown] = 0.0
@@ -254,8 +265,8 @@ class JobTable:
             block[0, _DECISION] = 1.0
             slot[0] = -1  # the flag is the slot's, not the row's
         if extra != self._extra:
-            buf[self.slots * N_JOB:] = self._extra = extra
-        return buf.copy()
+            self._buf[self.slots * N_JOB:] = self._extra = extra
+        return self._buf.copy()
 
 
 def cluster_row(cluster: ClusterView, *, shown_running: int = 0, shown_waiting: int = 0,
