@@ -195,6 +195,13 @@ class JobTable:
         self._buf = np.zeros(slots * N_JOB + n_extra, np.float32)
         self._block = self._buf[:slots * N_JOB].reshape(slots, N_JOB)  # a view: the job rows
 
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_block"}
+
+    def __setstate__(self, state: dict) -> None:  # a pickled view comes back as a copy: make it a view again
+        self.__dict__.update(state)
+        self._block = self._buf[:self.slots * N_JOB].reshape(self.slots, N_JOB)
+
     def reset(self, views: list, total_gpus: int) -> None:
         """A new episode over ``views`` (the simulator's list of job views, ``None`` before arrival)."""
         n = len(views)
