@@ -69,7 +69,7 @@ def make_policy(scheduler: str = "fifo", stopper: str = "none", *, tie: str = DE
         raise ConfigError("scheduler", scheduler, f"must be one of {', '.join(SCHEDULERS)}")
     if stopper not in STOPPERS:
         raise ConfigError("stopper", stopper, f"must be one of {', '.join(STOPPERS)}")
-    base = with_tie(scheduler, tie)
+    base = with_tie(SCHEDULERS[scheduler], tie)
     allowed = stopper_params(stopper)
     for p in params:
         if p not in allowed:

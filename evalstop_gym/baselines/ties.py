@@ -24,6 +24,8 @@ from __future__ import annotations
 from evalstop_gym.config import ConfigError
 from evalstop_gym.policy import Scheduler
 
+from .tiresias import Tiresias
+
 TIE_RULES = ("running", "arrival")
 DEFAULT_TIE = "running"
 TIRESIAS_ORDER = {"running": "queue", "arrival": "arrival"}
@@ -69,13 +71,9 @@ class ArrivalTies(Scheduler):
         return self.base.type_preference(job, cluster) if self.base._ranks_types else None
 
 
-def with_tie(scheduler: str, tie: str = DEFAULT_TIE) -> Scheduler:
-    """The registered base scheduler ``scheduler`` under tie rule ``tie`` (:data:`TIE_RULES`)."""
-    from . import SCHEDULERS
-    from .tiresias import Tiresias
-
+def with_tie(cls: type[Scheduler], tie: str = DEFAULT_TIE) -> Scheduler:
+    """A base scheduler of class ``cls`` (default parameters) under tie rule ``tie`` (:data:`TIE_RULES`)."""
     check_tie(tie)
-    cls = SCHEDULERS[scheduler]
     if issubclass(cls, Tiresias):
         return cls(order=TIRESIAS_ORDER[tie])
     base = cls()
