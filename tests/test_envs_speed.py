@@ -27,9 +27,10 @@ def test_envs_reach_one_percent_of_cartpole():
 
 
 def test_observation_share_and_vector_rate_stay_near_their_measured_values():
-    """Measured on a 2-core machine at load average 17-20 (bench_env.py, one run): building observations
-    and masks 45% of a step, the lean vector env 28% of CartPole's per-env rate (the same run before the
-    kept job rows: 47% and 12%). Floors: at most 70% and at least 10%. About 8 s."""
+    """Measured on a 2-core machine at load average 17-20 (bench_env.py, three runs, each interleaved with
+    one of the code before the kept job rows): building observations and masks 42-51% of a step (before:
+    44-49%), the lean vector env 18-28% of CartPole's per-env rate (before: 12-26%). Floors well outside
+    that spread: at most 70% and at least 8%. About 8 s."""
     bench = load_bench()
     share = min(bench.build_share(0.5) for _ in range(3))
     assert share <= 0.70, share
@@ -37,4 +38,4 @@ def test_observation_share_and_vector_rate_stay_near_their_measured_values():
     for _ in range(3):  # interleaved, so load drifts hit both alike
         for env_id, kw in (("CartPole-v1", {}), ("EvalStop-Cluster-v0", {"step_info": "lean"})):
             best[env_id] = max(best[env_id], bench.vector_rate(env_id, 8, 0.4, **kw))
-    assert best["EvalStop-Cluster-v0"] >= 0.10 * best["CartPole-v1"], best
+    assert best["EvalStop-Cluster-v0"] >= 0.08 * best["CartPole-v1"], best
