@@ -13,7 +13,9 @@ Then, in the same run: the share of an EvalStop-Cluster-v0 step spent
 building its observation and action mask (target <= 25%), and the per-env
 rate of ``SyncVectorEnv`` of 8 EvalStop-Cluster-v0 envs against 8 CartPole-v1
 envs, with the full per-step ``info`` and with ``step_info="lean"`` (target
->= 40% of CartPole's).
+>= 40% of CartPole's). To say where the time goes, the same run prints the
+share of a step spent in the simulator's event loop (``_advance``) and what
+``SyncVectorEnv`` adds per env step to CartPole's and to the lean env's step.
 
     python benchmarks/bench_env.py [--seconds 3] [--repeat 3] [--cluster nodes8,two-types] [--vector 8]
 
@@ -84,25 +86,32 @@ def measure(seconds: float = 3.0, repeat: int = 3, envs: dict | None = None,
     return best
 
 
-def build_share(seconds: float, seed: int = 0) -> float:
-    """Share of EvalStop-Cluster-v0's step time spent in ``_refresh`` (window and mask) and ``_observe``."""
-    env = gym.make("EvalStop-Cluster-v0")
-    inner, clock, spent = env.unwrapped, time.perf_counter, [0.0]
+def build_share(seconds: float, seed: int = 0, parts: dict | None = None) -> float:
+    """Share of EvalStop-Cluster-v0's step time spent in ``_refresh`` (window and mask), ``_observe`` and
+    the kept rows' bookkeeping at starts and preemptions (``JobTable.moved``).
 
-    def timed(f):
+    ``parts`` (a dict), if given, also receives the share of ``_advance`` (the simulator's event loop
+    and the reward's bookkeeping of elapsed time) under ``"advance"``.
+    """
+    env = gym.make("EvalStop-Cluster-v0")
+    inner, clock, spent = env.unwrapped, time.perf_counter, [0.0, 0.0]
+
+    def timed(f, i=0):
         def g(*a, **kw):
             t = clock()
             try:
                 return f(*a, **kw)
             finally:
-                spent[0] += clock() - t
+                spent[i] += clock() - t
         return g
 
     inner._refresh, inner._observe = timed(inner._refresh), timed(inner._observe)
+    inner._table.moved = timed(inner._table.moved)
+    inner._advance = timed(inner._advance, 1)
     _, info = env.reset(seed=seed)
     env.action_space.seed(seed)
     sample, in_env, stop_at = env.action_space.sample, 0.0, clock() + seconds
-    spent[0] = 0.0
+    spent[:] = [0.0, 0.0]
     while clock() < stop_at:
         action = sample(info["action_mask"])
         t = clock()
@@ -111,6 +120,8 @@ def build_share(seconds: float, seed: int = 0) -> float:
             _, info = env.reset()
         in_env += clock() - t
     env.close()
+    if parts is not None:
+        parts["advance"] = spent[1] / in_env
     return spent[0] / in_env
 
 
@@ -146,9 +157,14 @@ def main(argv=None) -> None:
     print(f"{'env':<38} {'steps/s':>10} {'vs CartPole':>12}")
     for env_id, r in rates.items():
         print(f"{env_id:<38} {r:>10.0f} {r / base:>11.1%}")
-    shares = [build_share(a.seconds) for _ in range(a.repeat)]
-    print(f"\nEvalStop-Cluster-v0: observation + mask building {min(shares):.1%} of a step "
-          f"(best of {a.repeat}; target <= 25%)")
+    shares = []
+    for _ in range(a.repeat):
+        parts: dict = {}
+        shares.append((build_share(a.seconds, parts=parts), parts["advance"]))
+    share, advance = min(shares)
+    print(f"\nEvalStop-Cluster-v0: observation + mask building {share:.1%} of a step "
+          f"(best of {a.repeat}; target <= 25%); in the same run the simulator and the reward's "
+          f"time bookkeeping (_advance) {advance:.1%}")
     vec = {}
     for _ in range(a.repeat):  # interleaved, the best of each kept
         for label, env_id, kw in (("CartPole-v1", "CartPole-v1", {}),
@@ -156,9 +172,23 @@ def main(argv=None) -> None:
                                   ("EvalStop-Cluster-v0, step_info='lean'", "EvalStop-Cluster-v0",
                                    {"step_info": "lean"})):
             vec[label] = max(vec.get(label, 0.0), vector_rate(env_id, a.vector, a.seconds, **kw))
+        for label, env_id, kw in (("CartPole-v1 (one env)", "CartPole-v1", {}),
+                                  ("EvalStop-Cluster-v0, lean (one env)", "EvalStop-Cluster-v0",
+                                   {"step_info": "lean"})):
+            env = gym.make(env_id, **kw)
+            vec[label] = max(vec.get(label, 0.0), masked_steps_per_s(env, a.seconds))
+            env.close()
     print(f"\nSyncVectorEnv of {a.vector}, per env:")
     for label, r in vec.items():
-        print(f"{label:<38} {r:>10.0f} {r / vec['CartPole-v1']:>11.1%}")
+        if "one env" not in label:
+            print(f"{label:<38} {r:>10.0f} {r / vec['CartPole-v1']:>11.1%}")
+    # what SyncVectorEnv adds to each env step (stacking, info merging, autoreset), from the same run
+    for name, one, many in (("CartPole-v1", "CartPole-v1 (one env)", "CartPole-v1"),
+                            ("EvalStop-Cluster-v0, lean", "EvalStop-Cluster-v0, lean (one env)",
+                             "EvalStop-Cluster-v0, step_info='lean'")):
+        alone, in_vec = 1e6 / vec[one], 1e6 / (vec[many] * a.vector)
+        print(f"{name}: {alone:.1f} us per step alone, {in_vec:.1f} us per env step in the vector env "
+              f"({in_vec - alone:.1f} us of vector overhead)")
 
 
 if __name__ == "__main__":

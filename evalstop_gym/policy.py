@@ -35,6 +35,13 @@ class Plan(NamedTuple):
     wakeup_h: float | None = None   # ask to be called again at this time (hours); replaces the last plan's
     placed: Mapping[int, tuple] | None = None
 
+    def timer_h(self, now_h: float) -> float | None:
+        """The driver's timer this plan sets at ``now_h`` (hours): ``wakeup_h`` if it is after now, else
+        None, which withdraws the pending one (a wake-up asked for now or earlier is ignored). Every
+        driver (:func:`apply_plan`, the envs' adapter) sets its timer through this."""
+        w = self.wakeup_h
+        return w if w is not None and w > now_h else None
+
 
 NO_CHANGE = Plan()
 
@@ -460,8 +467,7 @@ def apply_plan(sim: Simulator, plan: Plan) -> None:
     else:
         for j in plan.start:
             sim.start(j)
-    wakeup_h = plan.wakeup_h  # the plan's timer replaces the last plan's (None withdraws it)
-    sim.set_timer(wakeup_h if wakeup_h is not None and wakeup_h > sim.cluster.now_h else None)
+    sim.set_timer(plan.timer_h(sim.cluster.now_h))  # replaces the last plan's timer (None withdraws it)
 
 
 def drive(sim: Simulator, policy: Policy) -> Outcome:

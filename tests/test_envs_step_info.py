@@ -1,10 +1,11 @@
 """The kept observation rows and the lean per-step info change nothing an agent can see.
 
-EvalStop-Cluster-v0 writes a job's row again only when it changed
-(``features.ObservationWriter``); every observation must equal the one
-:func:`~evalstop_gym.envs.features.observation` builds from scratch from the
-same window. ``step_info="lean"`` drops the per-step extras but plays the same
-episode: same observations, rewards, masks and final metrics.
+EvalStop-Cluster-v0 keeps each job's row and writes it again only where it
+changed (``features.JobTable``); every observation must equal, byte for byte,
+the one :func:`~evalstop_gym.envs.features.observation` builds from scratch
+from the same window, and every mask the one built by hand.
+``step_info="lean"`` drops the per-step extras but plays the same episode:
+same observations, rewards, masks and final metrics.
 """
 
 import gymnasium as gym
@@ -30,13 +31,28 @@ def play(env, steps, seed=4):
     return out
 
 
-@pytest.mark.parametrize("kw", [{}, {"cluster": "two-types"}])
+def reference_mask(inner):
+    """The action mask built by hand from the public views (docs/mdp.md)."""
+    c, win, n = inner.cluster, inner.window, inner.action_space.n
+    if inner.decision == "eval":
+        return np.array([1, 1] + [0] * (n - 2), np.int8)
+    if inner.decision == "done":
+        return np.array([1] + [0] * (n - 1), np.int8)
+    commit = bool(c.running) or not c.waiting or inner._wakeup_h > c.now_h
+    slots = [inner._started_at[v.job_id] != c.now_ticks if v.status == RUNNING else v.gpus <= c.largest_fit()
+             for v in win]
+    return np.array([commit, 0, *slots] + [0] * (n - 2 - len(win)), np.int8)
+
+
+@pytest.mark.parametrize("kw", [{}, {"cluster": "two-types"}, {"slots": 6}])
 def test_kept_rows_equal_the_observation_built_from_scratch(kw):
-    env = gym.make("EvalStop-Cluster-v0", jobs=30, load=2.0, **kw)
+    """Over a long random episode every observation is byte for byte the one features.observation builds
+    from scratch from the same window (job_row per job), and every mask the one built by hand."""
+    env = gym.make("EvalStop-Cluster-v0", jobs=150, load=2.0, **kw)
     inner = env.unwrapped
     obs, info = env.reset(seed=2)
     rng = np.random.default_rng(2)
-    for _ in range(3000):
+    for steps in range(20000):
         c, win = inner.cluster, inner.window
         shown = sum(v.status == RUNNING for v in win)
         row = cluster_row(c, shown_running=shown, shown_waiting=len(win) - shown,
@@ -45,11 +61,12 @@ def test_kept_rows_equal_the_observation_built_from_scratch(kw):
             row += topology_row(c, win, inner.slots)
         want = observation(win, inner.slots, c.total_gpus, row,
                            inner.decision_job.job_id if inner.decision == "eval" else None)
-        assert np.array_equal(obs, want)
+        assert obs.dtype == want.dtype and obs.tobytes() == want.tobytes()
+        assert info["action_mask"].tobytes() == reference_mask(inner).tobytes()
         obs, _, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
         if terminated or truncated:
             break
-    assert terminated
+    assert terminated and steps > 1000
 
 
 def test_lean_step_info_plays_the_same_episode():

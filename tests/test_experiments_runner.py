@@ -75,10 +75,10 @@ def started(path):
 
 
 # (scheduler, jobs) with their hand-computed estimated costs, jobs x (10 evals + 1) x factor:
-# fifo and srtf-est 1; srtf-progress and lossaware re-rank running jobs (3); tiresias also
-# re-sorts its waiting queue (3 x 10).
-COSTED = [("fifo", 30, 330), ("srtf-progress", 30, 990), ("fifo", 40, 440), ("tiresias", 20, 6600),
-          ("lossaware", 30, 990), ("srtf-est", 30, 330)]
+# fifo 1; srtf-est preempts (2); srtf-progress and lossaware also re-rank running jobs (2 x 3);
+# tiresias preempts and keeps its own lists (2 x 2.5).
+COSTED = [("fifo", 30, 330), ("srtf-progress", 30, 1980), ("fifo", 40, 440), ("tiresias", 40, 2200),
+          ("lossaware", 30, 1980), ("srtf-est", 30, 660)]
 
 
 def costed_specs():
@@ -103,7 +103,7 @@ def test_runs_start_longest_estimated_first_each_once_and_resume_skips_finished(
     assert run_sweep(specs, ResultStore(path), workers=workers) == 3   # only the rest, each once
     assert sorted(started(path)) == sorted(s.run_id for s in specs)
     if workers == 1:
-        assert started(path)[3:] == [fifo40, fifo30, srtf]
+        assert started(path)[3:] == [srtf, fifo40, fifo30]
     assert run_sweep(specs, ResultStore(path), workers=workers) == 0
 
 

@@ -332,3 +332,61 @@ def test_eval_due_now_predicts_the_next_decision_on_crowded_instants():
         assert due == (kind == EVAL and c.now_h == now)
         said.append(due)
     assert sum(said) > 20 and len(said) - sum(said) > 20
+
+
+# -- tie rules of preemptive schedulers (evalstop_gym.baselines.ties) ----------------------
+
+def test_tie_rules_running_first_vs_arrival_by_hand():
+    """Every key equal, so only the tie rule orders jobs. 2 GPUs. JA (1 GPU, 1 h) and J0 (2 GPUs, 2 h)
+    arrive at t=0, J1 (1 GPU, 3 h) at t=0.5. JA runs, J0 cannot fit, J1 starts at 0.5. At t=1 JA ends:
+    * "running": J1 keeps its GPU (running first), J0 still cannot fit and waits until J1 ends at 3.5,
+      then runs to 5.5. JCTs 1, 5.5, 3.
+    * "arrival": J0 arrived before J1, so it is kept first and takes both GPUs: J1 is preempted, J0 runs
+      1..3, J1 resumes at 3 with 2.5 h left, ends at 5.5 (JCT 5). JCTs 1, 3, 5."""
+    from evalstop_gym.baselines.ties import ArrivalTies
+    from evalstop_gym.policy import Scheduler
+
+    class AllTie(Scheduler):
+        name = "all-tie"
+        preemptive = True
+        static_key = True
+
+        def key(self, job, cluster):
+            return 0
+
+    def run(policy):
+        w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=1.0), dict(submit_h=0.0, gpus=2, length_h=2.0),
+                                dict(submit_h=0.5, gpus=1, length_h=3.0)], total_gpus=2)
+        out = drive(Simulator(w), policy)
+        return out.jct_h.tolist(), out.preemptions
+
+    assert run(AllTie()) == ([1.0, 5.5, 3.0], 0)
+    assert run(ArrivalTies(AllTie())) == ([1.0, 3.0, 5.0], 1)
+
+
+def test_tie_option_is_validated_and_reaches_the_schedulers():
+    from evalstop_gym.baselines import FIFO, SRTFEst, Tiresias, make_policy
+    from evalstop_gym.baselines.ties import ArrivalTies
+    from evalstop_gym.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"tie='oldest' is invalid: must be one of running, arrival \(default running\)"):
+        make_policy("srtf-est", tie="oldest")
+    assert type(make_policy("srtf-est")) is SRTFEst                      # the default: running first
+    p = make_policy("srtf-est", "evalstop", tie="arrival")
+    assert isinstance(p.base, ArrivalTies) and isinstance(p.base.base, SRTFEst) and p.name == "srtf-est+evalstop"
+    assert type(make_policy("fifo", tie="arrival")) is FIFO             # non-preemptive: queue order is arrival
+    assert make_policy("tiresias", tie="arrival").order == "arrival"
+    assert make_policy("tiresias").order == "queue" and isinstance(make_policy("tiresias"), Tiresias)
+
+
+def test_arrival_ties_change_nothing_where_no_keys_tie():
+    """Generated workloads have continuous estimates: no two SRTF-Est keys tie, so the arrival rule (on the
+    re-keyed path, without the kept running order) gives the same episode as the default."""
+    from evalstop_gym.baselines import make_policy
+    from evalstop_gym.workload import generate
+
+    for seed in (0, 1):
+        w = generate(WorkloadConfig(seed=seed, jobs=60, load=2.0))
+        a = compute_metrics(drive(Simulator(w), make_policy("srtf-est", tie="running")))
+        b = compute_metrics(drive(Simulator(w), make_policy("srtf-est", tie="arrival")))
+        assert a == b

@@ -25,6 +25,7 @@ from .srtf_est import SRTFEst
 from .srtf_progress import SRTFProgress
 from .stopat import StopAtProgress
 from .tiresias import Tiresias
+from .ties import DEFAULT_TIE, TIE_RULES, with_tie
 
 SCHEDULERS: dict[str, type[Scheduler]] = {
     "fifo": FIFO,
@@ -57,16 +58,18 @@ def stopper_params(stopper: str) -> list[str]:
     return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "base")]
 
 
-def make_policy(scheduler: str = "fifo", stopper: str = "none", **params) -> Policy:
+def make_policy(scheduler: str = "fifo", stopper: str = "none", *, tie: str = DEFAULT_TIE, **params) -> Policy:
     """Build ``stopper(scheduler)`` from registry names and the stopper's parameters.
 
+    ``tie``: the base scheduler's tie rule, one of :data:`TIE_RULES` (default ``"running"``: running jobs
+    first on equal keys; ``"arrival"``: by arrival; :mod:`evalstop_gym.baselines.ties`).
     Parameters that the chosen stopper does not take raise :class:`ConfigError`.
     """
     if scheduler not in SCHEDULERS:
         raise ConfigError("scheduler", scheduler, f"must be one of {', '.join(SCHEDULERS)}")
     if stopper not in STOPPERS:
         raise ConfigError("stopper", stopper, f"must be one of {', '.join(STOPPERS)}")
-    base = SCHEDULERS[scheduler]()
+    base = with_tie(SCHEDULERS[scheduler], tie)
     allowed = stopper_params(stopper)
     for p in params:
         if p not in allowed:
@@ -76,6 +79,6 @@ def make_policy(scheduler: str = "fifo", stopper: str = "none", **params) -> Pol
     return base if cls is None else cls(base, **params)
 
 
-__all__ = ["SCHEDULERS", "STOPPERS", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "SRTFProgress",
+__all__ = ["SCHEDULERS", "STOPPERS", "TIE_RULES", "DEFAULT_TIE", "make_policy", "stopper_params", "FIFO", "SJFEst", "SRTFEst", "SRTFProgress",
            "LossAware", "Tiresias", "MaxThroughput", "EvalStop", "StopAtProgress", "LossPlateau", "Patience", "CUSUM",
            "SmoothedDecline", "DropTest", "Divergence"]

@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..api import DEFAULT_SCHEDULER
-from ..policy import Policy
+from ..policy import Plan, Policy
 from .base import COMMIT, CONTINUE, STOP
 from .cluster_env import ClusterEnv
 from .stop_env import StopControlEnv
@@ -70,11 +70,10 @@ class PolicyAgent:
             self._pending.extend(plan.start)
             for j, where in (plan.placed or {}).items():  # the nodes the plan chose, as apply_plan does
                 env.request_placement(j, where)
-            self._pending.append(("commit", plan.wakeup_h))
+            self._pending.append(plan)  # its commit
         step = self._pending.popleft()
-        if isinstance(step, tuple):
-            wakeup_h = step[1]  # replaces the last plan's timer; None withdraws it
-            env.request_wakeup(wakeup_h if wakeup_h is not None and wakeup_h > env.cluster.now_h else None)
+        if isinstance(step, Plan):
+            env.request_wakeup(step.timer_h(env.cluster.now_h))  # replaces the last plan's timer; None withdraws it
             return COMMIT
         return env.slot_action(step)
 

@@ -387,6 +387,7 @@ class SimEnv(gym.Env):
         self._sim = Simulator(w)
         n = w.n
         self._n_jobs = n
+        self._job_gpus = w.gpus.tolist()  # job id -> GPU demand (public: each job's view shows it)
         self._steps = 0
         self._limit = STEPS_PER_JOB * n if self.max_steps == "auto" else self.max_steps
         self._truncated = False
@@ -474,10 +475,10 @@ class SimEnv(gym.Env):
         n = self._n_jobs
         w = self.reward_weights
         # a hidden-truth term is reported only while weighted: otherwise per-step info stays public
-        terms = {k: x / n for k, x in zip(TERMS, self._terms) if k not in HIDDEN_TERMS or w[k] != 0.0}
-        terms["invalid"] = 1.0 if invalid else 0.0
+        parts = [(k, x / n) for k, x in zip(TERMS, self._terms) if k not in HIDDEN_TERMS or w[k] != 0.0]
+        parts.append(("invalid", 1.0 if invalid else 0.0))
         self._terms = [0.0] * len(TERMS)
-        reward = float(sum(w[k] * x for k, x in terms.items()))
+        reward = float(sum([w[k] * x for k, x in parts]))
         terminated = self._kind == DONE
         truncated = not terminated and self._limit is not None and self._steps >= self._limit
         if self.step_info == "lean":
@@ -492,7 +493,7 @@ class SimEnv(gym.Env):
             info["truncation"] = (f"max_steps={self._limit} reached with {self._n_jobs - c.finished} of "
                                   f"{self._n_jobs} jobs unfinished; no metrics (the episode did not end)")
         if self.step_info == "full":
-            info["reward_terms"] = terms
+            info["reward_terms"] = dict(parts)
             info["invalid_action"] = invalid
         if self.render_mode == "human":
             self.render()

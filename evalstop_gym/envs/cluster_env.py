@@ -28,8 +28,7 @@ from ..config import check_range
 from ..simulator import EVAL, SCHEDULE
 from ..view import RUNNING, JobView
 from .base import COMMIT, STOP, SimEnv, with_topology
-from .features import (N_JOB, ObservationWriter, cluster_bounds, cluster_row, job_bounds, topology_row,
-                       window)
+from .features import N_JOB, JobTable, cluster_bounds, cluster_row, job_bounds, topology_row, window_ids
 
 SLOT0 = 2  # action index of slot 0
 
@@ -54,18 +53,20 @@ class ClusterEnv(SimEnv):
                                np.concatenate([np.tile(hi_j, slots), hi_c]))
         self.observation_space = spaces.Box(lo, hi, dtype=np.float32)
         self.action_space = spaces.Discrete(SLOT0 + slots)
-        self._window: list[JobView] = []
-        self._write_obs = ObservationWriter(slots, len(lo) - slots * N_JOB)
-        self._eval_mask = bytes([1, 1]).ljust(SLOT0 + slots, b"\0")     # continue or stop
-        self._done_mask = bytes([1]).ljust(SLOT0 + slots, b"\0")        # only 0 after the end
-        self._mask = np.frombuffer(self._done_mask, np.int8)
+        self._ids: list[int] = []    # the window: job ids in slot order, the first _n_run of them running
+        self._n_run = 0
+        self._table = JobTable(slots, len(lo) - slots * N_JOB)
+        self._eval_mask = np.frombuffer(bytes([1, 1]).ljust(SLOT0 + slots, b"\0"), np.int8)  # continue or stop
+        self._done_mask = np.frombuffer(bytes([1]).ljust(SLOT0 + slots, b"\0"), np.int8)     # only 0 after the end
+        self._mask = self._done_mask
 
     # -- episode -----------------------------------------------------------------
     def _begin_episode(self) -> None:
-        self._started_at: dict[int, float] = {}   # job id -> instant the agent last started it
+        sim = self._sim
+        self._started_at = [-1] * self._n_jobs  # job id -> tick the agent last started it
         self._placements: dict[int, tuple] = {}    # job id -> nodes asked for by request_placement
         self._wakeup_h = -math.inf                 # the pending wake-up timer's time
-        self._write_obs.reset()                    # rows kept between steps (features.ObservationWriter)
+        self._table.reset(sim.views, sim.cluster.total_gpus)  # rows kept between steps (features.JobTable)
         self._advance()
         self._refresh()
 
@@ -86,13 +87,14 @@ class ClusterEnv(SimEnv):
             elif a == COMMIT:
                 self._advance()
             else:
-                v = self._window[a - SLOT0]
+                v = sim.views[self._ids[a - SLOT0]]
                 if v.status == RUNNING:
                     sim.preempt(v.job_id)
                     self._preempted(v)
                 else:
                     sim.start(v.job_id, self._placements.pop(v.job_id, None))
-                    self._started_at[v.job_id] = sim.cluster.now_h
+                    self._started_at[v.job_id] = sim.cluster.now_ticks
+                self._table.moved(v)
                 if self._recorder is not None:
                     self._recorder.update(sim.cluster)
             self._refresh()
@@ -126,9 +128,8 @@ class ClusterEnv(SimEnv):
 
     def slot_action(self, job_id: int) -> int:
         """The action that toggles job ``job_id`` now; ``ValueError`` if it is not in the window."""
-        for i, v in enumerate(self._window):
-            if v.job_id == job_id:
-                return SLOT0 + i
+        if job_id in self._ids:
+            return SLOT0 + self._ids.index(job_id)
         raise ValueError(f"job {job_id} is not in the observation window of {self.slots} slots "
                          f"({len(self.cluster.running)} running, {len(self.cluster.waiting)} waiting); "
                          "make the env with more slots")
@@ -136,38 +137,40 @@ class ClusterEnv(SimEnv):
     @property
     def window(self) -> list[JobView]:
         """The jobs in the observation's slots, in slot order (public views)."""
-        return list(self._window)
+        views = self._sim.views
+        return [views[j] for j in self._ids]
 
     # -- observation and masks ------------------------------------------------------
     def _refresh(self) -> None:
         c = self._sim.cluster
         kind = self._kind
         if kind == EVAL:
-            self._window = window(c, self.slots, self._sim.decision_job)
-            mask = self._eval_mask
+            v = self._sim.decision_job
+            self._table.update(v)  # a new checkpoint in its history
+            self._ids, self._n_run = window_ids(c, self.slots, v.job_id)
+            self._mask = self._eval_mask
         elif kind == SCHEDULE:
-            self._window = win = window(c, self.slots)
-            now, free, started = c.now_h, c.largest_fit(), self._started_at
-            idle_with_queue = not c.running and c.waiting and not self._wakeup_h > now
-            mask = bytes([0 if idle_with_queue else 1, 0,
-                          *[(started.get(v.job_id) != now) if v.status == RUNNING else v.gpus <= free
-                            for v in win]]).ljust(SLOT0 + self.slots, b"\0")
+            self._ids, self._n_run = ids, r = window_ids(c, self.slots)
+            now, fit, started, gpus = c.now_ticks, c.largest_fit(), self._started_at, self._job_gpus
+            idle_with_queue = not c.running and c.waiting and not self._wakeup_h > c.now_h
+            # a job started at this instant cannot be preempted in it; a waiting one starts if it fits
+            self._mask = np.frombuffer(bytes([0 if idle_with_queue else 1, 0,
+                                              *[started[j] != now for j in ids[:r]],
+                                              *[gpus[j] <= fit for j in ids[r:]]]).ljust(SLOT0 + self.slots, b"\0"),
+                                       np.int8)  # read-only: action_masks() hands out copies
         else:
-            self._window = []
-            mask = self._done_mask
-        self._mask = np.frombuffer(mask, np.int8)  # read-only: action_masks() hands out copies
+            self._ids, self._n_run = [], 0
+            self._mask = self._done_mask
 
     def _observe(self) -> np.ndarray:
         c = self._sim.cluster
-        win = self._window
-        kind = self._kind
-        decision = self._sim.decision_job.job_id if kind == EVAL else None
-        shown_running = sum(v.status == RUNNING for v in win)
-        row = cluster_row(c, shown_running=shown_running, shown_waiting=len(win) - shown_running,
-                          eval_point=kind == EVAL, schedule_point=kind == SCHEDULE)
+        ids, r, kind = self._ids, self._n_run, self._kind
+        row = cluster_row(c, shown_running=r, shown_waiting=len(ids) - r, eval_point=kind == EVAL,
+                          schedule_point=kind == SCHEDULE,
+                          waiting_gpus=sum(map(self._job_gpus.__getitem__, c.waiting)))
         if self._topo_spec is not None:
-            row += topology_row(c, win, self.slots)
-        return self._write_obs(win, c.total_gpus, c.now_ticks, row, decision)
+            row += topology_row(c, self.window, self.slots)
+        return self._table(c, ids, row, kind == EVAL)
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now: ``np.int8`` 0/1 of length ``2 + slots`` (never all 0)."""
@@ -183,9 +186,9 @@ class ClusterEnv(SimEnv):
             return (f"no job runs while {len(c.waiting)} wait and no wake-up is pending; "
                     "start a job before committing")
         i = a - SLOT0
-        if i >= len(self._window):
+        if i >= len(self._ids):
             return f"slot {i} is empty"
-        v = self._window[i]
+        v = self._sim.views[self._ids[i]]
         if v.status == RUNNING:
             return f"job {v.job_id} in slot {i} started at this instant; it can be preempted from the next one"
         if c.node_free is not None:

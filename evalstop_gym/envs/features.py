@@ -15,6 +15,7 @@ are clipped to a documented range. Empty slots are all zeros (``present = 0``).
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Sequence
 
 import numpy as np
@@ -89,43 +90,30 @@ def _clip(x: float, lo: float, hi: float) -> float:
     return lo if x < lo else hi if x > hi else x
 
 
-def job_row(v: JobView, total_gpus: int, decision: bool = False, cache: dict | None = None,
-            now_ticks: int | None = None) -> list[float]:
-    """The features of one job, in :data:`JOB_FEATURES` order (plain floats).
+def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
+    """The features of one job, in :data:`JOB_FEATURES` order (plain floats), built from scratch
+    (:class:`JobTable` keeps the rows of a whole episode and gives the same values)."""
+    _, head, est, tail = _checkpoint_parts(v, v.evals_done)
+    return [*head, 1.0 if v.status == RUNNING else 0.0, 1.0 if decision else 0.0, v.gpus / total_gpus,
+            est / (est + TIME_SCALE_H), *_clock_part(v), *tail]
 
-    ``cache`` (a dict the caller keeps for one episode): the parts of the row
-    that change only at the job's eval checkpoints are computed once per
-    checkpoint instead of at every step, and the whole row once per instant
-    and state (the sub-steps of a scheduling decision share an instant); it
-    needs ``now_ticks``, the cluster's clock.
-    """
-    n = len(v.eval_scores)
-    parts = cache.get(v.job_id) if cache is not None else None
-    if parts is None or parts[0] != n:
-        parts = _checkpoint_parts(v, total_gpus, n)
-        if cache is not None:
-            cache[v.job_id] = parts
-    running = v.status == RUNNING
-    if cache is not None and parts[4] == (now_ticks, running, decision):  # same instant and state: same row
-        return parts[5]
-    _, head, est, tail, _, _ = parts
+
+def _clock_part(v: JobView) -> tuple[float, float, float]:
+    """The columns of ``v``'s row that move with the clock: squashed attained, remaining estimate and
+    waiting hours."""
     ts = TIME_SCALE_H
-    ticks = v.attained_ticks
-    att = ticks / TICKS_PER_HOUR
-    wait = v.waiting_h if now_ticks is None else (now_ticks - v.submit_ticks - ticks) / TICKS_PER_HOUR
+    est = v.est_length_h
+    att = v.attained_h
+    wait = v.waiting_h
     if wait < 0.0:  # float noise at the instant a job starts
         wait = 0.0
     rem = est - att if est > att else 0.0
-    row = [*head, 1.0 if running else 0.0, 1.0 if decision else 0.0, v.gpus / total_gpus,
-           est / (est + ts), att / (att + ts), rem / (rem + ts), wait / (wait + ts), *tail]
-    if cache is not None:
-        cache[v.job_id] = (n, head, est, tail, (now_ticks, running, decision), row)
-    return row
+    return att / (att + ts), rem / (rem + ts), wait / (wait + ts)
 
 
-def _checkpoint_parts(v: JobView, total_gpus: int, n: int) -> tuple:
+def _checkpoint_parts(v: JobView, n: int) -> tuple:
     """``(evals seen, the row's head, the estimate in hours, the row's tail)``: what stays the same
-    between two eval checkpoints of ``v``."""
+    between two eval checkpoints of ``v`` (``n`` evals seen)."""
     scores = v.eval_scores
     lo_s, hi_s = SCORE_RANGE
     if n:
@@ -151,7 +139,7 @@ def _checkpoint_parts(v: JobView, total_gpus: int, n: int) -> tuple:
     tail = (n / v.evals_total, 1.0 if n else 0.0, last, best, best - last, d[0], d[1], d[2],
             (cd if cd < MAX_DECLINES else MAX_DECLINES) / MAX_DECLINES, loss_trend, proxy_trend,
             items / (items + ITEMS_SCALE), se)
-    return n, (1.0, *_ONE_HOT[v.job_type]), v.est_length_h, tail, None, None
+    return n, (1.0, *_ONE_HOT[v.job_type]), v.est_length_h, tail
 
 
 def job_rows(views: Sequence[JobView], slots: int, total_gpus: int,
@@ -174,55 +162,154 @@ def observation(views: Sequence[JobView], slots: int, total_gpus: int, cluster: 
     return obs
 
 
-class ObservationWriter:
-    """:func:`observation` for one env, kept between steps: a job's row is written again only when it
-    changed (a new instant, a start or preemption, a checkpoint; :func:`job_row`'s ``cache``), so a
-    sub-step at the same instant costs the rows it changed. Call :meth:`reset` at each episode."""
+# columns of a job row that JobTable writes at every observation (the rest change only at the job's
+# checkpoints, starts and preemptions); attained, remaining_est and waiting are adjacent
+_RUNNING = list(JOB_FEATURES).index("running")
+_DECISION = list(JOB_FEATURES).index("decision")
+_GPUS = list(JOB_FEATURES).index("gpus")
+_EST = list(JOB_FEATURES).index("est_length")
+_TIMED = list(JOB_FEATURES).index("attained")
+if list(JOB_FEATURES)[_TIMED:_TIMED + 3] != ["attained", "remaining_est", "waiting"]:
+    raise RuntimeError("JobTable writes attained, remaining_est and waiting as three adjacent columns")
 
-    def __init__(self, slots: int, n_cluster: int):
+
+class JobTable:
+    """The job rows of one episode, kept per job and written again only where a job changed.
+
+    Each job's row is kept (float32) without its clock columns (:func:`_clock_part`: attained, remaining
+    estimate, waiting), which are computed once per instant and job. Each slot of the observation
+    remembers the versions of the row and of the clock columns it holds, and an observation writes a
+    slot's row only if the slot holds another job or an older version of its row, and its clock columns
+    only if they changed: at a new instant, one small write per shown job; in the sub-steps of a
+    scheduling decision (one instant), only the slots that starts and preemptions changed.
+
+    The driver calls :meth:`update` when a job reaches an eval checkpoint and :meth:`moved` when it
+    starts or is preempted. Jobs that arrived since the last observation are read from their views:
+    arrivals enter the waiting queue last, and only :meth:`~evalstop_gym.simulator.Simulator.advance`
+    makes them. Every value is :func:`job_row`'s (the same float64 operations, then float32). Call
+    :meth:`reset` at each episode.
+    """
+
+    def __init__(self, slots: int, n_extra: int):
         self.slots = slots
-        self._buf = np.zeros(slots * N_JOB + n_cluster, np.float32)
-        self.reset()
+        self._buf = np.zeros(slots * N_JOB + n_extra, np.float32)
+        self._block = self._buf[:slots * N_JOB].reshape(slots, N_JOB)  # a view: the job rows
 
-    def reset(self) -> None:
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_block"}
+
+    def __setstate__(self, state: dict) -> None:  # a pickled view comes back as a copy: make it a view again
+        self.__dict__.update(state)
+        self._block = self._buf[:self.slots * N_JOB].reshape(self.slots, N_JOB)
+
+    def reset(self, views: list, total_gpus: int) -> None:
+        """A new episode over ``views`` (the simulator's list of job views, ``None`` before arrival)."""
+        n = len(views)
+        self._views, self._total = views, total_gpus
+        self._rows = np.zeros((n, N_JOB), np.float32)
+        self._clock: list[tuple | None] = [None] * n  # each job's clock columns, computed at tick _at
+        self._at = [-1] * n           # (-1: to compute)
+        self._version = [0] * n       # version stamps of each job's row and clock columns: new values of
+        self._clock_version = [0] * n  # _count at each change, so a stamp names one job's one version
+        self._count = 0
+        self._slot = [0] * self.slots        # the row version each slot holds (0: empty; -1: to rewrite)
+        self._slot_clock = [0] * self.slots  # the clock version each slot holds
+        self._shown = 0                      # slots holding a job
+        self._extra: list[float] = []
+        self._arrived = 0
         self._buf[:] = 0.0
-        self._rows: list = [None] * self.slots  # the row object written in each slot
-        self.cache: dict = {}
 
-    def __call__(self, views: Sequence[JobView], total_gpus: int, now_ticks: int, cluster: list[float],
-                 decision_id: int | None = None) -> np.ndarray:
-        buf, rows, cache = self._buf, self._rows, self.cache
-        k = min(len(views), self.slots)
-        for i in range(k):
-            v = views[i]
-            row = job_row(v, total_gpus, v.job_id == decision_id, cache, now_ticks)
-            if rows[i] is not row:
-                buf[i * N_JOB:(i + 1) * N_JOB] = row
-                rows[i] = row
-        for i in range(k, self.slots):
-            if rows[i] is None:
-                break
-            buf[i * N_JOB:(i + 1) * N_JOB] = 0.0
-            rows[i] = None
-        buf[self.slots * N_JOB:] = cluster
-        return buf.copy()
+    def update(self, v: JobView) -> None:
+        """Read job ``v``'s view again (a new job, or one at a new eval checkpoint)."""
+        _, head, est, tail = _checkpoint_parts(v, v.evals_done)
+        row = self._rows[v.job_id]
+        row[:_RUNNING] = head
+        row[_GPUS] = v.gpus / self._total
+        row[_EST] = est / (est + TIME_SCALE_H)
+        row[_TIMED + 3:] = tail
+        self.moved(v)
+
+    def moved(self, v: JobView) -> None:
+        """Job ``v`` started or was preempted (or :meth:`update` changed its row)."""
+        j = v.job_id
+        self._rows[j, _RUNNING] = 1.0 if v.status == RUNNING else 0.0
+        self._count += 1
+        self._version[j] = self._count
+        self._at[j] = -1
+
+    def __call__(self, cluster: ClusterView, ids: list[int], extra: list[float],
+                 decision: bool = False) -> np.ndarray:
+        """The observation of the window ``ids`` (job ids in slot order; ``decision``: slot 0 is the job at
+        an eval checkpoint) on ``cluster``, then the ``extra`` features."""
+        waiting, views = cluster.waiting, self._views
+        arrived = len(cluster.running) + len(waiting) + cluster.finished
+        if arrived != self._arrived:
+            for j in islice(reversed(waiting), arrived - self._arrived):
+                self.update(views[j])
+            self._arrived = arrived
+        block, rows, slot, slot_clock = self._block, self._rows, self._slot, self._slot_clock
+        now, at, clock, version, clock_version = cluster.now_ticks, self._at, self._clock, self._version, \
+            self._clock_version
+        for i, j in enumerate(ids):
+            if at[j] != now:
+                clock[j] = _clock_part(views[j])
+                at[j] = now
+                self._count += 1
+                clock_version[j] = self._count
+            if slot[i] != version[j]:
+                block[i] = rows[j]
+                slot[i] = version[j]
+                slot_clock[i] = 0
+            if slot_clock[i] != clock_version[j]:
+                block[i, _TIMED:_TIMED + 3] = clock[j]
+                slot_clock[i] = clock_version[j]
+        k = len(ids)
+        if k < self._shown:
+            block[k:self._shown] = 0.0
+            slot[k:self._shown] = [0] * (self._shown - k)
+        self._shown = k
+        if decision:
+            block[0, _DECISION] = 1.0
+            slot[0] = -1  # the flag is the slot's, not the row's
+        if extra != self._extra:
+            self._buf[self.slots * N_JOB:] = self._extra = extra
+        return self._buf.copy()
 
 
 def cluster_row(cluster: ClusterView, *, shown_running: int = 0, shown_waiting: int = 0,
-                eval_point: bool = False, schedule_point: bool = False) -> list[float]:
+                eval_point: bool = False, schedule_point: bool = False, waiting_gpus: int | None = None) -> list[float]:
     """The cluster features, in :data:`CLUSTER_FEATURES` order.
 
     ``shown_running`` / ``shown_waiting``: how many running / waiting jobs the
     observation already shows in its job rows (the rest count as unseen).
+    ``waiting_gpus``: the GPUs the waiting jobs demand, if the caller has summed them already.
     """
     g = cluster.total_gpus
     nw = len(cluster.waiting)
-    wg = sum(v.gpus for v in cluster.waiting.values()) / g
+    wg = (sum(v.gpus for v in cluster.waiting.values()) if waiting_gpus is None else waiting_gpus) / g
     ur = len(cluster.running) - shown_running
     uw = nw - shown_waiting
     cs = COUNT_SCALE
     return [cluster.free_gpus / g, len(cluster.running) / g, nw / (nw + cs), wg / (wg + 1.0),
             ur / (ur + cs), uw / (uw + cs), 1.0 if eval_point else 0.0, 1.0 if schedule_point else 0.0]
+
+
+def window_ids(cluster: ClusterView, slots: int, first: int | None = None) -> tuple[list[int], int]:
+    """The ids of :func:`window` and how many of them (a prefix) are running: ``first`` (the id of the
+    job at an eval checkpoint, a running job) counts as running."""
+    out = [first] if first is not None else []
+    free = slots - len(out)
+    running, waiting = cluster.running, cluster.waiting
+    run = list(running)
+    if first in running:
+        run.remove(first)
+    n_run = min(len(run), max(free // 2, free - len(waiting)))
+    out += run[:n_run]
+    n_run = len(out)
+    free = slots - n_run
+    if free > 0 and waiting:
+        out += waiting if len(waiting) <= free else islice(waiting, free)
+    return out, n_run
 
 
 def window(cluster: ClusterView, slots: int, first: JobView | None = None) -> list[JobView]:
@@ -234,20 +321,10 @@ def window(cluster: ClusterView, slots: int, first: JobView | None = None) -> li
     slot is left empty while jobs are hidden; waiting jobs fill the rest.
     Within each kind, jobs keep the order in which they entered that state.
     """
-    out = [first] if first is not None else []
-    free = slots - len(out)
-    running = [v for v in cluster.running.values() if v is not first] if first is not None \
-        else list(cluster.running.values())
-    waiting = cluster.waiting
-    n_run = min(len(running), max(free // 2, free - len(waiting)))
-    out += running[:n_run]
-    free -= n_run
-    if free > 0 and waiting:
-        if len(waiting) <= free:
-            out += waiting.values()
-        else:
-            it = iter(waiting.values())
-            out += [next(it) for _ in range(free)]
+    ids, n_run = window_ids(cluster, slots, None if first is None else first.job_id)
+    running, waiting = cluster.running, cluster.waiting
+    out = [running[j] for j in ids[:n_run]] if first is None else [first, *(running[j] for j in ids[1:n_run])]
+    out += [waiting[j] for j in ids[n_run:]]
     return out
 
 

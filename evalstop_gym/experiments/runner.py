@@ -469,11 +469,15 @@ def _collect_one(pool, inflight: dict, store: ResultStore, on_done) -> int:
     return 1
 
 
-# Factors of estimated_cost for a scheduler's work per scheduling point: a preemptive scheduler whose
-# running jobs' keys change while they run ranks every running job at each point, and one whose waiting
-# jobs' keys change re-sorts the waiting queue. Their sizes follow CPU times measured per run on the
-# large preset (docs/scale.md, section 5), e.g. Tiresias 5.7 s against SRTF-Est 0.26 s.
+# Factors of estimated_cost for a scheduler's work per scheduling point, from CPU seconds per run measured on
+# the large preset (5,000 jobs on 1,024 GPUs, no stopper, relative to FIFO; docs/scale.md, section 5):
+# FIFO, SJF-Est and MaxThroughput about 1; SRTF-Est 1.7-1.8 (preemptive, running jobs in a kept order);
+# SRTF-Progress 5.0-5.4 and LossAware 5.5-6.2 (each running job re-ranked at every point); Tiresias 4.5-5.5
+# (its own queue lists, kept across points: an allocate() of its own). A scheduler whose waiting jobs'
+# keys change re-sorts its queue at every point (none registered today).
+PREEMPTS = 2
 RERANKS_RUNNING = 3
+OWN_LISTS = 2.5
 RESORTS_WAITING = 10
 
 
@@ -483,14 +487,20 @@ def estimated_cost(spec: RunSpec) -> float:
     Only the order runs start in depends on it, never a result.
     """
     from evalstop_gym.baselines import SCHEDULERS
+    from evalstop_gym.policy import Scheduler
 
     cost = float(spec.config.jobs * (spec.config.evals_per_job + 1))
     cls = SCHEDULERS.get(spec.scheduler)
     if cls is not None:
-        if cls.preemptive and not cls.run_invariant_key:
-            cost *= RERANKS_RUNNING
-        if not cls.static_key:
-            cost *= RESORTS_WAITING
+        if cls.preemptive:
+            cost *= PREEMPTS
+        if cls.allocate is not Scheduler.allocate:
+            cost *= OWN_LISTS
+        else:
+            if cls.preemptive and not cls.run_invariant_key:
+                cost *= RERANKS_RUNNING
+            if not cls.static_key:
+                cost *= RESORTS_WAITING
     return cost
 
 

@@ -252,8 +252,10 @@ def _e2(c: _Context) -> Experiment:
     missing = [s for s in EXPECTED_SCHEDULERS if s not in c.registry.schedulers]
     if missing:
         c.note(f"base schedulers not registered yet, skipped: {', '.join(missing)}")
-    c.note("ties: a preemptive base keeps running jobs ahead of waiting ones of equal rank, then waiting "
-           "jobs in queue order")
+    from ..baselines.ties import DEFAULT_TIE, TIE_RULES
+    c.note(f"ties: tie={DEFAULT_TIE!r} (of {', '.join(TIE_RULES)}; evalstop_gym.baselines.ties): a preemptive "
+           "base keeps running jobs ahead of waiting ones of equal rank, then waiting jobs in queue order; "
+           "'arrival' ranks equal keys by arrival, as peer simulators that re-sort one arrival-ordered list do")
     if "tiresias" in c.registry.schedulers:
         from ..baselines.tiresias import Tiresias
         t = Tiresias()
