@@ -1,6 +1,7 @@
 """CPU seconds per run of the over-optimisation generator's two backends, measured in one process with
-the runs alternating, and their ratio (TRL / plain torch). Imports are paid before timing; each backend's
-first run also builds its SFT model. Needs torch and the live extra.
+the runs alternating, and their ratio (TRL / plain torch), each at its default policy size (printed: the
+TRL backend's GPT-2 is larger than the plain-torch loop's transformer). Imports are paid before timing;
+each backend's first run also builds its SFT model. Needs torch and the live extra.
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_overopt_backends.py
 """
@@ -13,8 +14,9 @@ import torch  # noqa: F401
 import transformers  # noqa: F401
 import trl  # noqa: F401
 
-from evalstop_gym.overopt import RunSettings, run
-from evalstop_gym.overopt.trl_backend import TRLRunSettings
+from evalstop_gym.overopt import RunSettings, run, task
+from evalstop_gym.overopt.lm import Transformer
+from evalstop_gym.overopt.trl_backend import TRLRunSettings, parameter_counts
 from evalstop_gym.overopt.trl_backend import run as run_trl
 
 PAIRS = (   # (plain-torch settings, TRL settings) measured one after the other
@@ -34,6 +36,10 @@ def cpu(fn) -> float:
 
 
 def main() -> None:
+    torch_s, trl_s = PAIRS[0]
+    plain = sum(p.numel() for p in Transformer(torch_s.dim, torch_s.layers, task.VOCAB).parameters())
+    print(f"policy parameters: torch {plain:,} (width {torch_s.dim}, {torch_s.layers} block), "
+          f"trl {parameter_counts(trl_s)['policy']:,} (width {trl_s.dim}, {trl_s.layers} blocks)")
     with tempfile.TemporaryDirectory() as workdir:
         for torch_s, trl_s in PAIRS:
             a = cpu(lambda: run(torch_s))

@@ -16,7 +16,7 @@ from evalstop_gym.config import ConfigError  # noqa: E402
 from evalstop_gym.curvelog import read_curve_log  # noqa: E402
 from evalstop_gym.overopt import generate_library, task  # noqa: E402
 from evalstop_gym.overopt.library import library_settings  # noqa: E402
-from evalstop_gym.overopt.trl_backend import TRL_GRID, TRLRunSettings, build_tokenizer, text  # noqa: E402
+from evalstop_gym.overopt.trl_backend import TRL_GRID, TRLRunSettings, build_tokenizer, parameter_counts, text  # noqa: E402
 from evalstop_gym.curvelog import read_trainer_state  # noqa: E402
 
 # one run in seconds: 12 steps, 4 evals, small eval sets, short SFT and reward-model fits
@@ -46,6 +46,21 @@ def test_bad_settings_name_the_field(field, value, allowed):
     assert allowed in str(e.value)
     with pytest.raises(ConfigError, match="kl_coef"):
         TRLRunSettings(method="dpo", kl_coef=0.0).validate()   # DPO's beta must be positive
+
+
+def gpt2_parameters(d: int, blocks: int, head: int) -> int:
+    """A GPT-2's parameters by hand (vocabulary 12, 16 positions, inner width 2d, tied LM head; ``head``: the
+    output layer's own weights, 0 for the LM, d for the classifier's bias-free score)."""
+    block = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * 2 * d + 2 * d) + (2 * d * d + d)
+    return task.VOCAB * d + 16 * d + blocks * block + 2 * d + head
+
+
+def test_the_default_policy_has_at_least_a_tenth_of_a_million_parameters():
+    s = TRLRunSettings()
+    counts = parameter_counts(s)
+    assert counts["policy"] == gpt2_parameters(s.dim, s.layers, 0) >= 100_000
+    assert counts["reward_model"] == gpt2_parameters(s.rm_dim, s.rm_layers, s.rm_dim)   # a knob, 9,536 at 32
+    assert parameter_counts(TRLRunSettings(method="dpo", kl_coef=0.1))["reward_model"] is None
 
 
 def test_the_grid_has_every_method_and_distinct_names():

@@ -44,13 +44,14 @@ def main(argv=None) -> int:
     # the finished runs in the library's order (all of them after a complete generate; after an
     # interrupted one, those that ended)
     runs_dir = os.path.join(args.work, "runs")
-    names = [s.name for s in library_settings(args.runs, args.seed, backend_name="trl")
-             if is_finished(s, runs_dir)]
+    from evalstop_gym.overopt.trl_backend import parameter_counts
+
+    finished = [s for s in library_settings(args.runs, args.seed, backend_name="trl") if is_finished(s, runs_dir)]
     runs, lines = [], []
-    for name in names:
-        with open(os.path.join(runs_dir, name + ".json")) as f:
-            runs.append(json.load(f))
-        with open(os.path.join(runs_dir, name + ".csv")) as f:
+    for s in finished:
+        with open(os.path.join(runs_dir, s.name + ".json")) as f:
+            runs.append({**json.load(f), "parameters": parameter_counts(s)})
+        with open(os.path.join(runs_dir, s.name + ".csv")) as f:
             text = f.read().splitlines()
         lines += text if not lines else text[1:]   # one header
     os.makedirs(DATA, exist_ok=True)
@@ -61,10 +62,14 @@ def main(argv=None) -> int:
             "runs_requested": args.runs,
             "python": platform.python_version(),
             "packages": {name: metadata.version(name) for name in PACKAGES},
-            "runs": len(runs), "cpu_s_total": round(sum(cpu), 1),
+            "runs": len(runs), "policy_parameters": sorted({r["parameters"]["policy"] for r in runs}),
+            "reward_model_parameters": sorted({r["parameters"]["reward_model"] for r in runs} - {None}),
+            "cpu_s_total": round(sum(cpu), 1),
             "cpu_s_per_run": {"min": min(cpu), "median": sorted(cpu)[len(cpu) // 2], "max": max(cpu)},
             "note": "CPU seconds of each run's worker process (time.process_time), on a shared 2-core machine; "
-                    "the first run of a worker also pays for importing torch / transformers / TRL",
+                    "the first run of a worker also pays for importing torch / transformers / TRL; parameters "
+                    "counted on models built from each run's configs (the policy's reference model is a "
+                    "frozen copy of the same size)",
             "settings": [{k: v for k, v in r.items() if k not in ("wall_s",)} for r in runs]}
     with open(os.path.join(DATA, "trl_library.json"), "w") as f:
         json.dump(meta, f, indent=1)

@@ -59,6 +59,7 @@ class TRLRunSettings(RunSettings):
     model's depth ``rm_layers``; ``steps`` must be a multiple of ``evals``."""
 
     method: str = "grpo"
+    dim: int = 80          # with layers=2: 106,560 parameters (parameter_counts)
     layers: int = 2
     rm_layers: int = 1
     rm_steps: int = 100
@@ -123,6 +124,20 @@ def _gpt2_config(dim: int, layers: int, **extra):
     return GPT2Config(vocab_size=task.VOCAB, n_positions=16, n_embd=dim, n_layer=layers, n_head=2, n_inner=2 * dim,
                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=task.BOS, eos_token_id=task.EOS,
                       pad_token_id=task.PAD, **extra)
+
+
+def parameter_counts(s: TRLRunSettings) -> dict:
+    """Parameters of ``s``'s models, counted on models built from their configs: ``policy`` (the
+    policy, and as many again in TRL's frozen reference) and ``reward_model`` (GRPO / RLOO; None for DPO)."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    def count(model) -> int:
+        return sum(p.numel() for p in model.parameters())
+
+    rm = None
+    if s.method != "dpo":
+        rm = count(AutoModelForSequenceClassification.from_config(_gpt2_config(s.rm_dim, s.rm_layers, num_labels=1)))
+    return {"policy": count(AutoModelForCausalLM.from_config(_gpt2_config(s.dim, s.layers))), "reward_model": rm}
 
 
 def _logits(hf):
