@@ -1,6 +1,6 @@
 """Build the shipped TRL curve library (evalstop_gym/data/trl_library.csv.gz and trl_library.json).
 
-    nice -n 10 python tools/trl_library.py --work /tmp/trl_library --runs 48 --workers 2
+    nice -n 10 python tools/trl_library.py --work /tmp/trl_library --runs 48 --workers 2 --dim 32
 
 runs ``evalstop-gym curves generate --backend trl`` into ``--work`` (resumable:
 rerun the same command after an interruption), then writes the gzip'd curve
@@ -32,10 +32,14 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=48)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dim", type=int, default=None, help="policy width (default: the backend's; the shipped "
+                                                          "library: 32)")
     p.add_argument("--pack-only", action="store_true", help="do not run; pack the finished library in --work")
     args = p.parse_args(argv)
     command = [sys.executable, "-m", "evalstop_gym.cli", "curves", "generate", "--backend", "trl", "--out",
                args.work, "--runs", str(args.runs), "--workers", str(args.workers), "--seed", str(args.seed)]
+    if args.dim is not None:
+        command += ["--dim", str(args.dim)]
     shown = ["evalstop-gym", *command[3:]]
     if not args.pack_only:
         subprocess.run(command, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -46,7 +50,8 @@ def main(argv=None) -> int:
     runs_dir = os.path.join(args.work, "runs")
     from evalstop_gym.overopt.trl_backend import parameter_counts
 
-    finished = [s for s in library_settings(args.runs, args.seed, backend_name="trl") if is_finished(s, runs_dir)]
+    finished = [s for s in library_settings(args.runs, args.seed, backend_name="trl",
+                                                  **({} if args.dim is None else {"dim": args.dim})) if is_finished(s, runs_dir)]
     runs, lines = [], []
     for s in finished:
         with open(os.path.join(runs_dir, s.name + ".json")) as f:

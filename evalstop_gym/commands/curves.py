@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
                         "of its 15 evals)")
     g.add_argument("--eval-items", type=int, default=None, metavar="N",
                    help="held-out prompts of the public eval, its n (default: the backend's, 200 torch, 100 trl)")
+    g.add_argument("--dim", type=int, default=None, metavar="D",
+                   help="width of the policy model (default: the backend's, 80 trl: 106,560 parameters at 2 "
+                        "blocks; the shipped TRL library was made at 32)")
     g.add_argument("--seed", type=int, default=0, help="first seed (default %(default)s)")
     g.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                    help="worker processes, one torch thread each (default %(default)s)")
@@ -107,7 +110,7 @@ def run_generate(args: argparse.Namespace) -> int:
     from ..curvelog import MAX_EVALS, read_curve_log
 
     check_range("runs", args.runs, 1, integer=True)
-    for name in ("steps", "eval_items"):
+    for name in ("steps", "eval_items", "dim"):
         if getattr(args, name) is not None:
             check_range(name, getattr(args, name), 1, integer=True)
     check_range("workers", args.workers, 1, integer=True)
@@ -121,7 +124,8 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.backend == "trl":
         import datasets, tokenizers, transformers, trl  # noqa: E401, F401 - the live extra; missing, the CLI names it
 
-    overrides = {k: v for k, v in (("steps", args.steps), ("eval_items", args.eval_items)) if v is not None}
+    overrides = {k: v for k, v in (("steps", args.steps), ("eval_items", args.eval_items),
+                                                   ("dim", args.dim)) if v is not None}
     progress, close = _progress_bar(args.runs)
     try:
         index = generate_library(args.out, args.runs, seed=args.seed, workers=args.workers, fmt=args.format,
