@@ -23,7 +23,8 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 from evalstop_gym import WorkloadConfig  # noqa: E402
-from evalstop_gym.agents.targets import ALPHA, TARGET_JCT_GAIN_PCT, targets  # noqa: E402
+from evalstop_gym.agents.targets import targets  # noqa: E402
+from evalstop_gym.agents.verdicts import ALPHA, TARGET_JCT_GAIN_PCT  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]   # trains recipes: past the 300 s default

@@ -17,7 +17,8 @@ from evalstop_gym.agents.combined import answer_checkpoints_with, learned_metric
 from evalstop_gym.agents.policy import LearnedPolicy, LearnedStop, policy_env  # noqa: E402
 from evalstop_gym.agents.seeds import VALIDATION_END, VALIDATION_FIRST  # noqa: E402
 from evalstop_gym.agents.selection import f1_counts, select  # noqa: E402
-from evalstop_gym.agents.targets import Setting, f1_verdict, judge, jct_verdict, target_table, targets  # noqa: E402
+from evalstop_gym.agents.targets import Setting, target_table, targets  # noqa: E402
+from evalstop_gym.agents.verdicts import f1_verdict, judge, jct_verdict  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.agents.wrappers import HandCodedStops  # noqa: E402
 from evalstop_gym.api import run_policy  # noqa: E402
@@ -155,7 +156,7 @@ def toy(jct, pre, tp, fp, fn, waste, regret=0.02):
 
 def test_judge_on_toy_runs_by_hand():
     learned, pair, ref, stop, det = "L", "P", "R", "S", "D"
-    from evalstop_gym.agents.targets import Arms
+    from evalstop_gym.agents.verdicts import Arms
 
     runs = {
         pair: [toy(10.0, 0, 0, 0, 0, 0), toy(20.0, 0, 0, 0, 0, 0), toy(10.0, 0, 0, 0, 0, 0)],

@@ -20,9 +20,10 @@ import circle, function-level imports included). From the bottom:
    comparators chosen on validation seeds);
 6. **training**: :mod:`~evalstop_gym.agents.run_selection` (several runs of a recipe, one kept by its
    validation detection, so above evaluation), :mod:`~evalstop_gym.agents.train` (``evalstop-gym train``);
-7. **judging and glue**: :mod:`~evalstop_gym.agents.targets` (``evalstop-gym targets``: verdicts from the
-   bench's paired comparisons and Holm correction, :mod:`evalstop_gym.bench.score`; guide
-   ``docs/evaluation.md``), :mod:`~evalstop_gym.agents.arms` (the experiment suite's and the bench's provider
+7. **judging and glue**: :mod:`~evalstop_gym.agents.verdicts` (the targets' verdicts from the bench's paired
+   comparisons and Holm correction, :mod:`evalstop_gym.bench.score`), then :mod:`~evalstop_gym.agents.targets`
+   (``evalstop-gym targets``: selection, worlds, report; guide ``docs/evaluation.md``),
+   :mod:`~evalstop_gym.agents.arms` (the experiment suite's and the bench's provider
    of learned arms), :mod:`~evalstop_gym.agents.cli`.
 
 Only this package imports torch; the simulator never does. Guide: ``docs/learned.md``.
