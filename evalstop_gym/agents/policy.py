@@ -71,6 +71,8 @@ def make_env(env_id: str, env_kwargs: dict[str, Any], workload: dict[str, Any],
 
 def learned_stop(path: str, env) -> "LearnedStop":
     """The saved stop-policy at ``path`` answering the checkpoints of ``env`` (a ClusterEnv), on its cluster."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError("stop_model", path, "must be the path of a stop-policy folder saved by `evalstop-gym train`")
     try:
         return LearnedStop(Policy(), LearnedPolicy.load(path), gpus=env.config.gpus, cluster=env.config.cluster)
     except ConfigError as e:
