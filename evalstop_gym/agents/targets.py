@@ -79,7 +79,8 @@ def learned_points(scheduler_model: str | None, stop_model: str | None, schedule
         except ConfigError as e:
             raise ConfigError(flag, path, e.allowed) from None
         if (p.scheduler != LEARNED) != want_stop:
-            raise ConfigError(flag, path, f"is a {p.label}, not a {'stop-policy' if want_stop else 'scheduler'}")
+            kind = p.label.split(" over ")[0]   # what the model is, not where it would run
+            raise ConfigError(flag, path, f"is a {kind}, not a {'stop-policy' if want_stop else 'scheduler'}")
         return p
 
     sched = stop = None
