@@ -13,7 +13,8 @@ import evalstop_gym  # noqa: F401,E402
 from evalstop_gym.agents.evaluate import evaluate  # noqa: E402
 from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
 from evalstop_gym.agents.seeds import TEST_SEEDS_END, VALIDATION_FIRST, check_test_seeds, train_first  # noqa: E402
-from evalstop_gym.agents.train import make_env, train  # noqa: E402
+from evalstop_gym.agents.policy import make_env  # noqa: E402
+from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.agents.wrappers import STOP_FEATURES, HandCodedStops, JobFeatures, WorkloadSeeds  # noqa: E402
 from evalstop_gym.baselines import make_policy  # noqa: E402
 from evalstop_gym import ConfigError, simulate  # noqa: E402
@@ -305,7 +306,7 @@ def _fake_model(folder, env_id, wrapper):
 def test_a_scheduler_fingerprint_changes_with_the_stop_policy_it_plays_over(tmp_path):
     """A scheduler trained over a saved stop-policy names it by path: retraining that stop-policy in place
     must give the scheduler's runs a new id (reproduce and targets cache by it), and a missing one says so."""
-    from evalstop_gym.agents.policy import fingerprint
+    from evalstop_gym.agents.saved import fingerprint
 
     stop = _fake_model(tmp_path / "stop", STOP_CONTROL_ID, [["JobFeatures", {}]])
     sched = _fake_model(tmp_path / "sched", CLUSTER_ID, [["HandCodedStops", {"stop_model": str(stop)}]])

@@ -189,7 +189,7 @@ def test_reproduce_model_flag_adds_the_learned_row(capsys, tmp_path, monkeypatch
 def test_a_scheduler_names_its_stop_policy_so_that_it_loads_from_any_folder(monkeypatch, tmp_path):
     """A recipe names the stop-policy its scheduler plays over by a path from the working directory; the saved
     config names it by its absolute path, so the model loads (and fingerprints) from anywhere."""
-    from evalstop_gym.agents.policy import fingerprint
+    from evalstop_gym.agents.saved import fingerprint
 
     monkeypatch.chdir(tmp_path)
     train(STOP_CONTROL_ID, "ppo", out="stop", timesteps=64, n_envs=1, overrides=TINY_PPO, echo=lambda _: None)

@@ -73,7 +73,7 @@ def test_an_unknown_name_lists_both_kinds():
 
 pytest.importorskip("stable_baselines3")
 
-from evalstop_gym.agents.combined import LearnedStop  # noqa: E402
+from evalstop_gym.agents.policy import LearnedStop  # noqa: E402
 from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.api import run_policy  # noqa: E402

@@ -152,21 +152,20 @@ def test_maskable_scheduler_trained_on_8_slots_scores_the_same_jobs_on_24(realis
 
 
 def test_train_reads_the_extractor_by_name_from_a_hyperparameter_file(tmp_path):
-    from evalstop_gym.agents.train import _policy_kwargs
+    from evalstop_gym.agents.hparams import sb3_policy_kwargs
     from evalstop_gym.config import ConfigError
 
-    kw = _policy_kwargs({"features_extractor_class": "evalstop_gym.agents.networks.SlotSetExtractor"})
+    kw = sb3_policy_kwargs({"features_extractor_class": "evalstop_gym.agents.networks.SlotSetExtractor"})
     assert kw["features_extractor_class"] is SlotSetExtractor
     with pytest.raises(ConfigError, match="policy_kwargs.features_extractor_class"):
-        _policy_kwargs({"features_extractor_class": "os.system"})
+        sb3_policy_kwargs({"features_extractor_class": "os.system"})
 
 
 def test_a_saved_stop_policy_answers_cluster_checkpoints_as_it_does_in_its_own_env(tmp_path):
-    """HandCodedStops(stop_model=...) plays the stop-policy's own decisions: a hand-coded scheduler
-    through it gives exactly the metrics of the stop-policy over that scheduler in StopControl-v0."""
-    from evalstop_gym.agents.policy import LearnedPolicy
+    """HandCodedStops(stop_model=...), as make_env builds it, plays the stop-policy's own decisions: a hand-coded
+    scheduler through it gives exactly the metrics of the stop-policy over that scheduler in StopControl-v0."""
+    from evalstop_gym.agents.policy import LearnedPolicy, make_env
     from evalstop_gym.agents.train import train
-    from evalstop_gym.agents.wrappers import HandCodedStops
     from evalstop_gym.baselines import make_policy
     from evalstop_gym.envs.adapter import PolicyAgent, rollout
 
@@ -187,7 +186,8 @@ def test_a_saved_stop_policy_answers_cluster_checkpoints_as_it_does_in_its_own_e
     stopped = []
     for path in (tmp_path / "stop", tmp_path / "always"):
         direct = LearnedPolicy.load(path).run(5, scheduler="srtf-est", jobs=30)
-        env = HandCodedStops(gym.make(CLUSTER_ID, slots=30, jobs=30, calibration="realistic"), stop_model=str(path))
+        env = make_env(CLUSTER_ID, {"slots": 30}, {"jobs": 30, "calibration": "realistic"},
+                       [("HandCodedStops", {"stop_model": str(path)})])
         out = rollout(env, PolicyAgent(make_policy("srtf-est"), env), seed=5)
         assert out["metrics"] == direct
         stopped.append(direct["jobs_stopped"])

@@ -1,15 +1,21 @@
 """The realistic world's stop-policy trained on simulation-only supervision (`ppo-realistic-detect.yml`:
 the hidden-truth reward terms `detect` and `true_waste_gpu_h`, docs/mdp.md), judged by the targets protocol
-(docs/evaluation.md) on held-out test seeds 0-9 (slow: three training runs of about 5.5 CPU minutes each,
-counting the vectorized env's workers, the run kept on validation seeds, and 2-4 minutes of evaluation).
+(docs/evaluation.md) on held-out test seeds 0-9.
 
     python -m pytest -m slow tests/test_agents_recipe_detect.py
 
 Asserts the recipe fits its budget, the kept run wastes no more than the best detector on validation seeds
-(the run selection's rule), its test F1 is well above EvalStop k=2's, and target (b) itself: test F1 at least
-the best detector's at no more waste. Torch differs across CPUs in the last bits, so another machine trains
-other runs; on this one both kept runs of two seed groups, and five of six single runs, met (b) with F1
-0.944-0.969 against 0.931 (docs/learned.md).
+(the run selection's rule), its test F1 is well above EvalStop k=2's, and target (b) itself: test F1 higher
+than the best detector's, significant (the bench's paired t-test; one claim, so Holm leaves its p as it is),
+at no more waste.
+
+Time: three training runs of about 5.5 CPU minutes each, counting the vectorized env's workers, and 2-4
+minutes of selection and evaluation, on an idle 2-core machine (the label-first worlds' measurement, when both
+kept runs of two seed groups, and five of six single runs, met (b) with F1 0.944-0.969 against divergence's
+0.931; docs/learned.md). Not re-run on today's worlds: on 2026-12-02, at load average 17-18, the first run
+trained 130k of its 600k steps in 36 wall minutes and the run was stopped. The comparators have moved since:
+on test seeds 0-9 today EvalStop k=2's F1 is 0.696 and srtf-est + divergence's 0.791 (0.823 and 0.931 then).
+Torch differs across CPUs in the last bits, so another machine trains other runs.
 """
 
 from pathlib import Path
@@ -32,7 +38,7 @@ RECIPE = Path(__file__).resolve().parents[1] / "evalstop_gym" / "agents" / "hype
 REALISTIC = WorkloadConfig(calibration="realistic")
 TEST_SEEDS = range(10)
 BUDGET_S = 20 * 60      # CPU seconds of the whole recipe: its three runs and the selection
-F1_MARGIN = 0.05        # above EvalStop k=2's F1 (0.823 on these seeds; the recipe's run: docs/learned.md)
+F1_MARGIN = 0.05        # above EvalStop k=2's F1 (0.696 on these seeds today, 0.823 in the label-first worlds)
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +70,8 @@ def test_f1_well_above_evalstops(judged):
     assert j.learned_f1 >= evalstop + F1_MARGIN, (j.learned_f1, evalstop)
 
 
-def test_target_b_f1_at_least_the_best_detectors_at_no_more_waste(judged):
+def test_target_b_f1_above_the_best_detectors_at_no_more_waste(judged):
     _, j = judged
-    assert j.learned_f1 >= j.detector_f1, (j.learned_f1, j.detector_f1)
+    assert j.learned_f1 > j.detector_f1, (j.learned_f1, j.detector_f1)
     assert j.learned_waste <= j.detector_waste, (j.learned_waste, j.detector_waste)
     assert j.b.met

@@ -1,13 +1,19 @@
 """The realistic world's recipes judged by the targets protocol (docs/evaluation.md): the best hand-coded
-scheduler x stopper pair and detector chosen on validation seeds, the learned pairs on held-out seeds 0-9
-(slow: about 16 CPU minutes of training and 2-4 of selection and evaluation).
+scheduler x stopper pair and detector chosen on validation seeds, the learned pairs on held-out seeds 0-9.
 
     python -m pytest -m slow tests/test_agents_recipe_realistic.py
 
 Two recipe pairs: the JCT-leaning one (ppo-realistic.yml + maskable-ppo-realistic.yml) and the
 quality-leaning one (ppo-realistic-quality.yml + maskable-ppo-realistic-quality.yml). Each target is asserted
-through the protocol's own verdict; a target missed today is a strict xfail, so a recipe that meets it turns
-the test red until the docs say so. docs/learned.md gives the figures.
+through the protocol's own verdict (the bench's paired comparisons, Holm-corrected); a target missed when last
+measured is a strict xfail, so a recipe that meets it turns the test red until the docs say so.
+
+Time: about 16 CPU minutes of training and 2-4 of selection and evaluation on an idle 2-core machine (the
+label-first worlds' measurement). Not re-run on today's worlds: on 2026-12-02 the machine ran at load average
+17-18 and this module's sibling, tests/test_agents_recipe_detect.py, trained 130k of its first run's 600k steps
+in 36 wall minutes, so neither module could finish in the session; the figures quoted in the xfail reasons
+are the label-first worlds' (docs/learned.md) and the comparators have moved since (on test seeds 0-9 today,
+srtf-est + divergence F1 0.791 and EvalStop k=2 0.696, against 0.931 and 0.823 then).
 """
 
 from pathlib import Path
@@ -17,7 +23,8 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 from evalstop_gym import WorkloadConfig  # noqa: E402
-from evalstop_gym.agents.targets import ALPHA, TARGET_JCT_GAIN_PCT, targets  # noqa: E402
+from evalstop_gym.agents.targets import targets  # noqa: E402
+from evalstop_gym.agents.verdicts import ALPHA, TARGET_JCT_GAIN_PCT  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]   # trains recipes: past the 300 s default
@@ -83,7 +90,7 @@ def test_target_a_jct_3_percent_below_the_best_pair_at_no_worse_quality(judged):
 def test_the_learned_pair_is_faster_without_preempting(judged):
     # what holds of target (a) as measured: the JCT part and the preemption cap (not the quality condition)
     _, _, j = judged
-    assert j.jct.gain_pct >= TARGET_JCT_GAIN_PCT and j.learned_preemptions <= j.reference_preemptions, j.a
+    assert -j.jct["change"] >= TARGET_JCT_GAIN_PCT and j.learned_preemptions <= j.reference_preemptions, j.a
 
 
 def test_quality_recipes_fit_the_cpu_budget(judged_quality):
@@ -92,11 +99,12 @@ def test_quality_recipes_fit_the_cpu_budget(judged_quality):
 
 
 def test_the_quality_pair_is_faster_without_preempting_at_about_the_pairs_quality(judged_quality):
-    # Target (a) is met as measured (docs/learned.md): JCT 23% lower, no preemptions, regret 0.0198 against the
-    # pair's 0.0214. Its JCT part holds with a wide margin and is asserted as the protocol states it; its
-    # quality condition holds by 0.0016 (paired p 0.09), a margin a retrain on another CPU may not keep, so the
-    # regret is asserted within 10% of the pair's, not below it.
+    # Target (a) was met as measured in the label-first worlds (docs/learned.md): JCT 23% lower, no preemptions,
+    # regret 0.0198 against the pair's 0.0214 (not re-measured in today's worlds: see the module docstring). Its
+    # JCT part is asserted as the protocol states it (significant after Holm's correction); its quality
+    # condition held by 0.0016 (paired p 0.09), a margin a retrain on another CPU may not keep, so the regret
+    # is asserted within 10% of the pair's, not below it.
     _, _, j = judged_quality
-    assert j.jct.gain_pct >= TARGET_JCT_GAIN_PCT and max(j.jct.p_t, j.jct.p_wilcoxon) < ALPHA, j.a
+    assert -j.jct["change"] >= TARGET_JCT_GAIN_PCT and j.jct["p_holm"] < ALPHA, j.a
     assert j.learned_preemptions <= j.reference_preemptions, j.a
     assert j.learned_regret <= 1.1 * j.pair_regret, j.a

@@ -13,11 +13,12 @@ import pytest
 pytest.importorskip("sb3_contrib")
 
 from evalstop_gym import ConfigError, WorkloadConfig, simulate  # noqa: E402
-from evalstop_gym.agents.combined import LearnedStop, answer_checkpoints_with, learned_metrics, policy_env  # noqa: E402
-from evalstop_gym.agents.policy import LearnedPolicy  # noqa: E402
+from evalstop_gym.agents.combined import answer_checkpoints_with, learned_metrics  # noqa: E402
+from evalstop_gym.agents.policy import LearnedPolicy, LearnedStop, policy_env  # noqa: E402
 from evalstop_gym.agents.seeds import VALIDATION_END, VALIDATION_FIRST  # noqa: E402
 from evalstop_gym.agents.selection import f1_counts, select  # noqa: E402
-from evalstop_gym.agents.targets import Setting, f1_verdict, judge, jct_verdict, target_table, targets  # noqa: E402
+from evalstop_gym.agents.targets import Setting, target_table, targets  # noqa: E402
+from evalstop_gym.agents.verdicts import f1_verdict, judge, jct_verdict  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.agents.wrappers import HandCodedStops  # noqa: E402
 from evalstop_gym.api import run_policy  # noqa: E402
@@ -105,40 +106,46 @@ def test_selection_refuses_seeds_outside_validation(tmp_path, first, seeds):
 
 
 # -- verdicts on toy numbers ----------------------------------------------------------
-def gain(pct, p_t=0.01, p_w=0.002):
-    return PairedGain(10, pct, pct - 1, pct + 1, p_t, p_w)
+def jct(change, p=0.01, p_holm=0.02):
+    """A bench comparison (evalstop_gym.bench.score.compare) of average JCT: % change, learned against the pair."""
+    return {"unit": "%", "n": 10, "change": change, "ci": [change - 1, change + 1], "p": p, "p_holm": p_holm}
 
 
-@pytest.mark.parametrize("g, learned_pre, srtf_pre, met, says", [
-    (gain(3.5), 0.0, 195.0, True, "3.5% lower"),
-    (gain(3.0), 5.0, 5.0, True, "3.0% lower"),                      # both bounds are inclusive
-    (gain(2.9), 0.0, 195.0, False, "2.9% lower, the target is >= 3% lower"),
-    (gain(-4.0), 0.0, 195.0, False, "4.0% higher"),
-    (gain(5.0, p_w=0.08), 0.0, 195.0, False, "not significant"),
-    (gain(5.0, p_t=None), 0.0, 195.0, False, "not significant"),   # constant differences: no t-test
-    (gain(5.0), 196.0, 195.0, False, "196.0 preemptions per episode, more than SRTF-Est's 195.0"),
+@pytest.mark.parametrize("c, learned_pre, srtf_pre, met, says", [
+    (jct(-3.5), 0.0, 195.0, True, "3.5% lower"),
+    (jct(-3.0), 5.0, 5.0, True, "3.0% lower"),                      # both bounds are inclusive
+    (jct(-2.9), 0.0, 195.0, False, "2.9% lower, the target is >= 3% lower"),
+    (jct(4.0), 0.0, 195.0, False, "4.0% higher"),
+    (jct(-5.0, p=0.03, p_holm=0.06), 0.0, 195.0, False, "a tie: not significant"),   # significant before Holm only
+    (jct(-5.0, p=None, p_holm=None), 0.0, 195.0, False, "not significant"),   # constant differences: no t-test
+    (jct(-5.0), 196.0, 195.0, False, "196.0 preemptions per episode, more than SRTF-Est's 195.0"),
 ])
-def test_jct_verdict(g, learned_pre, srtf_pre, met, says):
-    v = jct_verdict(g, learned_pre, srtf_pre)
+def test_jct_verdict(c, learned_pre, srtf_pre, met, says):
+    v = jct_verdict(c, learned_pre, srtf_pre)
     assert v.met is met and says in v.why
 
 
 @pytest.mark.parametrize("learned_regret, pair_regret, met", [(0.020, 0.021, True), (0.021, 0.021, True),
                                                              (0.0211, 0.021, False)])
 def test_jct_verdict_refuses_gains_bought_with_quality(learned_regret, pair_regret, met):
-    v = jct_verdict(gain(10.0), 0.0, 195.0, learned_regret=learned_regret, pair_regret=pair_regret)
+    v = jct_verdict(jct(-10.0), 0.0, 195.0, learned_regret=learned_regret, pair_regret=pair_regret)
     assert v.met is met
     assert ("worse than the pair's" in v.why) is (not met)
 
 
-@pytest.mark.parametrize("diff, learned_waste, detector_waste, met, says", [
-    (0.0, 100.0, 100.0, True, "F1 +0.000"),            # equal F1 at equal waste meets "at least"
-    (0.02, 90.0, 100.0, True, "waste 90 <= 100"),
-    (-0.001, 90.0, 100.0, False, "F1 -0.001 below"),
-    (0.05, 101.0, 100.0, False, "waste 101 GPU-h, more than the detector's 100"),
+def f1(change, p_holm):
+    return {"unit": "abs", "n": 10, "change": change, "ci": [None, None], "p": p_holm, "p_holm": p_holm}
+
+
+@pytest.mark.parametrize("c, learned_waste, detector_waste, met, says", [
+    (f1(0.0, None), 100.0, 100.0, False, "F1 +0.000 against the detector's: a tie"),   # a tie is a tie
+    (f1(0.02, 0.2), 90.0, 100.0, False, "a tie"),                    # higher, but not significantly
+    (f1(0.02, 0.01), 90.0, 100.0, True, "waste 90 <= 100"),
+    (f1(-0.03, 0.01), 90.0, 100.0, False, "F1 -0.030 against the detector's: below"),
+    (f1(0.05, 0.01), 101.0, 100.0, False, "waste 101 GPU-h, more than the detector's 100"),
 ])
-def test_f1_verdict(diff, learned_waste, detector_waste, met, says):
-    v = f1_verdict(PairedDifference(10, diff, None, None, None, None), learned_waste, detector_waste)
+def test_f1_verdict(c, learned_waste, detector_waste, met, says):
+    v = f1_verdict(c, learned_waste, detector_waste)
     assert v.met is met and says in v.why
 
 
@@ -149,7 +156,7 @@ def toy(jct, pre, tp, fp, fn, waste, regret=0.02):
 
 def test_judge_on_toy_runs_by_hand():
     learned, pair, ref, stop, det = "L", "P", "R", "S", "D"
-    from evalstop_gym.agents.targets import Arms
+    from evalstop_gym.agents.verdicts import Arms
 
     runs = {
         pair: [toy(10.0, 0, 0, 0, 0, 0), toy(20.0, 0, 0, 0, 0, 0), toy(10.0, 0, 0, 0, 0, 0)],
@@ -161,13 +168,21 @@ def test_judge_on_toy_runs_by_hand():
         stop: [toy(0, 0, 10, 1, 0, 90.0), toy(0, 0, 8, 2, 0, 210.0), toy(0, 0, 0, 0, 0, 330.0)],
     }
     j = judge("toy", runs, Arms(learned, pair, ref, stop, det))
-    # per-seed reductions 10%, 5%, 3%: mean 6%; means 37.7/3 vs 40/3; preemptions 2 vs 3
-    assert j.jct.gain_pct == pytest.approx(6.0)
+    # per-seed changes -10%, -5%, -3%: mean -6%; means 37.7/3 vs 40/3; preemptions 2 vs 3
+    assert j.jct["change"] == pytest.approx(-6.0) and j.jct["unit"] == "%"
     assert (j.learned_jct, j.pair_jct) == (pytest.approx(37.7 / 3), pytest.approx(40 / 3))
     assert (j.learned_preemptions, j.reference_preemptions) == (2.0, 3.0)
-    assert j.a.met is False and "not significant" in j.a.why   # 3 seeds: Wilcoxon p = 0.25 at best
+    # the t-test is on the paired differences in hours, 1, 1, 0.3: mean 0.767, sd 0.404, t = 3.29 on 2 df,
+    # p = 0.081 (t(2)'s closed form, p = 1 - |t| / sqrt(t^2 + 2)); Holm over the two claims (JCT, F1)
+    d = [1.0, 1.0, 0.3]
+    t = np.mean(d) / (np.std(d, ddof=1) / math.sqrt(3))
+    assert j.jct["p"] == pytest.approx(1 - abs(t) / math.sqrt(t * t + 2), rel=1e-6)
+    lo, hi = sorted([j.jct["p"], j.f1["p"]])   # Holm on two: the smaller p doubled, the larger at least that
+    holm = {lo: min(1.0, 2 * lo), hi: max(min(1.0, 2 * lo), hi)}
+    assert (j.jct["p_holm"], j.f1["p_holm"]) == (pytest.approx(holm[j.jct["p"]]), pytest.approx(holm[j.f1["p"]]))
+    assert j.a.met is False and "not significant" in j.a.why
     assert f1_counts(runs[stop][2]) is None and f1_counts(runs[det][2]) == 0.0
-    assert j.f1.n == 2
+    assert j.f1["n"] == 2
     assert j.learned_f1 == pytest.approx((20 / 21 + 16 / 18) / 2)
     assert j.detector_f1 == pytest.approx((18 / 20 + 16 / 20) / 2)
     assert (j.learned_waste, j.detector_waste) == (210.0, 200.0)
@@ -178,7 +193,8 @@ def test_judge_on_toy_runs_by_hand():
     assert "regret 0.0300, worse than the pair's 0.0200" in j.a.why
     # per-seed differences +0.03, 0, 0: mean +0.01, sd 0.0173, standard error 0.01, t(0.975, 2 df) = 4.303 from
     # a printed table: 95% CI +0.01 -/+ 0.0430; shown in the targets table beside the pair's regret
-    assert (j.learned_regret, j.pair_regret, j.regret.diff) == (pytest.approx(0.03), 0.02, pytest.approx(0.01))
+    assert (j.learned_regret, j.pair_regret, j.regret["change"]) == (pytest.approx(0.03), 0.02, pytest.approx(0.01))
+    assert "p_holm" not in j.regret   # a condition, not a claim: not in the family Holm corrects over
     points = Arms(*(Point.of(Arm(name, "evalstop"), "fifo") for name in ("L", "P", "R", "S", "D")))
     row = next(line for line in target_table(j, points).splitlines() if "quality regret" in line)
     assert [c.strip() for c in row.split("|")[1:5]] == ["(a) quality regret <= P's", "0.0300", "0.0200", "+0.0100 [-0.0330, +0.0530]"]
@@ -291,8 +307,14 @@ def test_a_learned_scheduler_asks_the_given_rule_at_its_checkpoints(models):
 def test_a_wrapper_given_a_scheduler_as_its_stop_model_says_so(models):
     import gymnasium as gym
 
+    from evalstop_gym.agents.policy import make_env
+
     with pytest.raises(ConfigError, match=r"stop_model='.*sched' is invalid: is a learned scheduler .*not a stop-policy"):
-        HandCodedStops(gym.make("EvalStop-Cluster-v0", calibration="realistic", jobs=20), stop_model=str(models[1]))
+        make_env("EvalStop-Cluster-v0", {}, {"calibration": "realistic", "jobs": 20},
+                 [("HandCodedStops", {"stop_model": str(models[1])})])
+    # the wrapper itself loads no model: a stop_model needs its rule, which make_env gives it
+    with pytest.raises(ConfigError, match=r"stop_model=.* is invalid: is loaded by the learned layer's env builder"):
+        HandCodedStops(gym.make("EvalStop-Cluster-v0", calibration="realistic", jobs=20), stop_model=str(models[0]))
 
 
 def test_a_network_that_takes_any_cluster_size_is_rebuilt_for_the_world(models, monkeypatch):
@@ -356,7 +378,7 @@ def test_set_based_models_trained_on_64_gpus_are_judged_on_128(tmp_path):
                      seeds=2, validation_seeds=2, out=tmp_path / "out", settings=[world])
     row, = report.rows
     assert row.a is not None and row.b is not None, (row.a_note, row.b_note)
-    assert row.jct.n == 2
+    assert row.jct["n"] == 2
 
 
 def make_trace(path: Path, rows: int = 40) -> str:
@@ -379,7 +401,7 @@ def test_generalisation_rows_with_tiny_models(models, tmp_path):
     assert [r.setting for r in report.rows] == ["reference", "128 GPUs", "noise 0.05", "trace"]
     assert report.main is ref and ref.seeds == 2
     for row in (ref, noisy, trace):
-        assert row.a is not None and row.b is not None and row.jct.n == 2
+        assert row.a is not None and row.b is not None and row.jct["n"] == 2
     # the scheduler's inputs have one entry per node: 16 nodes instead of 8, so its row says why, not crashes;
     # the stop-policy sees only its job's features and is judged there too
     assert big.a is None and "cannot run on it" in big.a_note and "16 node(s)" in big.a_note
@@ -427,7 +449,7 @@ def test_targets_command_writes_the_report(models, tmp_path, capsys):
             "--validation-seeds", "2", "--jobs", "20", "--out", str(out), "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "(a) avg JCT >= 3% lower than" in printed and "(b) F1 >= srtf-est + " in printed
+    assert "(a) avg JCT >= 3% lower than" in printed and "(b) F1 > srtf-est + " in printed
     assert (out / "targets.md").read_text().strip() == printed.strip()
     data = json.loads((out / "targets.json").read_text())
     assert data["validation_seeds"][0] == VALIDATION_FIRST and data["seeds"] == [0, 1]

@@ -14,7 +14,7 @@ class SB3Arms:
     """:class:`evalstop_gym.experiments.learned.LearnedArms` over models saved by ``evalstop-gym train``."""
 
     def arm(self, model: str) -> tuple[Any, str | None]:
-        from .policy import learned_arm
+        from .saved import learned_arm
 
         return learned_arm(model)
 

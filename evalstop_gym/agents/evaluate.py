@@ -11,77 +11,44 @@ are aggregated by the experiment suite's own code
 ``reproduce`` prints: mean ± std over seeds, and paired gains against a
 no-stopper row on the same scheduler when one is listed.
 
-Policy names: ``STOPPER`` (over ``scheduler``), ``SCHEDULER`` (no stopper),
-``SCHEDULER+STOPPER``, each optionally with parameters ``NAME:k=3`` /
-``srtf-est+cusum:threshold=3,drift=0.5``; or the path of a saved model (its
-folder or its ``model.zip``).
+Policies are read as ``evalstop-gym bench --policy`` reads them
+(:func:`evalstop_gym.bench.policies.parse_policy`): ``STOPPER`` (over
+``scheduler``), ``SCHEDULER`` (no stopper), ``SCHEDULER+STOPPER``, each
+optionally with parameters ``NAME:k=3`` / ``srtf-est+cusum:threshold=3,drift=0.5``;
+``module:Class`` (a user's Scheduler or Stopper); or the path of a saved model
+(its folder or its ``model.zip``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from evalstop_gym.api import DEFAULT_SCHEDULER
 from evalstop_gym.config import ConfigError, WorkloadConfig, check_range
-
-from .policy import LEARNED, LearnedPolicy, learned_arm
+from evalstop_gym.experiments.spec import LEARNED
 
 COLUMNS = ("avg_jct_h", "compute_waste_gpu_h", "precision", "recall", "fpr", "f1", "delivered_quality_regret",
            "jct_gain")
 
 
-def _value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def looks_like_path(text: str) -> bool:
-    return os.sep in text or "/" in text or text.endswith(".zip") or Path(text).exists()
-
-
 def policy_point(text: str, scheduler: str = DEFAULT_SCHEDULER):
-    """The experiment :class:`~evalstop_gym.experiments.spec.Point` of one ``--policy`` value."""
-    from evalstop_gym.baselines import SCHEDULERS, STOPPERS, stopper_params
-
+    """``(experiment Point, BenchPolicy)`` of one ``--policy`` value, read by the bench's parser."""
+    from evalstop_gym.bench.policies import parse_policy
     from evalstop_gym.experiments.spec import Arm, Point
 
-    if looks_like_path(text):
-        arm, own_scheduler = learned_arm(text)
-        label = arm.label + ("" if own_scheduler else f" over {scheduler}")
-        return Point.of(Arm(label, arm.stopper, arm.params), own_scheduler or scheduler)
-    name, _, rest = text.partition(":")
-    params = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ConfigError("policy", text, "parameters are written NAME:key=value,key=value")
-        params[key.strip()] = _value(value.strip())
-    sched, plus, stopper = name.partition("+")
-    if not plus:
-        sched, stopper = (scheduler, name) if name in STOPPERS else (name, "none")
-    if sched not in SCHEDULERS or stopper not in STOPPERS:
-        raise ConfigError("policy", text, f"is neither a model path nor a policy name: schedulers "
-                          f"{', '.join(SCHEDULERS)}; stoppers {', '.join(STOPPERS)}; or SCHEDULER+STOPPER")
-    for p in params:
-        if p not in stopper_params(stopper):
-            raise ConfigError("policy", text, f"stopper {stopper!r} takes no parameter {p!r} "
-                              f"(it takes: {', '.join(stopper_params(stopper)) or 'nothing'})")
-    label = " + ".join([sched, *([stopper] if stopper != "none" else [])]) + "".join(
-        f" {k}={v}" for k, v in params.items())
-    return Point.of(Arm(label, stopper, tuple(sorted(params.items()))), sched)
+    p = parse_policy(text, scheduler)
+    return Point.of(Arm(p.label, p.stopper, p.params), p.scheduler), p
 
 
-_LOADED: dict[str, LearnedPolicy] = {}
+_LOADED: dict[str, Any] = {}
 
 
-def loaded(path: str) -> LearnedPolicy:
-    """The model at ``path``, loaded once per process."""
+def loaded(path: str):
+    """The model at ``path`` (a :class:`~evalstop_gym.agents.policy.LearnedPolicy`), loaded once per process."""
+    from .policy import LearnedPolicy
+
     return _LOADED.get(path) or _LOADED.setdefault(path, LearnedPolicy.load(path))
 
 
@@ -105,13 +72,6 @@ def learned_on(scheduler: str, params: dict[str, Any], workload) -> dict[str, An
     over = scheduler if scheduler != LEARNED and pol.env_id.endswith("StopControl-v0") else None
     stop = loaded(params["stop_model"]) if "stop_model" in params else None
     return learned_metrics(pol, workload, over, stop)
-
-
-def run_spec(spec) -> dict[str, Any]:
-    """Metrics of any run: learned in this process, hand-coded through the suite's runner."""
-    from evalstop_gym.experiments.runner import execute
-
-    return run_learned(spec) if spec.stopper == LEARNED else execute(spec)
 
 
 def run_learned_specs(specs: Sequence, store, limit: int | None = None,
@@ -140,6 +100,8 @@ class Evaluation:
 def evaluate(policies: Sequence[str], *, scheduler: str = DEFAULT_SCHEDULER, seeds: int = 10, first_seed: int = 0,
              base: WorkloadConfig | None = None) -> Evaluation:
     """Every policy on the same held-out seeds; rows and table as in ``reproduce``."""
+    from evalstop_gym.bench.play import BenchSpec
+    from evalstop_gym.bench.policies import LEARNED_KIND
     from evalstop_gym.experiments.runner import RunSpec
     from evalstop_gym.experiments.spec import Experiment
     from evalstop_gym.experiments.tables import aggregate, markdown_table
@@ -151,7 +113,8 @@ def evaluate(policies: Sequence[str], *, scheduler: str = DEFAULT_SCHEDULER, see
     check_range("seeds", seeds, 1, integer=True)
     check_test_seeds(first_seed, seeds)
     base = base or WorkloadConfig()
-    points = [policy_point(p, scheduler) for p in policies]
+    parsed = [policy_point(p, scheduler) for p in policies]
+    points = [point for point, _ in parsed]
     if len(set(points)) != len(points):
         raise ConfigError("policy", list(policies), "lists the same policy twice")
     labels = [p.arm for p in points]
@@ -163,11 +126,14 @@ def evaluate(policies: Sequence[str], *, scheduler: str = DEFAULT_SCHEDULER, see
     seed_list = list(range(first_seed, first_seed + seeds))
     results: dict[str, dict[str, Any]] = {}
     per_seed: dict[str, list[dict[str, Any]]] = {}
-    for point in points:
+    for point, (_, policy) in zip(points, parsed):
         for s in seed_list:
-            spec = RunSpec.of(point, base, s)
-            results[spec.run_id] = run_spec(spec)
-            per_seed.setdefault(point.arm, []).append(results[spec.run_id])
+            # a bench run (a user class's too), or a learned one in this process
+            spec = BenchSpec(policy.scheduler, policy.stopper, policy.params, base.replace(seed=s),
+                             source=policy.source)
+            m = run_learned(spec) if policy.kind == LEARNED_KIND else spec.play()
+            results[RunSpec.of(point, base, s).run_id] = m
+            per_seed.setdefault(point.arm, []).append(m)
     rows = aggregate(exp, results, base, seed_list)
     return Evaluation(rows, markdown_table(exp, rows), exp, seed_list, per_seed)
 
@@ -184,8 +150,9 @@ def add_arguments(p) -> None:
     from evalstop_gym.commands.common import add_workload_flags
 
     p.add_argument("--policy", action="append", required=True, metavar="NAME_OR_PATH",
-                   help="a hand-coded policy (STOPPER, SCHEDULER, SCHEDULER+STOPPER, optionally NAME:k=3) or a "
-                        "saved model (folder or model.zip); repeat to compare several")
+                   help="a hand-coded policy (STOPPER, SCHEDULER, SCHEDULER+STOPPER, optionally NAME:k=3), "
+                        "module:Class, or a saved model (folder or model.zip), as bench --policy reads them; "
+                        "repeat to compare several")
     p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",
                    help="base scheduler of stopper names and of learned stop-policies (default %(default)s)")
     p.add_argument("--seeds", type=int, default=10, help="held-out seeds --seed .. --seed+N-1 (default %(default)s)")

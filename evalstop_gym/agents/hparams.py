@@ -220,6 +220,21 @@ def check_policy_kwargs(where: str, kwargs: Any) -> dict[str, Any]:
     return kwargs
 
 
+def sb3_policy_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """``policy_kwargs`` for SB3: names (checked against the allow-lists) as the classes they stand for."""
+    from torch import nn
+
+    out = dict(check_policy_kwargs("policy_kwargs", kwargs))
+    if "activation_fn" in out:   # a name in YAML, a class for SB3
+        out["activation_fn"] = {"tanh": nn.Tanh, "relu": nn.ReLU}[out["activation_fn"]]
+    if "features_extractor_class" in out:   # a class of evalstop_gym.agents.networks, by name: nothing is evaluated
+        from . import networks
+
+        short = extractor_name("policy_kwargs.features_extractor_class", out["features_extractor_class"])
+        out["features_extractor_class"] = networks.EXTRACTORS[short]
+    return out
+
+
 def algo_kwargs(recipe: Recipe) -> dict[str, Any]:
     """The algorithm's keywords, with ``lin_<x>`` schedules as the functions SB3 takes."""
     out = {}

@@ -1,267 +1,82 @@
-"""A saved model as a policy: load ``model.zip`` + ``config.json``, rebuild its env, play episodes.
+"""A saved model as a policy: its env stack rebuilt, its deterministic actions, and a stop-policy as a stopper.
 
     >>> from evalstop_gym.agents.policy import LearnedPolicy
     >>> pol = LearnedPolicy.load("models/stop")            # the folder, or its model.zip
     >>> metrics = pol.run(seed=3, noise=0.05)              # one held-out episode, hidden-truth metrics
 
 The env is rebuilt from the config exactly as in training (env id, env
-settings, wrappers); only the workload changes (any ``WorkloadConfig`` field,
-default ``WorkloadConfig()``'s). A stop-policy trained over one base
-scheduler runs over another with ``scheduler=...``. Actions are the model's
-deterministic ones (argmax), with the env's action masks for MaskablePPO, so
-the same seed gives the same metrics every time.
+settings, wrappers: :func:`make_env`, which training builds its envs with
+too); only the workload changes (any ``WorkloadConfig`` field, default
+``WorkloadConfig()``'s). A stop-policy trained over one base scheduler runs
+over another with ``scheduler=...``. Actions are the model's deterministic
+ones (argmax), with the env's action masks for MaskablePPO, so the same seed
+gives the same metrics every time. The files are read and checked by
+:mod:`evalstop_gym.agents.saved`.
 
-Loading never trusts the files: nothing in them is unpickled or run
-(:func:`load_model`), and a missing or corrupt model or config, an unknown
-algorithm, or a model whose spaces differ from the env's raises
-:class:`~evalstop_gym.config.ConfigError` with one line saying which.
-Nothing here imports torch until a model is loaded.
+A stop-policy model was trained on EvalStop-StopControl-v0, where each
+observation is built from two public views: the job at its checkpoint and the
+cluster. :class:`LearnedStop` rebuilds that observation from the same views
+with the env's own code (:func:`stop_observation`) and asks the model, so the
+model becomes a :class:`~evalstop_gym.policy.Stopper` over any base scheduler,
+or the rule that answers a learned scheduler's checkpoints (a scheduler
+trained behind a saved stop-policy names it in its ``HandCodedStops``
+wrapper; :func:`make_env` loads it here, so the wrapper itself never loads a
+model). Played through :func:`~evalstop_gym.policy.drive` over base scheduler
+``s`` it gives exactly the metrics of the model played through its env over
+``s`` (tested).
+
+A model runs on a workload's own cluster: its env is rebuilt with that
+cluster (:func:`policy_env`). Where the observation changes shape there (a
+learned scheduler's has one entry per node), a network that takes any number
+of slots and nodes is rebuilt for it; any other model is refused with a
+:class:`~evalstop_gym.config.ConfigError` that says why.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
+
+from evalstop_gym.cluster import resolve_cluster
 from evalstop_gym.config import ConfigError
-from evalstop_gym.files import DataFileError, load_json
+from evalstop_gym.envs.base import STOP
+from evalstop_gym.envs.features import topology_shape
+from evalstop_gym.envs.stop_env import stop_observation
+from evalstop_gym.policy import Policy, Stopper
 
-from evalstop_gym.experiments.spec import LEARNED  # noqa: F401  (the stopper name of a learned arm)
-
-
-def model_files(path: str | os.PathLike) -> tuple[Path, Path]:
-    """``(model.zip, config.json)`` of a model folder or of a model file (``ConfigError`` if missing)."""
-    from .train import CONFIG_FILE, MODEL_FILE
-
-    p = Path(path)
-    model = p / MODEL_FILE if p.is_dir() else p
-    if not model.is_file():
-        raise ConfigError("model", str(path), f"no such model file (expected a folder with {MODEL_FILE}, "
-                          "or a .zip saved by `evalstop-gym train`)")
-    config = model.parent / CONFIG_FILE
-    if not config.is_file():
-        raise ConfigError("model", str(path), f"has no {CONFIG_FILE} beside it (saved by `evalstop-gym train`)")
-    return model, config
+from .saved import describe, load_model, model_files, read_config
+from .wrappers import JobFeatures, WorkloadSeeds, wrap
 
 
-class ModelConfigError(DataFileError):
-    """A model's ``config.json`` that cannot be read as JSON within the reader's limits."""
+def make_env(env_id: str, env_kwargs: dict[str, Any], workload: dict[str, Any],
+             wrappers: list, first_seed: int | None = None, stride: int = 1, monitor: bool = False,
+             monitor_file: str | None = None):
+    """The env stack of a model: ``gym.make`` + named wrappers, a saved stop-policy a ``HandCodedStops`` names
+    loaded as its :class:`LearnedStop` (+ seeds and a Monitor for training, writing its episodes to
+    ``monitor_file``, SB3's ``<name>.monitor.csv``, if given)."""
+    import evalstop_gym  # noqa: F401  (registers the env ids in a fresh worker)
 
-    field_name = "model"
+    env = wrap(gym.make(env_id, **env_kwargs, **workload), wrappers, learned_stop=learned_stop)
+    if first_seed is not None:
+        env = WorkloadSeeds(env, first_seed, stride)
+    if monitor:
+        from stable_baselines3.common.monitor import Monitor
+
+        env = Monitor(env, filename=monitor_file)
+    return env
 
 
-def read_config(path: str | os.PathLike) -> dict[str, Any]:
-    """The training config beside a model, checked against what a model may name.
-
-    A config is data and runs nothing: its env id must be one this package
-    registers (``gym.make("module:Env")`` would import ``module``), its
-    algorithm one of :data:`~evalstop_gym.agents.hparams.ALGOS`, its policy
-    and wrappers names on the allow-lists (:func:`~evalstop_gym.agents.hparams.policy_class`,
-    :data:`~evalstop_gym.agents.wrappers.WRAPPERS`) and its layer widths within
-    :func:`~evalstop_gym.agents.hparams.check_policy_kwargs`'s limits. Any
-    other value is a one-line :class:`ConfigError` naming the file and key.
-    """
-    from evalstop_gym.envs import ENVS
-
-    from .hparams import check_policy_kwargs, policy_class
-    from .train import ALGOS
-    from .wrappers import parse_wrappers
-
-    _, cfg_path = model_files(path)
-    cfg = load_json(cfg_path, ModelConfigError, "model config")
-    missing = [k for k in ("env_id", "env_kwargs", "env_wrapper", "algo") if not isinstance(cfg, dict) or k not in cfg]
-    if missing:
-        raise ConfigError("model", str(path), f"its {cfg_path.name} lacks {', '.join(missing)}")
-
-    def bad(key: str, why: str) -> ConfigError:
-        value = repr(cfg.get(key))
-        value = value if len(value) <= 80 else value[:77] + "..."
-        return ConfigError("model", str(path), f"its {cfg_path.name} names {key}={value}: {why}")
-
-    if not isinstance(cfg["algo"], str) or cfg["algo"] not in ALGOS:
-        raise bad("algo", f"must be one of {', '.join(ALGOS)}")
-    if not isinstance(cfg["env_id"], str) or cfg["env_id"] not in ENVS:
-        raise bad("env_id", f"must be one of {', '.join(ENVS)} (the env ids this package registers)")
-    if not isinstance(cfg["env_kwargs"], dict):
-        raise bad("env_kwargs", "must be a mapping of gym.make keywords")
-    wrappers = cfg["env_wrapper"]
-    if not isinstance(wrappers, list) or not all(isinstance(w, list) and len(w) == 2 for w in wrappers):
-        raise bad("env_wrapper", "must be a list of [wrapper name, keywords] pairs")
+def learned_stop(path: str, env) -> "LearnedStop":
+    """The saved stop-policy at ``path`` answering the checkpoints of ``env`` (a ClusterEnv), on its cluster."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ConfigError("stop_model", path, "must be the path of a stop-policy folder saved by `evalstop-gym train`")
     try:
-        parse_wrappers([{name: kw} for name, kw in wrappers])
-        for name, kw in wrappers:
-            if not isinstance(kw, dict) or not isinstance(kw.get("stop_model", ""), (str, type(None))):
-                raise ConfigError(f"env_wrapper.{name}", kw, "must be a mapping of keywords (stop_model: a path)")
-        policy_class(cfg.get("policy", "MlpPolicy"), cfg["algo"], "policy")
-        hp = cfg.get("hyperparams") or {}
-        if not isinstance(hp, dict):
-            raise ConfigError("hyperparams", hp, "must be a mapping")
-        check_policy_kwargs("hyperparams.policy_kwargs", hp.get("policy_kwargs"))
+        return LearnedStop(Policy(), LearnedPolicy.load(path), gpus=env.config.gpus, cluster=env.config.cluster)
     except ConfigError as e:
-        cfg[e.field] = e.value   # named as the check names it
-        raise bad(e.field, e.allowed) from None
-    return cfg
-
-
-def fingerprint(path: str | os.PathLike) -> str:
-    """Hash of the model, its config, the stop-policy it plays over (a scheduler trained with a saved
-    stop-policy names it in its config) and the code that runs it (evalstop_gym/agents/, the envs).
-
-    Part of a learned run's id in ``reproduce`` and ``targets``, so results of
-    another model, of the same scheduler over a retrained stop-policy, or of
-    older agent / env code are never reused.
-    """
-    import evalstop_gym.envs
-
-    h = hashlib.sha1()
-    for f in model_files(path):
-        h.update(f.read_bytes())
-    for name, kw in read_config(path)["env_wrapper"]:
-        stop_model = kw.get("stop_model") if name == "HandCodedStops" and isinstance(kw, dict) else None
-        if stop_model:  # found as loading finds it (absolute since training saves it so; else from the cwd)
-            try:
-                files = model_files(stop_model)
-            except ConfigError as e:
-                raise ConfigError("stop_model", str(stop_model), f"(named by {path}) {e.allowed}") from None
-            for f in files:
-                h.update(f.read_bytes())
-    for folder in (Path(__file__).resolve().parent, Path(evalstop_gym.envs.__file__).resolve().parent):
-        for f in sorted(folder.glob("*.py")):
-            h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:12]
-
-
-def describe(cfg: dict[str, Any]) -> str:
-    """A short label: what the model decides and with what."""
-    from evalstop_gym.envs.adapter import STOP_CONTROL_ID
-
-    if cfg["env_id"] == STOP_CONTROL_ID:
-        return f"learned stop-policy ({cfg['algo']})"
-    stops = next((kw for name, kw in cfg["env_wrapper"] if name == "HandCodedStops"), None)
-    if stops is not None and stops.get("stop_model"):
-        return f"learned scheduler ({cfg['algo']}) + learned stop-policy"
-    if stops is not None:
-        return f"learned scheduler ({cfg['algo']}) + {stops.get('stopper', 'evalstop')}"
-    return f"learned scheduler and stops ({cfg['algo']})"
-
-
-def learned_arm(path: str | os.PathLike):
-    """``(Arm, scheduler or None)`` of a saved model for the experiment suite.
-
-    A stop-policy runs over the experiment's base scheduler (``None``); a
-    learned scheduler is its own (``"learned"``).
-    """
-    from evalstop_gym.envs.adapter import STOP_CONTROL_ID
-    from evalstop_gym.experiments.spec import Arm
-
-    cfg = read_config(path)
-    model, _ = model_files(path)
-    arm = Arm(describe(cfg), LEARNED, (("model", str(model.resolve())), ("fingerprint", fingerprint(path))))
-    return arm, (None if cfg["env_id"] == STOP_CONTROL_ID else LEARNED)
-
-
-def _space(space) -> str:
-    """A space in one short line: ``Box(30,)`` (with its bounds' extremes), ``Discrete(2)``."""
-    from gymnasium import spaces
-
-    if isinstance(space, spaces.Box):
-        return f"Box{space.shape} in [{space.low.min():g}, {space.high.max():g}]"
-    return str(space).splitlines()[0]
-
-
-# Entries SB3 pickles into a model zip's ``data`` that only training uses: replaced on load by
-# these stand-ins (None: SB3 rebuilds its default; a schedule: a constant, unused by predict)
-TRAINING_ONLY = {"_last_obs": None, "_last_episode_starts": None, "_last_original_obs": None,
-                 "ep_info_buffer": None, "ep_success_buffer": None, "rollout_buffer_class": None,
-                 "replay_buffer_class": None, "train_freq": 1}
-SCHEDULES = ("lr_schedule", "clip_range", "clip_range_vf", "exploration_schedule")
-MAX_DATA_BYTES = 16 * 2**20        # the JSON ``data`` entry of a model zip
-MAX_WEIGHT_BYTES = 2**30           # all tensors of a model zip, uncompressed
-
-
-def _constant(_progress: float) -> float:
-    return 0.0
-
-
-def load_model(model_path: Path, cfg: dict[str, Any], observation_space, action_space):
-    """The SB3 model in ``model_path`` loaded without running anything from the file.
-
-    SB3 stores some entries of a model zip's ``data`` as pickles (cloudpickle),
-    and unpickling runs whatever code the file names. Here every such entry is
-    given instead (SB3's ``custom_objects``): the spaces from the env rebuilt
-    from ``config.json``, the policy class and its keywords from the config's
-    names, and stand-ins for training-only state; an entry we cannot rebuild
-    refuses the file. Tensors load with ``torch.load(weights_only=True)`` (SB3
-    passes it; torch >= 2.6 defaults to it), which reads tensors and plain
-    containers only. Any problem is a one-line :class:`ConfigError`.
-    """
-    import zipfile
-
-    from .hparams import algo_class, policy_class
-    from .train import _policy_kwargs
-
-    algo = algo_class(cfg["algo"])   # first: a missing rl extra is not a bad file
-
-    def refuse(why: str) -> ConfigError:
-        return ConfigError("model", str(model_path), f"cannot be loaded as a {cfg['algo']} model ({why}); nothing from the file was run")
-
-    try:
-        with zipfile.ZipFile(model_path) as z:
-            infos = {i.filename: i for i in z.infolist()}
-            if "data" not in infos:
-                raise refuse("no data entry")
-            if infos["data"].file_size > MAX_DATA_BYTES:
-                raise refuse(f"its data entry is {infos['data'].file_size} bytes, more than {MAX_DATA_BYTES}")
-            if sum(i.file_size for n, i in infos.items() if n.endswith(".pth")) > MAX_WEIGHT_BYTES:
-                raise refuse(f"its tensors exceed {MAX_WEIGHT_BYTES} bytes")
-            data = json.loads(z.read("data").decode("utf-8"))
-    except (OSError, zipfile.BadZipFile, UnicodeDecodeError, ValueError) as e:
-        if isinstance(e, ConfigError):
-            raise
-        raise refuse(f"not a readable model zip: {type(e).__name__}: {e}") from None
-    if not isinstance(data, dict):
-        raise refuse("its data entry is not a JSON object")
-    try:
-        policy = policy_class(cfg.get("policy", "MlpPolicy"), cfg["algo"])
-    except ConfigError as e:
-        raise refuse(f"unknown policy: {e}") from None
-    if isinstance(policy, str):
-        if policy not in algo.policy_aliases:
-            raise refuse(f"unknown policy {policy!r}")
-        policy = algo.policy_aliases[policy]
-    given = {"observation_space": observation_space, "action_space": action_space, "policy_class": policy,
-             "policy_kwargs": _policy_kwargs((cfg.get("hyperparams") or {}).get("policy_kwargs")),
-             **TRAINING_ONLY, **{k: _constant for k in SCHEDULES}}
-    pickled = [k for k, v in data.items() if isinstance(v, dict) and ":serialized:" in v]
-    unknown = [k for k in pickled if k not in given]
-    if unknown:
-        raise refuse(f"it holds pickled entries {', '.join(map(repr, unknown[:5]))}; loading them would run code "
-                     "from the file")
-    for space_key in ("observation_space", "action_space"):
-        if space_key not in data:
-            raise refuse(f"no {space_key}")
-    _check_spaces(model_path, data, observation_space, action_space)
-    try:
-        return algo.load(model_path, device="cpu", custom_objects={k: given[k] for k in pickled})
-    except Exception as e:   # a torch unpickling refusal, a missing tensor, a shape mismatch, ...
-        text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()   # torch colours its messages
-        first = text.splitlines()[0] if text else ""
-        raise refuse(f"{type(e).__name__}{': ' + first[:300] if first else ''}") from None
-
-
-def _check_spaces(model_path: Path, data: dict[str, Any], observation_space, action_space) -> None:
-    """The spaces the model was saved with (their JSON summary, read without unpickling) against the env's."""
-    obs, act = data["observation_space"], data["action_space"]
-    shape = obs.get("_shape") if isinstance(obs, dict) else None
-    n = act.get("n") if isinstance(act, dict) else None
-    if (shape is not None and tuple(shape) != tuple(observation_space.shape)) or (
-            n is not None and int(n) != int(getattr(action_space, "n", -1))):
-        raise ConfigError("model", str(model_path), f"was trained for other spaces: observation shape {shape}, "
-                          f"{n} actions; the env of its config has {_space(observation_space)}, {_space(action_space)}")
+        raise ConfigError("stop_model", path, e.allowed) from None
 
 
 class LearnedPolicy:
@@ -291,8 +106,6 @@ class LearnedPolicy:
     def make_env(self, scheduler: str | None = None, **workload: Any):
         """The model's env stack on a workload (``WorkloadConfig`` fields); ``scheduler`` for a stop-policy."""
         from evalstop_gym.envs.adapter import STOP_CONTROL_ID
-
-        from .train import make_env
 
         kwargs = dict(self.config["env_kwargs"])
         world = (self.config.get("train_workload") or {}).get("calibration")
@@ -328,3 +141,83 @@ class LearnedPolicy:
             return rollout(env, self.agent(env), seed=seed, options=fields or None)["metrics"]
         finally:
             env.close()
+
+
+class LearnedStop(Stopper):
+    """A saved stop-policy as a stopper over ``base``: stop when the model's deterministic action is stop.
+
+    ``gpus`` and ``cluster`` (a :class:`~evalstop_gym.cluster.ClusterSpec`): the cluster it will answer on,
+    by default its training env's; a network whose input depends on the cluster is rebuilt for it as in
+    :func:`policy_env`, anything else that does not fit is a :class:`~evalstop_gym.config.ConfigError`.
+    """
+
+    rule_name = "learned"
+
+    def __init__(self, base: Policy, model: LearnedPolicy, *, gpus: int | None = None, cluster=None):
+        super().__init__(base)
+        if not model.env_id.endswith("StopControl-v0"):
+            raise ConfigError("stop_model", str(model.path), f"is a {model.label}, not a stop-policy")
+        env, self.model = on_cluster(model, gpus, cluster)
+        try:
+            self._wrappers = _observation_wrappers(env, model)
+        finally:
+            env.close()
+
+    def rule(self, job, cluster) -> bool:
+        obs = stop_observation(cluster, job, topology_shape(cluster.spec) is not None)
+        for w in self._wrappers:  # a wrapper that reads the job's history is given the job
+            obs = w.observation_of(obs, job) if isinstance(w, JobFeatures) else w.observation(obs)
+        action, _ = self.model.model.predict(obs, deterministic=True)
+        return int(action) == STOP
+
+
+def _observation_wrappers(env: gym.Env, model: LearnedPolicy) -> list[gym.ObservationWrapper]:
+    """The observation wrappers of a stop-policy's env stack, innermost first (nothing else may wrap it)."""
+    chain = []
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.ObservationWrapper):
+            chain.append(env)
+        elif not _is_gym_bookkeeping(env):
+            raise ConfigError("stop_model", str(model.path), f"its env wrapper {type(env).__name__} changes more "
+                              "than observations: the stop-policy cannot answer another policy's checkpoints")
+        env = env.env
+    return chain[::-1]
+
+
+def _is_gym_bookkeeping(env: gym.Wrapper) -> bool:
+    # gym.make's own wrappers (order enforcing, passive env checker) change nothing the model sees
+    return type(env).__module__.startswith("gymnasium.")
+
+
+def policy_env(pol: LearnedPolicy, workload, scheduler: str | None = None) -> tuple[gym.Env, LearnedPolicy]:
+    """The model's env stack on ``workload``'s cluster, and the model to play it with (see :func:`on_cluster`)."""
+    return on_cluster(pol, workload.total_gpus, workload.spec, scheduler)
+
+
+def on_cluster(pol: LearnedPolicy, gpus: int | None, cluster, scheduler: str | None = None
+               ) -> tuple[gym.Env, LearnedPolicy]:
+    """The model's env stack on a cluster of ``gpus`` GPUs laid out as ``cluster`` (a ``ClusterSpec``; both
+    ``None``: its training env's), and the model to play it with.
+
+    Where the env's observations have another shape than the model was
+    trained on (a learned scheduler sees one entry per node), a network that
+    takes any number of slots and nodes is rebuilt for the new shape by
+    ``transfer(model, env)`` of :mod:`evalstop_gym.agents.networks`; any other
+    model is refused with the reason.
+    """
+    from . import networks
+
+    fields = {k: v for k, v in (("gpus", gpus), ("cluster", cluster)) if v is not None}
+    env = pol.make_env(scheduler, **fields)
+    want, have = pol.model.observation_space.shape, env.observation_space.shape
+    if want == have:
+        return env, pol
+    cfg = env.unwrapped.config
+    where = resolve_cluster(cfg.cluster, cfg.gpus)
+    why = (f"observes {want[0]} features, but on {where.describe()} its env gives {have[0]}: this "
+           f"{pol.label} takes inputs sized by the cluster ({topology_shape(where) or 1} node(s) here)")
+    try:
+        return env, LearnedPolicy(networks.transfer(pol.model, env), pol.config, pol.path)
+    except ValueError as e:
+        env.close()
+        raise ConfigError("model", str(pol.path), f"{why} and cannot run on it ({e})") from None

@@ -44,7 +44,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from evalstop_gym.api import DEFAULT_SCHEDULER
 from evalstop_gym.config import ConfigError, WorkloadConfig
+
+from .combined import learned_metrics
+from .policy import LearnedPolicy
+from .saved import CONFIG_FILE, FINAL_FILE, MODEL_FILE, write_config
+from .seeds import VALIDATION_FIRST
+from .selection import best_detector, f1_counts
 
 RUNS_DIR = "runs"
 SELECTION_DIR = "selection"      # the hand-coded detectors' validation runs (resumable sweep)
@@ -76,9 +83,6 @@ def validation_row(model_dir: Path, base: WorkloadConfig, seeds: Sequence[int], 
     from evalstop_gym.experiments.stats import summarize
     from evalstop_gym.workload import generate
 
-    from .combined import learned_metrics
-    from .policy import LearnedPolicy
-    from .selection import f1_counts
 
     pol = LearnedPolicy.load(model_dir)   # from disk: a run retrained in this process is never a cached copy
     runs = [learned_metrics(pol, generate(base.replace(seed=s)), scheduler) for s in seeds]
@@ -96,8 +100,6 @@ def _finished(run_dir: Path, settings: Mapping[str, Any]) -> dict[str, Any] | No
     """The config of a finished run in ``run_dir`` whose recorded settings (:func:`~evalstop_gym.agents.train.
     run_settings`) are ``settings``, else None; a finished run of other settings is a :class:`ConfigError`:
     it is never silently reused or overwritten."""
-    from .train import CONFIG_FILE, FINAL_FILE, MODEL_FILE
-
     cfg_path = run_dir / CONFIG_FILE   # written last: a run without it did not finish
     if not all(f.is_file() for f in (cfg_path, run_dir / MODEL_FILE, run_dir / FINAL_FILE)):
         return None
@@ -118,12 +120,6 @@ def train_and_select(recipe, train_one: Callable[[Path, int], dict[str, Any]], o
                      force: bool = False, echo: Callable[[str], None] = print) -> dict[str, Any]:
     """Train ``recipe.run_seeds`` runs with ``train_one(run_dir, seed)`` (``settings_of(seed)``: what a finished
     run of them records), keep one by :data:`RULE`; returns the config written to ``outdir``."""
-    from evalstop_gym.api import DEFAULT_SCHEDULER
-
-    from .seeds import VALIDATION_FIRST
-    from .selection import best_detector
-    from .train import CONFIG_FILE, FINAL_FILE, MODEL_FILE, write_config
-
     seeds = list(range(first_seed, first_seed + recipe.run_seeds))
     (outdir / CONFIG_FILE).unlink(missing_ok=True)   # a recipe cut off from here on resumes without --force
     runs = []

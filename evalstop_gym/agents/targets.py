@@ -15,11 +15,19 @@ The protocol (``docs/evaluation.md``):
 
    (a) the learned scheduler with the learned stop-policy answering its
        checkpoints has an average JCT at least :data:`TARGET_JCT_GAIN_PCT`
-       percent lower than the chosen pair (mean per-seed reduction, with both
-       paired tests, t and Wilcoxon, significant at :data:`ALPHA`), and no more
-       preemptions per episode than SRTF-Est + EvalStop k=2;
+       percent lower than the chosen pair (mean per-seed change), significant,
+       no more preemptions per episode than SRTF-Est + EvalStop k=2, and a mean
+       delivered-quality regret no worse than the pair's;
    (b) the learned stop-policy, over the default base scheduler, has a mean
-       F1 at least the chosen detector's, at equal or lower mean compute waste.
+       F1 higher than the chosen detector's, significant, at equal or lower
+       mean compute waste.
+
+   The paired comparisons are the bench's (:func:`evalstop_gym.bench.score.compare`:
+   a % change for JCT and waste, a difference for F1 and regret, each with its
+   95% t-interval and paired t-test p). "Significant" is the bench's rule: the
+   Holm-adjusted p (:func:`evalstop_gym.bench.score.holm`, over the two claims
+   of one world, (a)'s JCT and (b)'s F1) below 0.05; otherwise it is
+   a tie, and a tie misses the target (:mod:`evalstop_gym.agents.verdicts`).
 3. **Generalisation**: both comparisons again, with the same models and the
    same chosen policies, on other worlds (:func:`generalisation_settings`): a
    larger cluster, the other workload presets, other eval noise, a replayed
@@ -35,127 +43,56 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from evalstop_gym.api import DEFAULT_SCHEDULER
 from evalstop_gym.config import PRESETS, ConfigError, WorkloadConfig, check_range
 
-from .selection import VALIDATION_FIRST, RUNS_FILE, Selection, f1_counts, rows_with_f1, select
+from .selection import VALIDATION_FIRST, RUNS_FILE, Selection, rows_with_f1, select
+from .verdicts import REGRET, TARGET_JCT_GAIN_PCT, Arms, Judgement, Runs, Verdict, judge
 
-TARGET_JCT_GAIN_PCT = 3.0                     # (a): average JCT at least this many percent lower
-ALPHA = 0.05                                  # (a): both paired tests below this
 PREEMPTION_REFERENCE = ("srtf-est", "evalstop")   # (a): at most this pair's preemptions per episode
 LARGE_CLUSTER = {"gpus": 128, "jobs": 400}    # generalisation: twice the default cluster and workload
 NOISE_LEVELS = (0.02, 0.05)                   # generalisation: Gaussian eval noise added on top of the world's
-REGRET = "delivered_quality_regret"          # (a): the learned pair's mean at most the chosen pair's
 ARM_COLUMNS = ("avg_jct_h", "preemptions", "f1", "compute_waste_gpu_h", REGRET)
 
 
-# -- verdicts: pure functions of the paired statistics -------------------------------
-@dataclass(frozen=True)
-class Verdict:
-    met: bool
-    why: str
-
-    def __str__(self) -> str:
-        return ("met" if self.met else "missed") + f": {self.why}"
-
-
-def jct_verdict(gain, learned_preemptions: float, reference_preemptions: float, *,
-                learned_regret: float | None = None, pair_regret: float | None = None,
-                target_pct: float = TARGET_JCT_GAIN_PCT, alpha: float = ALPHA) -> Verdict:
-    """Target (a) from the paired JCT reduction ``gain`` (:class:`~evalstop_gym.experiments.stats.PairedGain`,
-    positive when the learned arm is lower), mean preemptions per episode and mean delivered-quality regret.
-
-    A lower JCT bought by stopping runs too early is not a scheduling gain: when both regrets are given, the
-    learned arm must deliver no worse quality on average (mean regret <= the pair's) for (a) to be met."""
-    from evalstop_gym.experiments.tables import fmt_p
-
-    if gain.gain_pct is None:
-        return Verdict(False, "no paired seeds")
-    p = f"p {fmt_p(gain.p_t)} (t) / {fmt_p(gain.p_wilcoxon)} (Wilcoxon)"
-    missed = []
-    if gain.gain_pct < target_pct:
-        missed.append(f"average JCT {_lower(gain.gain_pct)}, the target is >= {target_pct:g}% lower")
-    if not all(q is not None and q < alpha for q in (gain.p_t, gain.p_wilcoxon)):
-        missed.append(f"the difference is not significant ({p}; both must be < {alpha:g})")
-    if learned_preemptions > reference_preemptions:
-        missed.append(f"{learned_preemptions:.1f} preemptions per episode, more than SRTF-Est's "
-                      f"{reference_preemptions:.1f}")
-    if learned_regret is not None and pair_regret is not None and learned_regret > pair_regret:
-        missed.append(f"delivered-quality regret {learned_regret:.4f}, worse than the pair's {pair_regret:.4f}")
-    if missed:
-        return Verdict(False, "; ".join(missed))
-    return Verdict(True, f"average JCT {_lower(gain.gain_pct)} ({p}), {learned_preemptions:.1f} preemptions per "
-                         f"episode against SRTF-Est's {reference_preemptions:.1f}")
-
-
-def f1_verdict(f1, learned_waste: float, detector_waste: float) -> Verdict:
-    """Target (b) from the paired F1 difference ``f1`` (:class:`~evalstop_gym.experiments.stats.PairedDifference`,
-    learned minus detector) and mean compute waste (GPU-hours)."""
-    if f1.diff is None:
-        return Verdict(False, "no paired seeds")
-    missed = []
-    if f1.diff < 0:
-        missed.append(f"F1 {f1.diff:+.3f} below the detector's")
-    if learned_waste > detector_waste:
-        missed.append(f"waste {learned_waste:.0f} GPU-h, more than the detector's {detector_waste:.0f}")
-    if missed:
-        return Verdict(False, "; ".join(missed))
-    return Verdict(True, f"F1 {f1.diff:+.3f} against the detector's, waste {learned_waste:.0f} <= "
-                         f"{detector_waste:.0f} GPU-h")
-
-
-def _lower(pct: float) -> str:
-    return f"{pct:.1f}% lower" if pct >= 0 else f"{-pct:.1f}% higher"
-
-
 # -- arms and worlds -----------------------------------------------------------------
-@dataclass(frozen=True)
-class Arms:
-    """The experiment points compared: learned ones (``None`` without a model) and the chosen hand-coded ones."""
-
-    learned: Any            # learned scheduler (+ learned stop-policy at its checkpoints)
-    pair: Any               # best hand-coded pair (validation)
-    reference: Any          # SRTF-Est + EvalStop k=2: its preemptions cap (a)
-    learned_stop: Any       # learned stop-policy over the default base scheduler
-    detector: Any           # best hand-coded detector over the default base scheduler
-
-    def points(self) -> list:
-        return list(dict.fromkeys(p for p in (self.learned, self.pair, self.reference, self.learned_stop,
-                                              self.detector) if p is not None))
-
-
 def learned_points(scheduler_model: str | None, stop_model: str | None, scheduler: str = DEFAULT_SCHEDULER):
     """``(learned scheduler point, learned stop-policy point)``, ``None`` for a model not given.
 
-    Reads only the models' configs (no torch): a model of the wrong kind is a
-    one-line error naming its flag.
+    Each model is read as ``bench --policy`` reads a saved model folder
+    (:func:`evalstop_gym.bench.policies.parse_policy`: its config only, no
+    torch); a model of the wrong kind is a one-line error naming its flag.
     """
+    from evalstop_gym.bench.policies import is_model_path, parse_policy
     from evalstop_gym.experiments.spec import LEARNED, Arm, Point
 
-    from .policy import learned_arm
-
-    def arm_of(path: str, flag: str, want_stop: bool):
+    def policy_of(path: str, flag: str, want_stop: bool):
+        if not is_model_path(path):
+            raise ConfigError(flag, path, "no such model folder (expected a folder or a .zip saved by "
+                              "`evalstop-gym train`)")
         try:
-            arm, own = learned_arm(path)
+            p = parse_policy(path, scheduler)
         except ConfigError as e:
             raise ConfigError(flag, path, e.allowed) from None
-        if (own is None) != want_stop:
-            raise ConfigError(flag, path, f"is a {arm.label}, not a {'stop-policy' if want_stop else 'scheduler'}")
-        return arm
+        if (p.scheduler != LEARNED) != want_stop:
+            kind = p.label.split(" over ")[0]   # what the model is, not where it would run
+            raise ConfigError(flag, path, f"is a {kind}, not a {'stop-policy' if want_stop else 'scheduler'}")
+        return p
 
     sched = stop = None
-    stop_arm = arm_of(stop_model, "stop_model", True) if stop_model is not None else None
-    if stop_arm is not None:
-        stop = Point.of(Arm(f"{stop_arm.label} over {scheduler}", LEARNED, stop_arm.params), scheduler)
+    stop_p = policy_of(stop_model, "stop_model", True) if stop_model is not None else None
+    if stop_p is not None:
+        stop = Point.of(Arm(stop_p.label, LEARNED, stop_p.params), scheduler)
     if scheduler_model is not None:
-        arm = arm_of(scheduler_model, "scheduler_model", False)
-        if stop_arm is not None:
-            with_stop = tuple(sorted((*arm.params, *((f"stop_{k}", v) for k, v in stop_arm.params))))
-            arm = Arm(f"{arm.label.split(' + ')[0]} + {stop_arm.label}", LEARNED, with_stop)
+        p = policy_of(scheduler_model, "scheduler_model", False)
+        arm = Arm(p.label, LEARNED, p.params)
+        if stop_p is not None:
+            with_stop = tuple(sorted((*p.params, *((f"stop_{k}", v) for k, v in stop_p.params))))
+            arm = Arm(f"{p.label.split(' + ')[0]} + {stop_p.label.split(' over ')[0]}", LEARNED, with_stop)
         sched = Point.of(arm, LEARNED)
     return sched, stop
 
@@ -221,7 +158,6 @@ def generalisation_settings(base: WorkloadConfig, trace: str | None = None, trac
 
 
 # -- running -------------------------------------------------------------------------
-Runs = dict  # point -> list of per-seed metrics, or a str: why the point cannot run in this world
 
 
 def play(setting: Setting, points: Sequence, base: WorkloadConfig, seeds: Sequence[int], store) -> Runs:
@@ -274,92 +210,6 @@ def cannot_run(point, workload) -> str | None:
     return None
 
 
-# -- judging -------------------------------------------------------------------------
-@dataclass
-class Judgement:
-    """Both targets in one world (one row of the generalisation table); ``None`` where not judged, with the
-    reason in ``a_note`` / ``b_note``."""
-
-    setting: str
-    seeds: int
-    learned_jct: float | None = None
-    pair_jct: float | None = None
-    jct: Any = None                          # PairedGain, learned against the pair
-    learned_preemptions: float | None = None
-    reference_preemptions: float | None = None
-    learned_regret: float | None = None      # mean delivered-quality regret
-    pair_regret: float | None = None
-    regret: Any = None                       # PairedDifference, learned minus pair
-    a: Verdict | None = None
-    a_note: str = ""
-    learned_f1: float | None = None
-    detector_f1: float | None = None
-    f1: Any = None                           # PairedDifference, learned minus detector
-    learned_waste: float | None = None
-    detector_waste: float | None = None
-    waste: Any = None                        # PairedDifference, learned minus detector (GPU-h)
-    b: Verdict | None = None
-    b_note: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {}
-        for k, v in self.__dict__.items():
-            if isinstance(v, Verdict):
-                out[k] = {"met": v.met, "why": v.why}
-            elif hasattr(v, "__dataclass_fields__"):
-                out[k] = asdict(v)
-            else:
-                out[k] = v
-        return out
-
-
-def _mean(runs: Sequence[Mapping[str, Any]], key: str) -> float:
-    return sum(m[key] for m in runs) / len(runs)
-
-
-def _played(runs: Runs, point, what: str, flag: str) -> tuple[list | None, str]:
-    """A learned point's per-seed metrics and ``""``, or ``None`` and why it was not judged."""
-    got = runs.get(point) if point is not None else None
-    if got is None:
-        return None, f"no {what} given ({flag})"
-    if isinstance(got, str):
-        return None, f"not run: {got}"
-    return got, ""
-
-
-def judge(setting: str, runs: Runs, arms: Arms) -> Judgement:
-    """Targets (a) and (b) from the per-seed metrics of ``arms`` in one world."""
-    from evalstop_gym.experiments.stats import paired_difference, paired_gain
-
-    pair, ref = runs[arms.pair], runs[arms.reference]
-    j = Judgement(setting, len(pair), pair_jct=_mean(pair, "avg_jct_h"),
-                  reference_preemptions=_mean(ref, "preemptions"), pair_regret=_mean(pair, REGRET))
-    learned, j.a_note = _played(runs, arms.learned, "learned scheduler", "--scheduler-model")
-    if learned is not None:
-        j.learned_jct, j.learned_preemptions = _mean(learned, "avg_jct_h"), _mean(learned, "preemptions")
-        j.jct = paired_gain([m["avg_jct_h"] for m in pair], [m["avg_jct_h"] for m in learned])
-        j.learned_regret = _mean(learned, REGRET)
-        j.regret = paired_difference([m[REGRET] for m in pair], [m[REGRET] for m in learned])
-        j.a = jct_verdict(j.jct, j.learned_preemptions, j.reference_preemptions,
-                          learned_regret=j.learned_regret, pair_regret=j.pair_regret)
-    det = runs[arms.detector]
-    j.detector_waste = _mean(det, "compute_waste_gpu_h")
-    stop, j.b_note = _played(runs, arms.learned_stop, "learned stop-policy", "--stop-model")
-    if stop is not None:
-        # seeds where either F1 is undefined (no hacking run, no stop) are left out of the pairs
-        f1 = [(f1_counts(d), f1_counts(s)) for d, s in zip(det, stop)]
-        f1 = [(d, s) for d, s in f1 if d is not None and s is not None]
-        j.f1 = paired_difference([d for d, _ in f1], [s for _, s in f1])
-        if f1:
-            j.detector_f1 = sum(d for d, _ in f1) / len(f1)
-            j.learned_f1 = sum(s for _, s in f1) / len(f1)
-        j.learned_waste = _mean(stop, "compute_waste_gpu_h")
-        j.waste = paired_difference([m["compute_waste_gpu_h"] for m in det],
-                                    [m["compute_waste_gpu_h"] for m in stop])
-        j.b = f1_verdict(j.f1, j.learned_waste, j.detector_waste)
-    return j
-
-
 # -- the report ----------------------------------------------------------------------
 @dataclass
 class TargetsReport:
@@ -388,7 +238,7 @@ class TargetsReport:
                       f"pair ({a.pair.arm}) and detector ({a.detector.arm}) chosen on the reference world's "
                       f"validation seeds, test seeds {self.seeds[0]}-{self.seeds[-1]}. JCT change: the learned "
                       "pair's average JCT against the hand-coded pair's, (learned - pair) / pair, mean per seed "
-                      "[95% CI] (negative: lower); p: paired t-test / Wilcoxon.", "", generalisation_table(self.rows), ""]
+                      "[95% CI] (negative: lower); p: paired t-test / Holm-adjusted over the row's two claims.", "", generalisation_table(self.rows), ""]
             notes = [f"- {r.setting}: {n}" for r in self.rows for n in (r.a_note, r.b_note)
                      if n and not n.startswith("no learned")]
             if notes:
@@ -406,56 +256,59 @@ def _finite(v):
     raise TypeError(f"{type(v).__name__} is not JSON")
 
 
-def _ci(lo, hi, digits: int) -> str:
-    return "" if lo is None else f" [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+def change_text(c: Mapping[str, Any] | None, digits: int) -> str:
+    """A paired comparison (:func:`evalstop_gym.bench.score.compare`) as ``change [95% CI]``: in % for a size
+    (JCT, waste: (learned - hand-coded) / hand-coded, mean per seed), else a difference in the metric's unit."""
+    if c is None or c["change"] is None:
+        return ""
+    unit = "%" if c["unit"] == "%" else ""
+    lo, hi = c["ci"]
+    ci = "" if lo is None else f" [{lo:+.{digits}f}, {hi:+.{digits}f}]"
+    return f"{c['change']:+.{digits}f}{unit}{ci}"
 
 
-def jct_change(gain) -> str:
+def jct_change(c: Mapping[str, Any] | None) -> str:
     """The learned arm's average JCT against the pair's, ``(learned - pair) / pair`` in percent, mean per seed
     with its 95% CI: negative is lower (better)."""
-    if gain is None or gain.gain_pct is None:
+    return change_text(c, 1)
+
+
+def p_text(c: Mapping[str, Any] | None) -> str:
+    """``p (t) / p (Holm)`` of a comparison; the Holm-adjusted p only for the claims corrected over."""
+    from evalstop_gym.experiments.tables import fmt_p
+
+    if c is None:
         return ""
-    ci = _ci(-gain.ci_hi, -gain.ci_lo, 1) if gain.ci_lo is not None else ""
-    return f"{-gain.gain_pct:+.1f}%{ci}"
+    return fmt_p(c["p"]) + (f" / {fmt_p(c['p_holm'])}" if "p_holm" in c else "")
 
 
 def target_table(j: Judgement, a: Arms) -> str:
-    """The targets as a table: target, learned, hand-coded, paired difference [95% CI], p-values, verdict."""
+    """The targets as a table: target, learned, hand-coded, paired change [95% CI], p-values, verdict."""
     from tabulate import tabulate
 
-    from evalstop_gym.experiments.tables import fmt_p
     from evalstop_gym.report import fmt
-
-    def p(stat):
-        return f"{fmt_p(stat.p_t)} / {fmt_p(stat.p_wilcoxon)}" if stat is not None else ""
 
     def verdict(v: Verdict | None) -> str:   # the reasons follow the table, one line per target
         return ("met" if v.met else "missed") if v is not None else "not judged"
 
-    body = []
-    jct = j.jct
-    body.append([f"(a) avg JCT >= {TARGET_JCT_GAIN_PCT:g}% lower than {a.pair.arm}", fmt(j.learned_jct, 2),
-                 fmt(j.pair_jct, 2), jct_change(jct), p(jct), verdict(j.a)])
-    body.append([f"(a) preemptions <= {a.reference.arm}'s", fmt(j.learned_preemptions, 1),
-                 fmt(j.reference_preemptions, 1), "", "", ""])
-    r = j.regret
-    body.append([f"(a) quality regret <= {a.pair.arm}'s", fmt(j.learned_regret, 4), fmt(j.pair_regret, 4),
-                 "" if r is None or r.diff is None else f"{r.diff:+.4f}{_ci(r.ci_lo, r.ci_hi, 4)}", p(r), ""])
-    f1 = j.f1
-    body.append([f"(b) F1 >= {a.detector.arm}'s", fmt(j.learned_f1, 3), fmt(j.detector_f1, 3),
-                 "" if f1 is None or f1.diff is None else f"{f1.diff:+.3f}{_ci(f1.ci_lo, f1.ci_hi, 3)}", p(f1),
-                 verdict(j.b)])
-    w = j.waste
-    body.append(["(b) waste (GPU-h) <= the detector's", fmt(j.learned_waste, 0), fmt(j.detector_waste, 0),
-                 "" if w is None or w.diff is None else f"{w.diff:+.0f}{_ci(w.ci_lo, w.ci_hi, 0)}", p(w), ""])
-    return tabulate(body, headers=["target", "learned", "hand-coded", "difference [95% CI]", "p (t / W)",
+    body = [
+        [f"(a) avg JCT >= {TARGET_JCT_GAIN_PCT:g}% lower than {a.pair.arm}", fmt(j.learned_jct, 2),
+         fmt(j.pair_jct, 2), jct_change(j.jct), p_text(j.jct), verdict(j.a)],
+        [f"(a) preemptions <= {a.reference.arm}'s", fmt(j.learned_preemptions, 1),
+         fmt(j.reference_preemptions, 1), "", "", ""],
+        [f"(a) quality regret <= {a.pair.arm}'s", fmt(j.learned_regret, 4), fmt(j.pair_regret, 4),
+         change_text(j.regret, 4), p_text(j.regret), ""],
+        [f"(b) F1 > {a.detector.arm}'s", fmt(j.learned_f1, 3), fmt(j.detector_f1, 3), change_text(j.f1, 3),
+         p_text(j.f1), verdict(j.b)],
+        ["(b) waste (GPU-h) <= the detector's", fmt(j.learned_waste, 0), fmt(j.detector_waste, 0),
+         change_text(j.waste, 1), p_text(j.waste), ""]]
+    return tabulate(body, headers=["target", "learned", "hand-coded", "change [95% CI]", "p (t / Holm)",
                                    "verdict"], tablefmt="github", disable_numparse=True)
 
 
 def generalisation_table(rows: Sequence[Judgement]) -> str:
     from tabulate import tabulate
 
-    from evalstop_gym.experiments.tables import fmt_p
     from evalstop_gym.report import fmt
 
     def pair(x, y, d):
@@ -463,16 +316,13 @@ def generalisation_table(rows: Sequence[Judgement]) -> str:
 
     body = []
     for r in rows:
-        g = r.jct
-        body.append([r.setting, pair(r.learned_jct, r.pair_jct, 2),
-                     jct_change(g),
-                     "" if g is None else f"{fmt_p(g.p_t)} / {fmt_p(g.p_wilcoxon)}",
+        body.append([r.setting, pair(r.learned_jct, r.pair_jct, 2), jct_change(r.jct), p_text(r.jct),
                      pair(r.learned_preemptions, r.reference_preemptions, 1),
                      pair(r.learned_regret, r.pair_regret, 4),
                      ("met" if r.a.met else "missed") if r.a is not None else "n/a",
                      pair(r.learned_f1, r.detector_f1, 3), pair(r.learned_waste, r.detector_waste, 0),
                      ("met" if r.b.met else "missed") if r.b is not None else "n/a"])
-    return tabulate(body, headers=["world", "avg JCT (h) learned / pair", "JCT change [95% CI]", "p (t / W)",
+    return tabulate(body, headers=["world", "avg JCT (h) learned / pair", "JCT change [95% CI]", "p (t / Holm)",
                                    "preemptions learned / SRTF-Est", "quality regret learned / pair", "(a)", "F1 learned / detector",
                                    "waste (GPU-h) learned / detector", "(b)"],
                     tablefmt="github", disable_numparse=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import shutil
 import sys
@@ -30,52 +29,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalstop_gym.config import ConfigError, check_range
-from evalstop_gym.files import atomic_open, prepare_out, write_atomic
+from evalstop_gym.files import atomic_open, prepare_out
 
 from .hparams import ALGOS, HYPERPARAMS_DIR, algo_class, algo_kwargs, load_recipe, policy_class  # noqa: F401
-from .hparams import MAX_TIMESTEPS, PROJECT_SECTION, SELECTION_KEYS
+from .hparams import MAX_TIMESTEPS, PROJECT_SECTION, SELECTION_KEYS, sb3_policy_kwargs
+from .saved import CONFIG_FILE, CONFIG_FORMAT, FINAL_FILE, MODEL_FILE, write_config
 
 MASKABLE = ("maskable-ppo",)
-CONFIG_FILE, MODEL_FILE, FINAL_FILE = "config.json", "model.zip", "final_model.zip"
-CONFIG_FORMAT = 1
-
-
-def _policy_kwargs(kwargs: dict[str, Any] | None) -> dict[str, Any]:
-    """``policy_kwargs`` for SB3: names (checked against the allow-lists) as the classes they stand for."""
-    from torch import nn
-
-    from .hparams import check_policy_kwargs, extractor_name
-
-    out = dict(check_policy_kwargs("policy_kwargs", kwargs))
-    if "activation_fn" in out:   # a name in YAML, a class for SB3
-        out["activation_fn"] = {"tanh": nn.Tanh, "relu": nn.ReLU}[out["activation_fn"]]
-    if "features_extractor_class" in out:   # a class of evalstop_gym.agents.networks, by name: nothing is evaluated
-        from . import networks
-
-        short = extractor_name("policy_kwargs.features_extractor_class", out["features_extractor_class"])
-        out["features_extractor_class"] = networks.EXTRACTORS[short]
-    return out
-
-
-def make_env(env_id: str, env_kwargs: dict[str, Any], workload: dict[str, Any],
-             wrappers: list, first_seed: int | None = None, stride: int = 1, monitor: bool = False,
-             monitor_file: str | None = None):
-    """The env stack of a model: ``gym.make`` + named wrappers (+ seeds and a Monitor for training,
-    writing its episodes to ``monitor_file``, SB3's ``<name>.monitor.csv``, if given)."""
-    import gymnasium as gym
-
-    import evalstop_gym  # noqa: F401  (registers the env ids in a fresh worker)
-
-    from .wrappers import WorkloadSeeds, wrap
-
-    env = wrap(gym.make(env_id, **env_kwargs, **workload), wrappers)
-    if first_seed is not None:
-        env = WorkloadSeeds(env, first_seed, stride)
-    if monitor:
-        from stable_baselines3.common.monitor import Monitor
-
-        env = Monitor(env, filename=monitor_file)
-    return env
 
 
 def versions() -> dict[str, str]:
@@ -194,7 +154,7 @@ def train(env_id: str, algo: str, *, out: str | os.PathLike, timesteps: int | No
                             eval_wl=eval_wl, tensorboard=tensorboard, verbose=verbose, progress=progress, echo=echo)
     if recipe.run_seeds == 1:
         return run(outdir, seed)
-    from .run_selection import train_and_select
+    from .run_selection import train_and_select   # imported on use: the CLI's parser stays cheap
 
     settings = functools.partial(run_settings, recipe, wrappers, timesteps=timesteps, n_envs=n_envs,
                                  train_wl=train_wl, eval_wl=eval_wl)
@@ -236,10 +196,6 @@ def run_settings(recipe, wrappers: list, seed: int, *, timesteps: int, n_envs: i
             "timesteps": timesteps, "n_envs": n_envs, "seed": seed}
 
 
-def write_config(outdir: Path, config: dict[str, Any]) -> None:
-    write_atomic(outdir / CONFIG_FILE, json.dumps(config, indent=2) + "\n")
-
-
 def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: int, n_envs: int,
                train_wl: dict[str, Any], eval_wl: dict[str, Any], tensorboard: str | None, verbose: int,
                progress: bool | None, echo: Callable[[str], None]) -> dict[str, Any]:
@@ -254,6 +210,8 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
         stale.unlink()
     if tensorboard is None and _has_tensorboard():
         tensorboard = str(outdir / TENSORBOARD_DIR)
+
+    from .policy import make_env   # imported on use (gymnasium): the CLI's parser stays cheap
 
     # fail on a bad env / wrapper / workload before starting any worker
     probe = make_env(env_id, env_kwargs, train_wl, wrappers)
@@ -277,7 +235,7 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
             try:
                 model = cls(policy_class(recipe.policy, algo), venv, seed=seed, device="cpu",
                             tensorboard_log=tensorboard, verbose=verbose,
-                            policy_kwargs=_policy_kwargs(recipe.policy_kwargs), **algo_kwargs(recipe))
+                            policy_kwargs=sb3_policy_kwargs(recipe.policy_kwargs), **algo_kwargs(recipe))
             except (TypeError, ValueError, AssertionError) as e:   # SB3's own checks of combinations
                 first = (str(e).strip().splitlines() or [type(e).__name__])[0]
                 raise ConfigError(f"{recipe.path}: {env_id}", "hyperparameters", first) from None

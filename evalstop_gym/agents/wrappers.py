@@ -118,11 +118,12 @@ class HandCodedStops(gym.Wrapper):
     After each agent action, eval checkpoints are answered by ``rule`` until
     the next scheduling decision or the episode's end; their rewards are added
     to the step's. ``rule`` is ``stopper`` (a name in
-    ``evalstop_gym.baselines.STOPPERS`` with ``params``), or with ``stop_model``
-    (a model folder saved by ``train``) that stop-policy as a
-    :class:`~evalstop_gym.agents.combined.LearnedStop`, on this env's cluster;
-    any :class:`~evalstop_gym.policy.Policy` may replace it (only ``reset`` and
-    ``should_stop`` are asked). With ``work_conserving`` commit is masked while a waiting job in
+    ``evalstop_gym.baselines.STOPPERS`` with ``params``), or ``rule`` itself, any
+    :class:`~evalstop_gym.policy.Policy` (only ``reset`` and ``should_stop`` are
+    asked). ``stop_model`` (a model folder saved by ``train``) names the saved
+    stop-policy that ``rule`` is (recorded in the model's config); the wrapper
+    loads no model: :func:`~evalstop_gym.agents.policy.make_env` gives it that
+    stop-policy as a :class:`~evalstop_gym.agents.policy.LearnedStop`. With ``work_conserving`` commit is masked while a waiting job in
     the window fits in the free GPUs; with ``preempt=False`` running jobs
     cannot be toggled. ``PolicyAgent(make_policy(s, stopper), env)`` on this
     wrapper gives exactly ``simulate(s, stopper)`` for any scheduler the masks
@@ -130,17 +131,21 @@ class HandCodedStops(gym.Wrapper):
     """
 
     def __init__(self, env: gym.Env, stopper: str = "evalstop", params: dict[str, Any] | None = None,
-                 work_conserving: bool = False, preempt: bool = True, stop_model: str | None = None):
+                 work_conserving: bool = False, preempt: bool = True, stop_model: str | None = None,
+                 rule=None):
         from evalstop_gym.baselines import make_policy
 
         super().__init__(env)
         if not isinstance(env.unwrapped, ClusterEnv):
             raise ConfigError("env_wrapper", "HandCodedStops", "applies to EvalStop-Cluster-v0 only")
+        if stop_model is not None and rule is None:
+            raise ConfigError("stop_model", stop_model, "is loaded by the learned layer's env builder "
+                              "(evalstop_gym.agents.policy.make_env), which passes it as rule; the wrapper "
+                              "loads no model")
         self.stopper = stopper
         self.params = dict(params or {})
         self.stop_model = stop_model
-        self.rule = make_policy("fifo", stopper, **self.params) if stop_model is None else \
-            _learned_stop(stop_model, env.unwrapped)
+        self.rule = make_policy("fifo", stopper, **self.params) if rule is None else rule
         self.work_conserving = bool(work_conserving)
         self.preempt = bool(preempt)
 
@@ -201,19 +206,6 @@ class HandCodedStops(gym.Wrapper):
         return self._mask_now()
 
 
-def _learned_stop(path: str, env: ClusterEnv):
-    """The saved stop-policy at ``path`` answering ``env``'s checkpoints, on ``env``'s cluster."""
-    from evalstop_gym.policy import Policy
-
-    from .combined import LearnedStop   # combined builds on this module
-    from .policy import LearnedPolicy
-
-    try:
-        return LearnedStop(Policy(), LearnedPolicy.load(path), gpus=env.config.gpus, cluster=env.config.cluster)
-    except ConfigError as e:
-        raise ConfigError("stop_model", path, e.allowed) from None
-
-
 WRAPPERS = {"JobFeatures": JobFeatures, "HandCodedStops": HandCodedStops}
 
 
@@ -241,9 +233,15 @@ def parse_wrappers(spec: Any) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def wrap(env: gym.Env, wrappers: Sequence[tuple[str, dict[str, Any]]]) -> gym.Env:
-    """Apply named wrappers in order."""
+def wrap(env: gym.Env, wrappers: Sequence[tuple[str, dict[str, Any]]], learned_stop=None) -> gym.Env:
+    """Apply named wrappers in order; ``learned_stop(path, cluster_env)``: the rule of a ``HandCodedStops``
+    that names a saved stop-policy (``stop_model``)."""
     for name, kwargs in wrappers:
+        if "rule" in kwargs:
+            raise ConfigError(f"env_wrapper.{name}", kwargs, "takes no rule from a file (name a stopper, or a "
+                              "stop_model)")
+        if name == "HandCodedStops" and kwargs.get("stop_model") is not None and learned_stop is not None:
+            kwargs = {**kwargs, "rule": learned_stop(kwargs["stop_model"], env.unwrapped)}
         try:
             env = WRAPPERS[name](env, **kwargs)
         except TypeError as e:

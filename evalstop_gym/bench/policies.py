@@ -1,7 +1,7 @@
 """What ``bench --policy`` accepts, as one :class:`BenchPolicy`: a built-in name, a user's class, or a saved model.
 
 * ``SCHEDULER+STOPPER[:k=v,...]``: registered names (``srtf-est+evalstop:k=2``); ``STOPPER`` alone
-  runs over SRTF-Est, ``SCHEDULER`` alone without a stopper.
+  runs over SRTF-Est (or the ``scheduler`` given), ``SCHEDULER`` alone without a stopper.
 * ``module:Class``: a :class:`~evalstop_gym.policy.Scheduler` or :class:`~evalstop_gym.policy.Stopper`
   subclass in an importable module (``mypkg.rules:MyStopper``); either side of ``+`` may be one
   (``fifo+mypkg.rules:MyStopper:window=4``). Importing the module runs its code: name only your own.
@@ -106,8 +106,9 @@ def _is_stopper(part: str) -> bool:
     return part in STOPPERS or (bool(_CLASS.match(part)) and issubclass(user_class(part), Stopper))
 
 
-def parse_policy(text: str) -> BenchPolicy:
-    """The :class:`BenchPolicy` of one ``--policy`` value (``ConfigError`` naming what is allowed)."""
+def parse_policy(text: str, scheduler: str = DEFAULT_SCHEDULER) -> BenchPolicy:
+    """The :class:`BenchPolicy` of one ``--policy`` value (``ConfigError`` naming what is allowed); a stopper
+    named alone, and a saved stop-policy, run over ``scheduler``."""
     from ..baselines import SCHEDULERS, STOPPERS
 
     if not isinstance(text, str) or not text.strip():
@@ -117,8 +118,8 @@ def parse_policy(text: str) -> BenchPolicy:
         from ..experiments.learned import provider
 
         arm, own = provider().arm(text)
-        label = arm.label + ("" if own else f" over {DEFAULT_SCHEDULER}")
-        return BenchPolicy(text, label, LEARNED_KIND, own or DEFAULT_SCHEDULER, arm.stopper, arm.params)
+        label = arm.label + ("" if own else f" over {scheduler}")
+        return BenchPolicy(text, label, LEARNED_KIND, own or scheduler, arm.stopper, arm.params)
     head, params = text, {}
     last = text.rsplit(":", 1)
     if len(last) == 2 and "=" in last[1]:
@@ -130,7 +131,7 @@ def parse_policy(text: str) -> BenchPolicy:
         if part not in SCHEDULERS and part not in STOPPERS and not _CLASS.match(part):
             raise ConfigError("policy", text, f"{part!r} is not a policy: {allowed}")
     if len(parts) == 1:
-        sched, stop = (DEFAULT_SCHEDULER, parts[0]) if _is_stopper(parts[0]) else (parts[0], "none")
+        sched, stop = (scheduler, parts[0]) if _is_stopper(parts[0]) else (parts[0], "none")
     elif len(parts) == 2 and not _is_stopper(parts[0]) and _is_stopper(parts[1]):
         sched, stop = parts
     else:
