@@ -95,7 +95,7 @@ class StopControlEnv(SimEnv):
 def stop_observation(c, job, nodes: bool) -> np.ndarray:
     """StopControl-v0's observation of ``job`` at its eval checkpoint on cluster view ``c`` (``job=None``:
     after the episode); ``nodes``: with the node block. Also what a saved stop-policy sees when it answers
-    another policy's checkpoints (:class:`evalstop_gym.agents.combined.LearnedStop`)."""
+    another policy's checkpoints (:class:`evalstop_gym.agents.policy.LearnedStop`)."""
     if job is not None:
         row = job_row(job, c.total_gpus, True) + cluster_row(c, shown_running=1, eval_point=True)
     else:
