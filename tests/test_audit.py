@@ -55,7 +55,8 @@ def test_no_single_public_feature_gives_the_label_away_early(calibration, librar
     assert max(r.best_feature_auc for r in rows) <= leak_bar(library_auc), (library_auc, au.table(rows))
 
 
-@pytest.mark.slow   # measured 10-22 s per world (load average 3 on 2 cores; scikit-learn CV), 3 worlds
+@pytest.mark.slow   # measured 10-22 s per world (load average 3 on 2 cores; scikit-learn CV), 3 worlds;
+#                     183 s for the paper world alone at load average 15
 @pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
 def test_no_classifier_reads_the_label_early(calibration, library_auc):
     rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS))
