@@ -171,10 +171,16 @@ def world_runs(cfg: WorkloadConfig, seeds=AUDIT_SEEDS) -> dict[str, Runs]:
 def log_runs(path: str, evals: int = 10) -> dict[str, Runs]:
     """Every run of a curve log that logs ``gold``, on ``evals`` checkpoints, labelled by the gold rule,
     grouped by the job type its name starts with (``dpo-...``; ``rlhf`` for any other name)."""
-    from .curvelog import has_gold, label_gold, read_curve_log, resample
+    from .curvelog import read_curve_log
+
+    return logged_runs(read_curve_log(path), evals, path)
+
+
+def logged_runs(logs: dict, evals: int = 10, source: str = "curves") -> dict[str, Runs]:
+    """:func:`log_runs` of runs already read (``{name: LoggedRun}``, e.g. :func:`evalstop_gym.data.trl_library`)."""
+    from .curvelog import has_gold, label_gold, resample
 
     check_range("evals", evals, 3, 1000, integer=True)
-    logs = read_curve_log(path)
     groups: dict[str, list] = {}
     for run in logs.values():
         if not has_gold(run):
@@ -191,7 +197,7 @@ def log_runs(path: str, evals: int = 10) -> dict[str, Runs]:
         n_items = float(np.nanmax(items)) if items is not None and np.any(np.isfinite(items)) else np.nan
         groups.setdefault(t, []).append((cols, n_items, label_gold(run, evals).hacking))
     if not groups:
-        raise ConfigError("curves", path, "must hold runs with a gold column (the hidden true score) to audit")
+        raise ConfigError("curves", source, "must hold runs with a gold column (the hidden true score) to audit")
     return {t: Runs(np.array([g[0][0] for g in gs]), np.array([g[0][1] for g in gs]),
                     np.array([g[0][2] for g in gs]), {"eval_items": np.array([g[1] for g in gs])},
                     np.array([g[2] for g in gs])) for t, gs in groups.items()}

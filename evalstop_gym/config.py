@@ -425,7 +425,16 @@ CALIBRATIONS: dict[str, Calibration] = {
     "paper": Calibration(
         "the paper's detection regime: healthy runs rise to the end, only RLHF runs hack, "
         "Gaussian eval noise of one sigma for every job, free evals and preemptions, exact speed",
-        noise=0.02, curves=LatentModel(), world=WorldModel()),
+        noise=0.02,
+        # the LatentModel defaults except two choices that keep public data from giving the label away
+        # early (docs/calibration.md, "Curves from latent causes"; docs/audit.md): an exploitable proxy's
+        # gold gains 0.2-0.4 at its peak, so by eval 2 a hacking run's score is no higher than a healthy
+        # run's (with 0.25-0.45 it was, median 0.23 vs 0.16); and KL-growth exponents spread over 1-2, as
+        # real runs' spread (a factor 2-3 in the TRL library), so a hacking run's early slowing is no
+        # longer set by its d* alone
+        curves=LatentModel(peak_gain_exploitable=(0.18, 0.38), d_star_exploitable=(0.55, 0.8), kl_exponent=(1.0, 2.0),
+                           proxy_noise=0.05),
+        world=WorldModel()),
     "realistic": Calibration(
         "evidence-calibrated: curves from latent causes (learning rate, KL penalty, proxy quality) with "
         "early-saturating penalised runs, plateau drift, RLHF and DPO over-optimisation emerging from gold; "

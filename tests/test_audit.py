@@ -7,9 +7,21 @@ from evalstop_gym import audit as au
 from evalstop_gym.api import simulate
 from evalstop_gym.cli import main
 from evalstop_gym.config import CALIBRATIONS, WorkloadConfig
+from evalstop_gym.data import trl_library
 
-LEAK_CEILING = 0.80       # best early AUC a synthetic world may show (real tiny-LM runs: 0.83 on the proxy)
+LEAK_CEILING = 0.80       # best early AUC a synthetic world may show, whatever the real runs show
+LIBRARY_MARGIN = 0.05     # ... and at most this much above the real TRL library's (issue 25)
 SEEDS = range(700, 716)   # audit seeds: the package tunes nothing on 700-739
+
+
+@pytest.fixture(scope="module")
+def library_auc():
+    """Best early AUC of the shipped TRL library (classifier included: 48 runs, a second or two)."""
+    return au.best_early_auc(au.audit(au.logged_runs(trl_library())))
+
+
+def leak_bar(library_auc):
+    return min(LEAK_CEILING, library_auc + LIBRARY_MARGIN)
 
 
 def test_rank_auc_hand_cases_and_reference():
@@ -37,17 +49,25 @@ def test_audit_finds_a_planted_leak():
 
 
 @pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
-def test_no_single_public_feature_gives_the_label_away_early(calibration):
+def test_no_single_public_feature_gives_the_label_away_early(calibration, library_auc):
     rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS), classifier=False)
     assert rows, "every shipped world has hacking and healthy runs to audit"
-    assert max(r.best_feature_auc for r in rows) <= LEAK_CEILING, au.table(rows)
+    assert max(r.best_feature_auc for r in rows) <= leak_bar(library_auc), (library_auc, au.table(rows))
 
 
-@pytest.mark.slow   # measured 10-22 s per world (load average 3 on 2 cores; scikit-learn CV), 3 worlds
+@pytest.mark.slow   # measured 10-22 s per world (load average 3 on 2 cores; scikit-learn CV), 3 worlds;
+#                     183 s for the paper world alone at load average 15
 @pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
-def test_no_classifier_reads_the_label_early(calibration):
+def test_no_classifier_reads_the_label_early(calibration, library_auc):
     rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS))
-    assert au.best_early_auc(rows) <= LEAK_CEILING, au.table(rows)
+    assert au.best_early_auc(rows) <= leak_bar(library_auc), (library_auc, au.table(rows))
+
+
+def test_the_library_reference_is_the_shipped_library():
+    # the bar the worlds are held to comes from real runs: 48 TRL runs, both labels, a finite AUC
+    runs = au.logged_runs(trl_library())
+    assert sum(r.hacking.size for r in runs.values()) == len(trl_library())
+    assert 0.5 < au.best_early_auc(au.audit(runs, classifier=False)) < 1.0
 
 
 def test_paper_world_keeps_the_abstracts_detection_regime():
