@@ -129,20 +129,19 @@ def loss_fit(x: np.ndarray, loss: np.ndarray) -> tuple[tuple[float, float, float
     """``((L0, floor fraction, tau), relative residuals)`` of ``L0 (f + (1 - f) exp(-x / tau))``, or None."""
     if loss.size < 4 or np.any(loss <= 0):
         return None
-    best = None
-    for tau in TAU_GRID:
-        e = np.exp(-x / tau)
-        a = np.column_stack([np.ones_like(x), e])
-        coef, *_ = np.linalg.lstsq(a, loss, rcond=None)
-        if coef[0] < 0 or coef[1] < 0:
-            continue
-        sse = float(np.sum((a @ coef - loss) ** 2))
-        if best is None or sse < best[0]:
-            best = (sse, tau, coef, a @ coef)
-    if best is None:
+    e = np.exp(-x[None, :] / TAU_GRID[:, None])                      # (T, n): loss = lo + up e
+    n, se, see = x.size, e.sum(axis=1), np.sum(e * e, axis=1)
+    sy, sey = loss.sum(), e @ loss
+    det = n * see - se * se
+    ok = det > 1e-12
+    up = np.where(ok, (n * sey - se * sy) / np.where(ok, det, 1.0), np.nan)
+    lo = (sy - up * se) / n
+    fitted = lo[:, None] + up[:, None] * e
+    sse = np.where(ok & (lo >= 0) & (up >= 0), np.sum((fitted - loss) ** 2, axis=1), np.inf)
+    i = int(np.argmin(sse))
+    if not np.isfinite(sse[i]):
         return None
-    _, tau, (lo, up), fitted = best
-    return (float(lo + up), float(lo / (lo + up)), float(tau)), loss / fitted - 1.0
+    return (float(lo[i] + up[i]), float(lo[i] / (lo[i] + up[i])), float(TAU_GRID[i])), loss / fitted[i] - 1.0
 
 
 def fit_run(run) -> RunFit | None:
@@ -166,8 +165,11 @@ def fit_run(run) -> RunFit | None:
     d = np.sqrt(np.maximum(run.extra["kl"][pts], 0.0))
     g, p, d_sat, d_hat = kl_fit(x, d)
     base = float(gold_col[first])
-    d_star, gain, fitted = gold_fit(d_hat, gold - base)
-    resid = gold - base - fitted
+    inside = (gold > 0.0) & (gold < 1.0)   # a score clipped at 0 or 1 says only that the curve passed the bound
+    if inside.sum() < 3:
+        return None
+    d_star, gain, fitted = gold_fit(d_hat[inside], gold[inside] - base)
+    resid = gold[inside] - base - fitted
     job_type = job_type_of(run.name)
     slope, proxy_resid = math.nan, np.empty(0)
     pr = np.isfinite(run.proxy_reward) & (x_all > 0)
@@ -191,6 +193,39 @@ def fit_run(run) -> RunFit | None:
     return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain,
                   bool(d_star <= d_hat.max()), np.diff(np.concatenate([[0.0], resid])), slope, proxy_resid,
                   None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items)
+
+
+def drift_moments(fits, ref_evals: int) -> tuple[float | None, float]:
+    """Pooled ``(step sd, lag-1 autocorrelation)`` of the runs' gold residual steps; the sd is per
+    checkpoint of a ``ref_evals``-eval run (a walk's variance at the end is evals x step variance)."""
+    steps = [f.drift_steps for f in fits if f.drift_steps.size >= 3]
+    if not steps:
+        return None, 0.0
+    var = float(np.mean([np.mean(s ** 2) * s.size / ref_evals for s in steps]))
+    lag = sum(float(s[1:] @ s[:-1]) for s in steps) / max(sum(float(s[:-1] @ s[:-1]) for s in steps), 1e-300)
+    return math.sqrt(var), float(lag)
+
+
+def debias_drift(cal, fits, measured: tuple[float, float], ref_evals: int, seed: int = 0):
+    """``cal`` with its drift corrected for what the per-run fit absorbs (one step of indirect inference).
+
+    Fitting ``d*`` and ``A`` to each run takes up part of its drift walk, so residual steps come out
+    smaller and less autocorrelated than the walk's. Sample runs of ``cal`` like the logged ones (same job
+    types, as many evals), fit them the same way, and shift the drift by what the fit lost there:
+    ``drift * measured / remeasured`` and ``autocorr + measured - remeasured``.
+    """
+    counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in {f.job_type for f in fits}}
+    evals = int(np.median([f.evals for f in fits]))
+    share = float(np.mean([f.exploitable for f in fits if f.job_type == "rlhf"] or [0.6]))
+    sample = sample_runs(cal, counts, evals, seed, share)
+    again = tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
+    sd2, lag2 = drift_moments(again, ref_evals)
+    if not sd2:
+        return cal
+    c = cal.curves
+    curves = dataclasses.replace(c, drift=c.drift * measured[0] / sd2,
+                                 drift_autocorr=float(np.clip(c.drift_autocorr + measured[1] - lag2, -0.9, 0.9)))
+    return dataclasses.replace(cal, curves=curves)
 
 
 def span(values, log: bool = False, lo: float = 0.0, hi: float = math.inf) -> tuple[float, float]:
@@ -242,9 +277,8 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     rob = [f for f in fits if not f.exploitable]
     dpo = [f for f in fits if f.job_type == "dpo"]
     rlhf = [f for f in fits if f.job_type == "rlhf"]
-    steps = [f.drift_steps for f in fits if f.drift_steps.size >= 3]
-    var = np.mean([np.mean(s ** 2) * s.size / ref_evals for s in steps])
-    lag = sum(float(s[1:] @ s[:-1]) for s in steps) / max(sum(float(s[:-1] @ s[:-1]) for s in steps), 1e-300)
+    sd, lag = drift_moments(fits, ref_evals)
+    steps = sd is not None
     prox = [f for f in rlhf if math.isfinite(f.slope)]
     loss = [(f, lr) for f, lr in zip(fits, lr_run) if f.loss is not None]
     kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([f.g / kl_scale for f in free], log=True),
@@ -263,7 +297,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
               dpo_exploitable=(float(np.mean([f.exploitable for f in dpo])) if dpo
                                else keep("curves.dpo_exploitable", "no DPO runs")),
-              drift=float(math.sqrt(var)) if steps else keep("curves.drift", "no run with 3 evals"),
+              drift=sd if steps else keep("curves.drift", "no run with 3 evals"),
               drift_autocorr=float(np.clip(lag, -0.9, 0.9)) if steps else keep("curves.drift_autocorr",
                                                                                  "no run with 3 evals"))
     if len(prox) >= 2:
@@ -288,9 +322,16 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     z = [f.eval_z for f in fits if f.eval_z.size]
     err = [f.eval_err for f in fits if f.eval_err.size]
     if z:
-        factors = [float(np.sqrt(np.mean(v ** 2))) for v in z]
+        factors = np.array([float(np.sqrt(np.mean(v ** 2))) for v in z])
+        # each run's RMS of m draws has sampling variance about factor**2 / (2 m): take it out of the spread
+        own = float(np.mean(factors ** 2 / (2.0 * np.array([v.size for v in z]))))
+        shrink = math.sqrt(max(1.0 - own / max(float(np.var(factors)), 1e-300), 0.0))
+        lo_f, hi_f = span(factors)
+        mid = float(np.median(factors))
         items = tuple(sorted({f.eval_items for f in fits if f.eval_z.size}))
-        world, noise = dataclasses.replace(world, eval_items=items, seed_noise_factor=span(factors)), 0.0
+        world = dataclasses.replace(world, eval_items=items, seed_noise_factor=(
+            max(mid - shrink * (mid - lo_f), 0.0), mid + shrink * (hi_f - mid)))
+        noise = 0.0
     elif err:
         world = dataclasses.replace(world, eval_items=())
         noise = float(np.sqrt(np.mean(np.concatenate(err) ** 2)))
@@ -301,6 +342,8 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
                      "the gold fit is on the eval scores and its drift holds their noise)")
     cal = Calibration(description or f"fitted to {len(fits)} logged runs", noise=noise, curves=curves,
                       world=world, gpus_per_node=base.gpus_per_node)
+    if steps and curves.drift > 0:
+        cal = debias_drift(cal, fits, (sd, lag), ref_evals)
     cal.curves.validate()
     cal.world.validate()
     share = float(np.mean([f.exploitable for f in rlhf])) if rlhf else math.nan
