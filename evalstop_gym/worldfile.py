@@ -136,6 +136,20 @@ def _load(path: str, size: int, mtime_ns: int):
         raise ConfigError(f"{path}: {e.field}", e.value, e.allowed) from None
 
 
+def rounded(cal, digits: int = 6):
+    """``cal`` with every float of its curves, world and noise rounded to ``digits`` significant digits: a
+    fitted world written the same on any machine (a fit's last bits follow the CPU's float rounding)."""
+    def r(v):
+        if isinstance(v, float) and math.isfinite(v) and v != 0.0:
+            return float(f"{v:.{digits}g}")
+        return tuple(r(x) for x in v) if isinstance(v, tuple) else v
+
+    def model(m):
+        return dataclasses.replace(m, **{f.name: r(getattr(m, f.name)) for f in dataclasses.fields(m)})
+
+    return dataclasses.replace(cal, noise=r(float(cal.noise)), curves=model(cal.curves), world=model(cal.world))
+
+
 def world_data(cal, provenance: dict | None = None) -> dict:
     """The mapping a world file holds for calibration ``cal`` (lists for pairs, in field order)."""
     def plain(model) -> dict:

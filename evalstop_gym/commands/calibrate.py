@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 
 ORDER = 47
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from ..config import calibration_of
     from ..curvelog import read_curve_log
     from ..files import atomic_open
-    from ..worldfile import dump_world, is_world_path
+    from ..worldfile import dump_world, is_world_path, rounded
 
     if not is_world_path(args.out):
         raise UsageError(f"--out {args.out}: a world file is named .yaml or .yml")
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
                                        f"{os.path.basename(os.fspath(args.curves))}; costs, speed and cluster "
                                        f"from {args.base}")
     result = fit.fit_world(runs, base, description, ref_evals=args.evals)
+    result = dataclasses.replace(result, calibration=rounded(result.calibration))
     types = sorted({f.job_type for f in result.fits})
     evals = int(max(f.evals for f in result.fits))
     share = result.rlhf_exploitable if result.rlhf_exploitable == result.rlhf_exploitable else 0.6
