@@ -456,6 +456,9 @@ _REALISTIC_WORLD = WorldModel(
     storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27), segment_jitter=0.06)
 
 
+# regenerate: evalstop-gym calibrate --curves evalstop_gym/data/trl_library.csv.gz --out evalstop_gym/data/grounded.yaml --base realistic
+GROUNDED_WORLD = os.path.join(os.path.dirname(__file__), "data", "grounded.yaml")
+
 # The named worlds. Every value's reason is in docs/calibration.md; `evalstop-gym audit` checks that
 # none lets public data give the hidden label away early (docs/audit.md).
 CALIBRATIONS: Mapping[str, Calibration] = NamedWorlds({
@@ -477,5 +480,5 @@ CALIBRATIONS: Mapping[str, Calibration] = NamedWorlds({
         world=_REALISTIC_WORLD,
         gpus_per_node=8),
     # fitted to the shipped TRL library by `evalstop-gym calibrate` (docs/calibration.md, "Fitting a world")
-    "grounded": os.path.join(os.path.dirname(__file__), "data", "grounded.yaml"),
+    "grounded": GROUNDED_WORLD,
 })

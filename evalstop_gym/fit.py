@@ -323,14 +323,13 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     err = [f.eval_err for f in fits if f.eval_err.size]
     if z:
         factors = np.array([float(np.sqrt(np.mean(v ** 2))) for v in z])
-        # each run's RMS of m draws has sampling variance about factor**2 / (2 m): take it out of the spread
+        # each run's RMS of m draws has sampling variance about factor**2 / (2 m), as large as the spread
+        # itself on 10 evals: take it out (method of moments), then a uniform of that variance
         own = float(np.mean(factors ** 2 / (2.0 * np.array([v.size for v in z]))))
-        shrink = math.sqrt(max(1.0 - own / max(float(np.var(factors)), 1e-300), 0.0))
-        lo_f, hi_f = span(factors)
-        mid = float(np.median(factors))
+        mid = float(np.mean(factors))
+        half = math.sqrt(3.0 * max(float(np.var(factors)) - own, 0.0))
         items = tuple(sorted({f.eval_items for f in fits if f.eval_z.size}))
-        world = dataclasses.replace(world, eval_items=items, seed_noise_factor=(
-            max(mid - shrink * (mid - lo_f), 0.0), mid + shrink * (hi_f - mid)))
+        world = dataclasses.replace(world, eval_items=items, seed_noise_factor=(max(mid - half, 0.0), mid + half))
         noise = 0.0
     elif err:
         world = dataclasses.replace(world, eval_items=())
