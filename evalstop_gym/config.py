@@ -425,8 +425,6 @@ class NamedWorlds(Mapping):
     def __getitem__(self, name: str) -> Calibration:
         cal = self._worlds[name]
         if isinstance(cal, str):
-            from .worldfile import load_world
-
             cal = self._worlds[name] = load_world(cal)
         return cal
 
@@ -437,11 +435,18 @@ class NamedWorlds(Mapping):
         return len(self._worlds)
 
 
+def load_world(path) -> Calibration:
+    """The calibration a world file holds (:mod:`evalstop_gym.worldfile`), every field checked."""
+    from .worldfile import read_world
+
+    return Calibration(**read_world(path, LatentModel, WorldModel))
+
+
 def calibration_of(calibration: str) -> Calibration:
     """The world a ``calibration`` value names: a key of :data:`CALIBRATIONS` or a world file (``.yaml``)."""
     if isinstance(calibration, str) and calibration in CALIBRATIONS:
         return CALIBRATIONS[calibration]
-    from .worldfile import is_world_path, load_world
+    from .worldfile import is_world_path
 
     if is_world_path(calibration):
         return load_world(calibration)
@@ -456,7 +461,9 @@ _REALISTIC_WORLD = WorldModel(
     storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27), segment_jitter=0.06)
 
 
-# regenerate: evalstop-gym calibrate --curves evalstop_gym/data/trl_library.csv.gz --out evalstop_gym/data/grounded.yaml --base realistic
+# the grounded world, fitted to the TRL library; regenerate (from the repository root) with
+#   evalstop-gym calibrate --curves evalstop_gym/data/trl_library.csv.gz --out evalstop_gym/data/grounded.yaml \
+#       --base realistic
 GROUNDED_WORLD = os.path.join(os.path.dirname(__file__), "data", "grounded.yaml")
 
 # The named worlds. Every value's reason is in docs/calibration.md; `evalstop-gym audit` checks that
@@ -479,6 +486,6 @@ CALIBRATIONS: Mapping[str, Calibration] = NamedWorlds({
             drift=0.008, drift_autocorr=0.2, proxy_slope=(0.2, 0.5)),
         world=_REALISTIC_WORLD,
         gpus_per_node=8),
-    # fitted to the shipped TRL library by `evalstop-gym calibrate` (docs/calibration.md, "Fitting a world")
+    # fitted by `evalstop-gym calibrate` (docs/calibration.md, "Fitting a world to a curve log")
     "grounded": GROUNDED_WORLD,
 })

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checks import JOB_TYPES, ConfigError
+from .curves import gao_normalized
 
 P_GRID = np.linspace(0.3, 3.0, 55)          # KL-growth exponent p
 Q_GRID = np.geomspace(0.05, 60.0, 72)       # g / d_sat of a penalised run
@@ -109,16 +110,11 @@ def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarra
     return free[:4]
 
 
-def gao(u: np.ndarray) -> np.ndarray:
-    u = np.maximum(u, 1e-300)
-    return u * (1.0 - np.log(u))
-
-
 def gold_fit(d: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
     """``(d*, A, fitted gain)`` of ``y = A gao(d / d*)`` (``y`` the gold minus its start), ``d*`` within
     :data:`MAX_REACH` times the largest ``d``."""
     grid = DSTAR_GRID[DSTAR_GRID <= MAX_REACH * max(float(d.max()), DSTAR_GRID[0])]
-    gm = gao(d[None, :] / grid[:, None])                                # (D, n)
+    gm = gao_normalized(np.maximum(d[None, :] / grid[:, None], 1e-300))                                # (D, n)
     a = np.clip((gm @ y) / np.maximum(np.sum(gm * gm, axis=1), 1e-300), 0.0, MAX_GAIN)
     sse = np.sum((y[None, :] - a[:, None] * gm) ** 2, axis=1)
     i = int(np.argmin(sse))
@@ -214,7 +210,7 @@ def debias_drift(cal, fits, measured: tuple[float, float], ref_evals: int, seed:
     types, as many evals), fit them the same way, and shift the drift by what the fit lost there:
     ``drift * measured / remeasured`` and ``autocorr + measured - remeasured``.
     """
-    counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in {f.job_type for f in fits}}
+    counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
     evals = int(np.median([f.evals for f in fits]))
     share = float(np.mean([f.exploitable for f in fits if f.job_type == "rlhf"] or [0.6]))
     sample = sample_runs(cal, counts, evals, seed, share)

@@ -85,10 +85,10 @@ def _model(cls, section: str, data: Any):
     return model
 
 
-def calibration_from_data(data: Any):
-    """A :class:`~evalstop_gym.config.Calibration` from a world file's parsed mapping (validated)."""
-    from .config import Calibration, LatentModel, WorldModel
-
+def calibration_fields(data: Any, curves_cls, world_cls) -> dict:
+    """The :class:`~evalstop_gym.config.Calibration` fields of a world file's parsed mapping, validated;
+    ``curves`` and ``world`` built as ``curves_cls`` and ``world_cls`` (``LatentModel``, ``WorldModel``:
+    passed in, so that this module does not import the config, which reads world files through it)."""
     if not isinstance(data, dict):
         raise ConfigError("world file", type(data).__name__, f"must be a mapping with keys {', '.join(TOP_KEYS)}")
     for key in data:
@@ -108,28 +108,28 @@ def calibration_from_data(data: Any):
         check_range("gpus_per_node", per_node, 1, 1_000_000, integer=True)
     if "provenance" in data and not isinstance(data["provenance"], dict):
         raise ConfigError("provenance", data["provenance"], "must be a mapping")
-    return Calibration(" ".join(data["description"].split()), noise=noise,
-                       curves=_model(LatentModel, "curves", data["curves"]),
-                       world=_model(WorldModel, "world", data["world"]), gpus_per_node=per_node)
+    return dict(description=" ".join(data["description"].split()), noise=noise,
+                curves=_model(curves_cls, "curves", data["curves"]),
+                world=_model(world_cls, "world", data["world"]), gpus_per_node=per_node)
 
 
-def load_world(path):
-    """The calibration of a world file (cached per file path, size and modification time)."""
+def read_world(path, curves_cls, world_cls) -> dict:
+    """:func:`calibration_fields` of a world file (cached per file path, size and modification time)."""
     path = os.path.abspath(os.fspath(path))
     try:
         st = os.stat(path)
     except OSError as e:
         raise ConfigError("calibration", path, f"world file cannot be read ({e.strerror or e})") from None
-    return _load(path, st.st_size, st.st_mtime_ns)
+    return dict(_read(path, st.st_size, st.st_mtime_ns, curves_cls, world_cls))
 
 
 @functools.lru_cache(maxsize=32)
-def _load(path: str, size: int, mtime_ns: int):
+def _read(path: str, size: int, mtime_ns: int, curves_cls, world_cls) -> dict:
     from .files import ConfigFileError, load_yaml
 
     data = load_yaml(path, ConfigFileError, "world file")
     try:
-        return calibration_from_data(data)
+        return calibration_fields(data, curves_cls, world_cls)
     except ConfigError as e:
         if isinstance(e, ConfigFileError):
             raise

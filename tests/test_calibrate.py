@@ -13,9 +13,9 @@ import pytest
 
 from evalstop_gym import fit
 from evalstop_gym.cli import main
-from evalstop_gym.config import CALIBRATIONS, GROUNDED_WORLD, ConfigError, WorkloadConfig, calibration_of
+from evalstop_gym.config import CALIBRATIONS, GROUNDED_WORLD, ConfigError, WorkloadConfig, calibration_of, load_world
 from evalstop_gym.curvelog import read_curve_log, write_curve_log
-from evalstop_gym.worldfile import dump_world, load_world, world_key
+from evalstop_gym.worldfile import dump_world, world_key
 
 RUNS_PER_TYPE = 120   # x 2 job types: quartiles of 240 draws, sd about 0.03 of a range's width
 
@@ -34,7 +34,7 @@ def close_pair(got, want, tol, log=False):
 
 
 def test_round_trip_realistic(tmp_path):
-    """Measured ~8 s on the shared 2-core machine. Tolerances: a range's ends come from quartiles of
+    """Measured 6.7 s (9 s under load) on the shared 2-core machine. Tolerances: a range's ends come from quartiles of
     ~240 runs (sd ~3% of the width; bounds at ~3 sd); the KL scale and the learning rate are one product
     (only ``kl_scale * lr`` is identified); a robust proxy's optimum lies far beyond any run's KL, so only
     loose bounds are identified for it; drift is what a per-run fit leaves after taking up part of it
@@ -70,8 +70,9 @@ def test_round_trip_realistic(tmp_path):
 
 @pytest.mark.slow
 def test_round_trip_grounded(tmp_path):
-    """Measured ~9 s alone, more under load. The grounded world's drift (0.04 a step) is as large as its
-    exploitable gains, so its optimum and gain are identified more loosely than the realistic world's."""
+    """Measured 6.8 s (9 s under load); slow to keep this file's default run near 20 s. The grounded
+    world's drift (0.04 a step) is as large as its exploitable gains, so its optimum and gain are
+    identified more loosely than the realistic world's."""
     true = CALIBRATIONS["grounded"]
     got = fit.fit_world(sampled_log(tmp_path, "grounded"), CALIBRATIONS["realistic"]).calibration
     t, c = true.curves, got.curves
@@ -129,7 +130,8 @@ def test_shipped_grounded_is_a_fit_of_the_trl_library():
 
 @pytest.mark.slow
 def test_grounded_regenerates_byte_for_byte(tmp_path, monkeypatch, capsys):
-    """Measured ~12 s. The command in grounded.yaml's provenance, rerun, writes the shipped file again."""
+    """Measured 4.7 s (7 s under load); slow as above. The command in grounded.yaml's provenance, rerun,
+    writes the shipped file again."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]

@@ -27,7 +27,8 @@ def add_parser(sub) -> None:
     p.add_argument("--base", default="realistic", metavar="NAME|FILE",
                    help=f"calibration giving what the log cannot: {', '.join(CALIBRATIONS)} or a world file "
                         "(default %(default)s)")
-    p.add_argument("--description", default=None, help="the world's one-line description (default: says what it was fitted to)")
+    p.add_argument("--description", default=None,
+                   help="the world's one-line description (default: says what it was fitted to)")
     p.add_argument("--figure", default=None, metavar="FILE.png", help="also draw the fit quality (matplotlib)")
     p.add_argument("--samples", type=int, default=400, metavar="N",
                    help="runs per job type sampled from the fitted world for the quality table (default %(default)s)")
