@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .checks import (JOB_TYPES, MAX_EVAL_CELLS, MAX_GPUS, MAX_JOBS, ConfigError,  # noqa: F401  (re-exported)
                      UsageError, check_pair, check_range)
@@ -285,16 +287,16 @@ class WorkloadConfig:
     mix: Mapping[str, float] | None = None   # overrides the preset's type mix
     job_types: Mapping[str, JobTypeModel] = field(default_factory=lambda: dict(DEFAULT_JOB_TYPES))
     curves: CurveModel | LatentModel | None = None   # None: the calibration's
-    calibration: str = "paper"                # a name in CALIBRATIONS: the world's defaults
+    calibration: str = "paper"                # a name in CALIBRATIONS or a world file (.yaml): the world's defaults
     world: WorldModel | None = None           # None: the calibration's
     # nodes, GPU types and placement: a ClusterSpec, a preset name or YAML/JSON path, or a dict
     # (evalstop_gym.cluster); None: one flat pool of ``gpus``
     cluster: Any = None
 
     def __post_init__(self) -> None:
-        if self.calibration not in CALIBRATIONS:
-            raise ConfigError("calibration", self.calibration, f"must be one of {', '.join(CALIBRATIONS)}")
-        cal = CALIBRATIONS[self.calibration]
+        if isinstance(self.calibration, os.PathLike):   # a world file given as a Path: kept as its text
+            object.__setattr__(self, "calibration", os.fspath(self.calibration))
+        cal = calibration_of(self.calibration)
         for name in CALIBRATED_FIELDS:  # unset fields take the calibration's value
             if getattr(self, name) is None:
                 object.__setattr__(self, name, getattr(cal, name))
@@ -375,7 +377,7 @@ class WorkloadConfig:
             changes["cluster"] = resolve_cluster(changes["cluster"], self.gpus)
             changes["gpus"] = changes["cluster"].total_gpus
         elif ("gpus" in changes or "calibration" in changes) and "cluster" not in changes and \
-                self.cluster == CALIBRATIONS[self.calibration].default_cluster(self.gpus):
+                self.cluster == calibration_of(self.calibration).default_cluster(self.gpus):
             changes["cluster"] = None  # the calibration's default cluster follows the new size / calibration
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
@@ -412,6 +414,46 @@ class Calibration:
 
 CALIBRATED_FIELDS = ("noise", "curves", "world")
 
+
+class NamedWorlds(Mapping):
+    """The named calibrations; an entry given as a world-file path (:mod:`evalstop_gym.worldfile`) is read
+    on first use, so importing the package reads no YAML."""
+
+    def __init__(self, worlds: dict[str, "Calibration | str"]):
+        self._worlds = dict(worlds)
+
+    def __getitem__(self, name: str) -> Calibration:
+        cal = self._worlds[name]
+        if isinstance(cal, str):
+            cal = self._worlds[name] = load_world(cal)
+        return cal
+
+    def __iter__(self):
+        return iter(self._worlds)
+
+    def __len__(self) -> int:
+        return len(self._worlds)
+
+
+def load_world(path) -> Calibration:
+    """The calibration a world file holds (:mod:`evalstop_gym.worldfile`), every field checked."""
+    from .worldfile import read_world
+
+    return Calibration(**read_world(path, LatentModel, WorldModel))
+
+
+def calibration_of(calibration: str) -> Calibration:
+    """The world a ``calibration`` value names: a key of :data:`CALIBRATIONS` or a world file (``.yaml``)."""
+    if isinstance(calibration, str) and calibration in CALIBRATIONS:
+        return CALIBRATIONS[calibration]
+    from .worldfile import is_world_path
+
+    if is_world_path(calibration):
+        return load_world(calibration)
+    raise ConfigError("calibration", calibration, f"must be one of {', '.join(CALIBRATIONS)} "
+                                                  "or a world file (.yaml, from evalstop-gym calibrate)")
+
+
 # the realistic world's costs, eval sizes and speed (docs/calibration.md gives each source)
 _REALISTIC_WORLD = WorldModel(
     eval_items=(30, 164, 500, 541, 805, 1319, 14042), seed_noise_factor=(1.0, 2.0),
@@ -419,9 +461,14 @@ _REALISTIC_WORLD = WorldModel(
     storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27), segment_jitter=0.06)
 
 
+# the grounded world, fitted to the TRL library; regenerate (from the repository root) with
+#   evalstop-gym calibrate --curves evalstop_gym/data/trl_library.csv.gz --out evalstop_gym/data/grounded.yaml \
+#       --base realistic
+GROUNDED_WORLD = os.path.join(os.path.dirname(__file__), "data", "grounded.yaml")
+
 # The named worlds. Every value's reason is in docs/calibration.md; `evalstop-gym audit` checks that
 # none lets public data give the hidden label away early (docs/audit.md).
-CALIBRATIONS: dict[str, Calibration] = {
+CALIBRATIONS: Mapping[str, Calibration] = NamedWorlds({
     "paper": Calibration(
         "the paper's detection regime: healthy runs rise to the end, only RLHF runs hack, "
         "Gaussian eval noise of one sigma for every job, free evals and preemptions, exact speed",
@@ -448,16 +495,6 @@ CALIBRATIONS: dict[str, Calibration] = {
             drift=0.008, drift_autocorr=0.2, proxy_slope=(0.2, 0.5)),
         world=_REALISTIC_WORLD,
         gpus_per_node=8),
-    "grounded": Calibration(
-        "matched to the tiny-LM curve library (docs/traces.md): start 0.55, small hacking peaks early, "
-        "healthy plateaus with drift, half the runs KL-penalised, binomial evals on 200 items, and the "
-        "realistic world's costs",
-        noise=0.0,
-        curves=LatentModel(
-            base=(0.5, 0.6), lr=(0.6, 1.8), kl_scale=1.5, kl_exponent=(0.7, 1.3), penalty_share=0.5,
-            kl_coef=(0.05, 0.2), kl_saturation=0.1, d_star_exploitable=(0.3, 0.8), d_star_robust=(2.5, 6.0),
-            peak_gain_exploitable=(0.05, 0.2), peak_gain_robust=(0.3, 0.45), dpo_exploitable=0.5,
-            drift=0.005, drift_autocorr=0.2, proxy_slope=(0.2, 0.5)),
-        world=dataclasses.replace(_REALISTIC_WORLD, eval_items=(200,)),
-        gpus_per_node=8),
-}
+    # fitted by `evalstop-gym calibrate` (docs/calibration.md, "Fitting a world to a curve log")
+    "grounded": GROUNDED_WORLD,
+})

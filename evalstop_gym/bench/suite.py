@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import CALIBRATIONS, ConfigError, WorkloadConfig
+from ..worldfile import is_world_path
 from ..seeds import VALIDATION, check_seeds
 
 # Where a row's trace is looked for: $EVALSTOP_GYM_TRACES, else ../shared/traces beside the checkout
@@ -76,8 +77,10 @@ class Row:
 
     def missing(self) -> str | None:
         """Why this row cannot be played here (``None``: it can)."""
-        if self.calibration not in CALIBRATIONS:
-            return f"calibration {self.calibration!r} is not in this version ({', '.join(CALIBRATIONS)})"
+        if self.calibration not in CALIBRATIONS and not (is_world_path(self.calibration)
+                                                         and os.path.isfile(self.calibration)):
+            return (f"calibration {self.calibration!r} is neither in this version ({', '.join(CALIBRATIONS)}) "
+                    "nor a world file here")
         if self.trace is not None and self.trace.path() is None:
             return (f"trace {self.trace.file} not found in {os.environ.get(TRACES_ENV) or TRACE_DIR} "
                     f"(set ${TRACES_ENV} to its folder)")

@@ -16,8 +16,8 @@ def add_parser(sub) -> None:
                                    "hacking label at evals 1, 2 and 3, and a small classifier's cross-validated "
                                    "AUC over all of them (docs/audit.md). A synthetic world (--calibration) is "
                                    "sampled over --seeds; a curve log (--curves) is labelled by the gold rule.")
-    p.add_argument("--calibration", default="paper", metavar="NAME",
-                   help=f"world: {', '.join(CALIBRATIONS)} (default %(default)s)")
+    p.add_argument("--calibration", default="paper", metavar="NAME|FILE",
+                   help=f"world: {', '.join(CALIBRATIONS)} or a world file (.yaml) (default %(default)s)")
     p.add_argument("--curves", default=None, metavar="FILE",
                    help="audit the runs of this curve log (needs a gold column) instead of a world")
     p.add_argument("--preset", "--workload", dest="workload", default="rlhf-heavy", metavar="NAME",

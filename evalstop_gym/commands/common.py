@@ -44,11 +44,12 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
                    help=f"cluster GPUs (default {_DEFAULT.gpus}, or what --cluster / --nodes give)")
     g.add_argument("--load", type=float, default=_DEFAULT.load,
                    help="offered load, GPU demand over capacity (default %(default)s)")
-    g.add_argument("--calibration", default=_DEFAULT.calibration, metavar="NAME",
-                   help=f"world: {', '.join(CALIBRATIONS)} (default %(default)s; docs/calibration.md)")
+    g.add_argument("--calibration", default=_DEFAULT.calibration, metavar="NAME|FILE",
+                   help=f"world: {', '.join(CALIBRATIONS)} or a world file from evalstop-gym calibrate "
+                        "(default %(default)s; docs/calibration.md)")
     g.add_argument("--noise", type=float, default=None,
                    help="eval-score noise sigma added to every score (default: the calibration's, "
-                        + ", ".join(f"{c.noise:g} in {n}" for n, c in CALIBRATIONS.items()) + ")")
+                        f"{CALIBRATIONS['paper'].noise:g} in paper)")
     g.add_argument("--hacking-fraction", type=float, default=_DEFAULT.hacking_fraction,
                    help="fraction of RLHF runs that hack (default %(default)s)")
     g.add_argument("--evals-per-job", type=int, default=_DEFAULT.evals_per_job,

@@ -49,8 +49,12 @@ SCALES: dict[str, dict[str, int]] = {
 
 
 def default_out(base: WorkloadConfig, scale: str = "default") -> Path:
-    """Where a world's results go unless told: ``results/<calibration>`` (``-<scale>`` for a named scale)."""
-    return Path("results") / (base.calibration if scale == "default" else f"{base.calibration}-{scale}")
+    """Where a world's results go unless told: ``results/<calibration>`` (``-<scale>`` for a named scale); a
+    world file's folder is named by its stem (``--calibration fits/mine.yaml``: ``results/mine``)."""
+    from ..worldfile import world_key
+
+    key = world_key(base.calibration)
+    return Path("results") / (key if scale == "default" else f"{key}-{scale}")
 
 
 def world_of(base: WorkloadConfig, seed_list: Sequence[int], base_scheduler: str | None,

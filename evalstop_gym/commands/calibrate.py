@@ -1,0 +1,119 @@
+"""``evalstop-gym calibrate``: fit a world to a curve log and write it as a world file (evalstop_gym.fit)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+
+ORDER = 47
+
+
+def add_parser(sub) -> None:
+    from ..config import CALIBRATIONS
+
+    p = sub.add_parser("calibrate", help="fit a world (world.yaml) to logged runs",
+                       description="Fit the latent-cause curve model (KL growth and penalty, gold optimum and "
+                                   "gain, drift, proxy, loss) and the eval noise to the runs of a curve log "
+                                   "(CSV / JSONL / TensorBoard / trainer_state.json; each run should log kl, and "
+                                   "ideally gold and eval_items) and write the world file OUT; print the fit "
+                                   "quality: per-feature quantiles, real runs against the fitted world's samples. "
+                                   "What a log cannot tell (costs, speed, cluster) comes from --base. Use the file "
+                                   "anywhere a calibration is named: --calibration OUT (docs/calibration.md).")
+    p.add_argument("--curves", required=True, metavar="FILE", help="curve log of the runs to fit")
+    p.add_argument("--curves-format", default="auto", metavar="FORMAT",
+                   help="auto, csv, jsonl or tensorboard (default %(default)s)")
+    p.add_argument("--out", required=True, metavar="FILE.yaml", help="world file to write")
+    p.add_argument("--base", default="realistic", metavar="NAME|FILE",
+                   help=f"calibration giving what the log cannot: {', '.join(CALIBRATIONS)} or a world file "
+                        "(default %(default)s)")
+    p.add_argument("--description", default=None,
+                   help="the world's one-line description (default: says what it was fitted to)")
+    p.add_argument("--figure", default=None, metavar="FILE.png", help="also draw the fit quality (matplotlib)")
+    p.add_argument("--samples", type=int, default=400, metavar="N",
+                   help="runs per job type sampled from the fitted world for the quality table (default %(default)s)")
+    p.add_argument("--evals", type=int, default=10, metavar="E",
+                   help="checkpoint grid of the gold label in the table, and the grid the drift is stored for "
+                        "(default %(default)s, the workload's evals per job)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fitted world's samples (default %(default)s)")
+    p.set_defaults(func=run)
+
+
+def source_digest(path: str) -> str:
+    """SHA-256 of a file's bytes; of a directory, of its files' relative paths and digests, sorted."""
+    import hashlib
+
+    from ..trace_cache import file_digest
+
+    if not os.path.isdir(path):
+        return file_digest(path) or ""
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        for f in sorted(files):
+            full = os.path.join(root, f)
+            h.update(f"{os.path.relpath(full, path)}\0{file_digest(full)}\n".encode())
+    return h.hexdigest()
+
+
+def command_line(args: argparse.Namespace) -> str:
+    parts = ["evalstop-gym calibrate", f"--curves {args.curves}", f"--out {args.out}", f"--base {args.base}"]
+    if args.curves_format != "auto":
+        parts.append(f"--curves-format {args.curves_format}")
+    if args.description is not None:
+        parts.append(f"--description {args.description!r}")
+    if args.evals != 10:
+        parts.append(f"--evals {args.evals}")
+    return " ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import __version__, fit
+    from ..checks import UsageError, check_range
+    from ..config import calibration_of
+    from ..curvelog import read_curve_log
+    from ..files import atomic_open
+    from ..worldfile import dump_world, is_world_path, rounded
+
+    if not is_world_path(args.out):
+        raise UsageError(f"--out {args.out}: a world file is named .yaml or .yml")
+    check_range("samples", args.samples, 10, 100_000, integer=True)
+    check_range("evals", args.evals, 3, 1000, integer=True)
+    base = calibration_of(args.base)
+    runs = read_curve_log(args.curves, args.curves_format)
+    description = args.description or (f"fitted by evalstop-gym calibrate to the runs of "
+                                       f"{os.path.basename(os.fspath(args.curves))}; costs, speed and cluster "
+                                       f"from {args.base}")
+    result = fit.fit_world(runs, base, description, ref_evals=args.evals)
+    result = dataclasses.replace(result, calibration=rounded(result.calibration))
+    types = sorted({f.job_type for f in result.fits})
+    evals = int(max(f.evals for f in result.fits))
+    share = result.rlhf_exploitable if result.rlhf_exploitable == result.rlhf_exploitable else 0.6
+    samples = fit.sample_runs(result.calibration, {t: args.samples for t in types}, evals, args.seed, share)
+    rows = fit.feature_table({n: r for n, r in runs.items() if n in {f.name for f in result.fits}}, samples,
+                             args.evals)
+    provenance = {
+        "source": os.fspath(args.curves), "sha256": source_digest(os.fspath(args.curves)),
+        "command": command_line(args), "version": __version__, "base": args.base,
+        "runs": len(result.fits), "runs_in_log": len(runs),
+        "rlhf_exploitable": round(share, 4),
+        "fitted": list(fit.FITTED), "from_base": list(result.from_base), "notes": list(result.notes),
+    }
+    header = (f"A world fitted by `{provenance['command']}` (evalstop-gym {__version__}); regenerate it with that "
+              "command.\nFields under provenance.from_base come from the base calibration: a curve log cannot "
+              "identify them.")
+    with atomic_open(args.out, "w", field="out") as f:
+        f.write(dump_world(result.calibration, provenance, header))
+    print(f"Fitted {len(result.fits)} of {len(runs)} runs of {args.curves} (base {args.base}); wrote {args.out}")
+    for note in result.notes:
+        print(f"  note: {note}")
+    print(f"  RLHF runs with an exploitable proxy: {share:.2f} (a workload's hacking_fraction; "
+          "the world file does not hold it)")
+    print(f"Fit quality: real runs against {args.samples} samples per job type of the fitted world "
+          f"(hacking share: the gold rule on {args.evals} checkpoints)")
+    print(fit.format_table(rows))
+    if args.figure:
+        fit.plot_fit(runs, samples, args.figure)
+        print(f"wrote {args.figure}")
+    return 0
+

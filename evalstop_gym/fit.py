@@ -1,0 +1,491 @@
+"""Fit a world's latent distributions (:class:`~evalstop_gym.config.LatentModel`) and eval noise to logged runs.
+
+The method (docs/calibration.md, "Fitting a world to a curve log", gives every choice with its reason):
+
+1. **Per run, least squares** on the run's own evals, progress ``x = (step - first) / (last - first)``,
+   with ``d = sqrt(KL)`` from the logged ``kl`` (:func:`fit_run`):
+
+   * KL path: ``d = g x**p`` (no penalty) against ``d = d_sat (1 - exp(-(g / d_sat) x**p))`` (a KL
+     penalty), ``p`` and ``g / d_sat`` on grids and the scale in closed form; the penalised form is
+     taken when its BIC is lower by :data:`BIC_MARGIN` and the run reaches at least 63% of its
+     saturation (``g / d_sat >= 1``): short of that the two forms are the same curve;
+   * gold on the fitted path: ``gold = base + A (d / d*) (1 - ln(d / d*))`` (Gao et al.'s RL form),
+     ``base`` the first logged gold, ``d*`` on a grid, ``A`` in closed form within ``[0, MAX_GAIN]``;
+     the proxy is *exploitable* when its optimum lies inside the run's KL range (``d* <= max d``);
+   * drift: the steps of the gold residual (starting from 0 at the first eval); proxy: slope
+     through the origin in ``d`` (RLHF runs) and the residual sd; loss (runs whose loss is positive):
+     ``L0 (f + (1 - f) exp(-x / tau))``, ``tau`` on a grid, the rest linear;
+   * eval noise: with ``gold`` and ``eval_items`` logged, the seed-variance factor is the RMS of
+     ``(eval_score - gold) / sqrt(gold (1 - gold) / n)``; without ``eval_items``, a Gaussian sigma.
+
+2. **Ranges from quantiles** (:func:`span`): a uniform ``(low, high)`` is ``median -+ IQR`` (exact for a
+   uniform: its quartiles lie a quarter of the width from each end), a log-uniform one the same on
+   logs; shares are means; drift and noise are pooled over runs.
+
+Only ``g = kl_scale * lr`` is identified (not the two factors): ``kl_scale`` is the geometric median
+of ``g`` and ``lr`` the spread around it, so the relative learning rate is centred on 1. Likewise only
+``d_sat = kl_saturation / kl_coef``: ``kl_saturation`` stays the base's. What no curve log holds
+(costs, eval time, speed, the cluster) comes from the base calibration (:data:`FROM_BASE`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checks import JOB_TYPES, ConfigError
+from .curves import gao_normalized
+
+P_GRID = np.linspace(0.3, 3.0, 55)          # KL-growth exponent p
+Q_GRID = np.geomspace(0.05, 60.0, 72)       # g / d_sat of a penalised run
+DSTAR_GRID = np.geomspace(0.02, 200.0, 321)  # gold optimum d*
+TAU_GRID = np.geomspace(0.01, 5.0, 90)      # loss decay scale (fraction of the run)
+BIC_MARGIN = 2.0     # the penalised KL form must beat the free one by this much BIC
+MAX_GAIN = 1.0       # A bound: a score on 0..1 cannot gain more at its optimum
+MAX_REACH = 10.0     # d* at most this many times the run's largest d: beyond, gold over the logged range is a line
+REF_EVALS = 10       # the drift is stored per checkpoint of a run of this many evals (WorkloadConfig's default)
+MIN_RUNS = 3         # runs with KL and gold needed to fit anything
+FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
+          "curves.kl_coef", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
+          "curves.peak_gain_robust", "curves.dpo_exploitable", "curves.drift", "curves.drift_autocorr",
+          "curves.proxy_slope", "curves.proxy_noise", "curves.loss_start", "curves.loss_floor_frac",
+          "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items", "world.seed_noise_factor")
+FROM_BASE = ("curves.kl_saturation", "curves.hack_peak", "world.eval_fixed_min", "world.eval_item_gpu_s",
+             "world.eval_max_share", "world.checkpoint_gb", "world.storage_gbps", "world.warmup_s",
+             "world.straggler_excess", "world.segment_jitter", "gpus_per_node")
+
+
+def job_type_of(name: str) -> str:
+    """A run's job type from its name's ``-``-separated words (``trl-dpo-...`` is DPO); RLHF otherwise."""
+    words = name.lower().replace("_", "-").split("-")
+    return next((t for t in ("dpo", "lora") if t in words), "rlhf")
+
+
+@dataclass(frozen=True)
+class RunFit:
+    """The least-squares fit of one logged run (module docstring); units of the log."""
+
+    name: str
+    job_type: str
+    evals: int              # evals after the first, the points fitted
+    base: float             # gold at the first eval
+    g: float                # unpenalised d reached at the end
+    p: float                # KL-growth exponent
+    d_sat: float            # saturation of d under a penalty (inf: no penalty)
+    d_star: float           # gold optimum
+    gain: float             # gold gain at the optimum, A
+    exploitable: bool       # d* within the run's d range
+    drift_steps: np.ndarray  # steps of the gold residual
+    slope: float            # proxy per unit d (NaN: no proxy fitted)
+    proxy_resid: np.ndarray
+    loss: tuple[float, float, float] | None   # (L0, floor fraction, tau), None if not fitted
+    loss_resid: np.ndarray  # relative residuals
+    eval_z: np.ndarray      # standardised eval errors (binomial sd), empty without gold and eval_items
+    eval_err: np.ndarray    # eval_score - gold, empty without gold
+    eval_items: int         # 0: not logged
+
+
+def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarray]:
+    """``(g, p, d_sat, fitted d)`` of a run's sqrt-KL at progress ``x`` (``d_sat`` inf: no penalty)."""
+    n = x.size
+    xp = x[None, :] ** P_GRID[:, None]                                 # (P, n)
+    g = np.maximum((xp @ d) / np.maximum(np.sum(xp * xp, axis=1), 1e-300), 0.0)
+    sse = np.sum((d[None, :] - g[:, None] * xp) ** 2, axis=1)
+    i = int(np.argmin(sse))
+    free = (float(g[i]), float(P_GRID[i]), math.inf, g[i] * xp[i], float(sse[i]))
+    s = -np.expm1(-Q_GRID[None, :, None] * xp[:, None, :])             # (P, Q, n)
+    sat = np.maximum(np.einsum("pqn,n->pq", s, d) / np.maximum(np.sum(s * s, axis=2), 1e-300), 0.0)
+    sse2 = np.sum((d[None, None, :] - sat[:, :, None] * s) ** 2, axis=2)
+    pi, qi = np.unravel_index(int(np.argmin(sse2)), sse2.shape)
+
+    def bic(e: float, k: int) -> float:
+        return n * math.log(e / n + 1e-12) + k * math.log(n)
+
+    if Q_GRID[qi] >= 1.0 and bic(float(sse2[pi, qi]), 3) < bic(free[4], 2) - BIC_MARGIN:
+        ds = float(sat[pi, qi])
+        return ds * float(Q_GRID[qi]), float(P_GRID[pi]), ds, ds * s[pi, qi]
+    return free[:4]
+
+
+def gold_fit(d: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """``(d*, A, fitted gain)`` of ``y = A gao(d / d*)`` (``y`` the gold minus its start), ``d*`` within
+    :data:`MAX_REACH` times the largest ``d``."""
+    grid = DSTAR_GRID[DSTAR_GRID <= MAX_REACH * max(float(d.max()), DSTAR_GRID[0])]
+    gm = gao_normalized(np.maximum(d[None, :] / grid[:, None], 1e-300))                                # (D, n)
+    a = np.clip((gm @ y) / np.maximum(np.sum(gm * gm, axis=1), 1e-300), 0.0, MAX_GAIN)
+    sse = np.sum((y[None, :] - a[:, None] * gm) ** 2, axis=1)
+    i = int(np.argmin(sse))
+    return float(grid[i]), float(a[i]), a[i] * gm[i]
+
+
+def loss_fit(x: np.ndarray, loss: np.ndarray) -> tuple[tuple[float, float, float], np.ndarray] | None:
+    """``((L0, floor fraction, tau), relative residuals)`` of ``L0 (f + (1 - f) exp(-x / tau))``, or None."""
+    if loss.size < 4 or np.any(loss <= 0):
+        return None
+    e = np.exp(-x[None, :] / TAU_GRID[:, None])                      # (T, n): loss = lo + up e
+    n, se, see = x.size, e.sum(axis=1), np.sum(e * e, axis=1)
+    sy, sey = loss.sum(), e @ loss
+    det = n * see - se * se
+    ok = det > 1e-12
+    up = np.where(ok, (n * sey - se * sy) / np.where(ok, det, 1.0), np.nan)
+    lo = (sy - up * se) / n
+    fitted = lo[:, None] + up[:, None] * e
+    sse = np.where(ok & (lo >= 0) & (up >= 0), np.sum((fitted - loss) ** 2, axis=1), np.inf)
+    i = int(np.argmin(sse))
+    if not np.isfinite(sse[i]):
+        return None
+    return (float(lo[i] + up[i]), float(lo[i] / (lo[i] + up[i])), float(TAU_GRID[i])), loss / fitted[i] - 1.0
+
+
+def fit_run(run) -> RunFit | None:
+    """The fit of one :class:`~evalstop_gym.curvelog.LoggedRun`, or None if it logs no ``kl``."""
+    from .curvelog import has_gold
+
+    if "kl" not in run.extra:
+        return None
+    step = run.step.astype(float)
+    span_steps = float(step[-1] - step[0])
+    if span_steps <= 0:
+        return None
+    x_all = (step - step[0]) / span_steps
+    gold_col = run.extra["gold"] if has_gold(run) else run.eval_score
+    ok = np.isfinite(gold_col) & np.isfinite(run.extra["kl"])
+    first = int(np.flatnonzero(ok)[0]) if ok.any() else -1
+    pts = ok & (x_all > 0)
+    if first < 0 or pts.sum() < 3:
+        return None
+    x, gold = x_all[pts], gold_col[pts]
+    d = np.sqrt(np.maximum(run.extra["kl"][pts], 0.0))
+    g, p, d_sat, d_hat = kl_fit(x, d)
+    base = float(gold_col[first])
+    inside = (gold > 0.0) & (gold < 1.0)   # a score clipped at 0 or 1 says only that the curve passed the bound
+    if inside.sum() < 3:
+        return None
+    d_star, gain, fitted = gold_fit(d_hat[inside], gold[inside] - base)
+    resid = gold[inside] - base - fitted
+    job_type = job_type_of(run.name)
+    slope, proxy_resid = math.nan, np.empty(0)
+    pr = np.isfinite(run.proxy_reward) & (x_all > 0)
+    if job_type == "rlhf" and pr.sum() >= 3:
+        dp = np.interp(x_all[pr], x, d_hat)
+        slope = float(max(dp @ run.proxy_reward[pr] / max(dp @ dp, 1e-300), 1e-3))
+        proxy_resid = run.proxy_reward[pr] - slope * dp
+    lo = np.isfinite(run.train_loss) & (x_all > 0)
+    lf = loss_fit(x_all[lo], run.train_loss[lo])
+    items_col = run.extra.get("eval_items")
+    items = items_col[np.isfinite(items_col)] if items_col is not None else np.empty(0)
+    n_items = int(round(float(np.median(items)))) if items.size else 0
+    eval_err, eval_z = np.empty(0), np.empty(0)
+    if has_gold(run):
+        ev = pts & np.isfinite(run.eval_score)
+        eval_err = run.eval_score[ev] - run.extra["gold"][ev]
+        pg = np.clip(run.extra["gold"][ev], 0.0, 1.0)
+        inner = (pg > 0) & (pg < 1)
+        if n_items > 0 and inner.any():
+            eval_z = eval_err[inner] / np.sqrt(pg[inner] * (1.0 - pg[inner]) / n_items)
+    return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain,
+                  bool(d_star <= d_hat.max()), np.diff(np.concatenate([[0.0], resid])), slope, proxy_resid,
+                  None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items)
+
+
+def drift_moments(fits, ref_evals: int) -> tuple[float | None, float]:
+    """Pooled ``(step sd, lag-1 autocorrelation)`` of the runs' gold residual steps; the sd is per
+    checkpoint of a ``ref_evals``-eval run (a walk's variance at the end is evals x step variance)."""
+    steps = [f.drift_steps for f in fits if f.drift_steps.size >= 3]
+    if not steps:
+        return None, 0.0
+    var = float(np.mean([np.mean(s ** 2) * s.size / ref_evals for s in steps]))
+    lag = sum(float(s[1:] @ s[:-1]) for s in steps) / max(sum(float(s[:-1] @ s[:-1]) for s in steps), 1e-300)
+    return math.sqrt(var), float(lag)
+
+
+def debias_drift(cal, fits, measured: tuple[float, float], ref_evals: int, seed: int = 0):
+    """``cal`` with its drift corrected for what the per-run fit absorbs (one step of indirect inference).
+
+    Fitting ``d*`` and ``A`` to each run takes up part of its drift walk, so residual steps come out
+    smaller and less autocorrelated than the walk's. Sample runs of ``cal`` like the logged ones (same job
+    types, as many evals), fit them the same way, and shift the drift by what the fit lost there:
+    ``drift * measured / remeasured`` and ``autocorr + measured - remeasured``.
+    """
+    counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
+    evals = int(np.median([f.evals for f in fits]))
+    share = float(np.mean([f.exploitable for f in fits if f.job_type == "rlhf"] or [0.6]))
+    sample = sample_runs(cal, counts, evals, seed, share)
+    again = tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
+    sd2, lag2 = drift_moments(again, ref_evals)
+    if not sd2:
+        return cal
+    c = cal.curves
+    curves = dataclasses.replace(c, drift=c.drift * measured[0] / sd2,
+                                 drift_autocorr=float(np.clip(c.drift_autocorr + measured[1] - lag2, -0.9, 0.9)))
+    return dataclasses.replace(cal, curves=curves)
+
+
+def span(values, log: bool = False, lo: float = 0.0, hi: float = math.inf) -> tuple[float, float]:
+    """A uniform (``log``: log-uniform) ``(low, high)`` from samples: ``median -+ IQR``, within ``[lo, hi]``."""
+    v = np.asarray(values, dtype=float)
+    v = np.log(v) if log else v
+    q25, med, q75 = np.quantile(v, [0.25, 0.5, 0.75])
+    a, b = med - (q75 - q25), med + (q75 - q25)
+    if log:
+        a, b = math.exp(a), math.exp(b)
+    a, b = min(max(float(a), lo), hi), min(max(float(b), lo), hi)
+    return (a, b) if a > 0 or not log else (min(1e-6, b), b)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The fitted calibration, the per-run fits and what the fit could not identify."""
+
+    calibration: object              # a config.Calibration
+    fits: tuple[RunFit, ...]
+    rlhf_exploitable: float           # share of RLHF runs with an exploitable proxy (a workload's hacking_fraction)
+    from_base: tuple[str, ...]        # fields taken from the base calibration
+    notes: tuple[str, ...]            # what was not fitted and why
+
+
+def fit_world(runs: dict, base, description: str | None = None, ref_evals: int = REF_EVALS) -> FitResult:
+    """Fit ``base`` (a :class:`~evalstop_gym.config.Calibration`)'s curve and eval-noise fields to ``runs``."""
+    from .config import Calibration
+
+    fits = tuple(f for f in (fit_run(r) for r in runs.values()) if f is not None)
+    if len(fits) < MIN_RUNS:
+        raise ConfigError("curves", f"{len(fits)} of {len(runs)} runs",
+                          f"at least {MIN_RUNS} runs must log eval_score and kl (and ideally gold) at >= 3 evals "
+                          "after the first to fit a world")
+    c0, notes, from_base = base.curves, [], list(FROM_BASE)
+
+    def keep(name: str, why: str):
+        notes.append(f"{name}: the base's ({why})")
+        from_base.append(name)
+        return getattr(c0, name.split(".", 1)[1])
+
+    pen = [f for f in fits if math.isfinite(f.d_sat)]
+    # g is identified where d grows freely; under a penalty that saturates early, hardly at all
+    free = [f for f in fits if not math.isfinite(f.d_sat)] or list(fits)
+    kl_scale = float(np.exp(np.median(np.log([max(f.g, 1e-6) for f in free]))))
+    lr_run = np.array([max(f.g, 1e-6) / kl_scale if not math.isfinite(f.d_sat) or len(free) == len(fits) else 1.0
+                       for f in fits])
+    expl = [f for f in fits if f.exploitable]
+    rob = [f for f in fits if not f.exploitable]
+    dpo = [f for f in fits if f.job_type == "dpo"]
+    rlhf = [f for f in fits if f.job_type == "rlhf"]
+    sd, lag = drift_moments(fits, ref_evals)
+    steps = sd is not None
+    prox = [f for f in rlhf if math.isfinite(f.slope)]
+    loss = [(f, lr) for f, lr in zip(fits, lr_run) if f.loss is not None]
+    kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([f.g / kl_scale for f in free], log=True),
+              kl_scale=kl_scale,
+              kl_exponent=span([f.p for f in fits], lo=0.05),
+              penalty_share=len(pen) / len(fits),
+              kl_coef=(span([c0.kl_saturation / f.d_sat for f in pen], log=True) if len(pen) >= 2
+                       else keep("curves.kl_coef", "fewer than 2 runs with a KL penalty")),
+              d_star_exploitable=(span([f.d_star for f in expl], log=True) if len(expl) >= 2
+                                  else keep("curves.d_star_exploitable", "fewer than 2 exploitable runs")),
+              d_star_robust=(span([f.d_star for f in rob], log=True) if len(rob) >= 2
+                             else keep("curves.d_star_robust", "fewer than 2 robust runs")),
+              peak_gain_exploitable=(span([f.gain for f in expl]) if len(expl) >= 2
+                                     else keep("curves.peak_gain_exploitable", "fewer than 2 exploitable runs")),
+              peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
+                                else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
+              dpo_exploitable=(float(np.mean([f.exploitable for f in dpo])) if dpo
+                               else keep("curves.dpo_exploitable", "no DPO runs")),
+              drift=sd if steps else keep("curves.drift", "no run with 3 evals"),
+              drift_autocorr=float(np.clip(lag, -0.9, 0.9)) if steps else keep("curves.drift_autocorr",
+                                                                                 "no run with 3 evals"))
+    if len(prox) >= 2:
+        kw.update(proxy_slope=span([f.slope for f in prox], log=True),
+                  proxy_noise=float(np.sqrt(np.mean(np.concatenate([f.proxy_resid for f in prox]) ** 2))))
+    else:
+        kw.update(proxy_slope=keep("curves.proxy_slope", "fewer than 2 RLHF runs log a proxy reward"),
+                  proxy_noise=keep("curves.proxy_noise", "fewer than 2 RLHF runs log a proxy reward"))
+    if len(loss) >= 2:
+        kw.update(loss_start=span([f.loss[0] for f, _ in loss], lo=1e-6),
+                  loss_floor_frac=span([f.loss[1] for f, _ in loss], hi=1.0),
+                  loss_tau=span([f.loss[2] * lr for f, lr in loss], lo=0.01),
+                  loss_noise=float(np.sqrt(np.mean(np.concatenate([f.loss_resid for f, _ in loss]) ** 2))))
+        if len(loss) < len(fits):
+            notes.append(f"loss: fitted on the {len(loss)} runs whose logged loss is positive and falls "
+                         f"(of {len(fits)}); the others' losses are not of the model's form")
+    else:
+        for name in ("loss_start", "loss_floor_frac", "loss_tau", "loss_noise"):
+            kw[name] = keep(f"curves.{name}", "fewer than 2 runs log a positive, falling loss")
+    curves = dataclasses.replace(c0, **kw)
+    world, noise = base.world, base.noise
+    z = [f.eval_z for f in fits if f.eval_z.size]
+    err = [f.eval_err for f in fits if f.eval_err.size]
+    if z:
+        factors = np.array([float(np.sqrt(np.mean(v ** 2))) for v in z])
+        # each run's RMS of m draws has sampling variance about factor**2 / (2 m), as large as the spread
+        # itself on 10 evals: take it out (method of moments), then a uniform of that variance
+        own = float(np.mean(factors ** 2 / (2.0 * np.array([v.size for v in z]))))
+        mid = float(np.mean(factors))
+        half = math.sqrt(3.0 * max(float(np.var(factors)) - own, 0.0))
+        items = tuple(sorted({f.eval_items for f in fits if f.eval_z.size}))
+        world = dataclasses.replace(world, eval_items=items, seed_noise_factor=(max(mid - half, 0.0), mid + half))
+        noise = 0.0
+    elif err:
+        world = dataclasses.replace(world, eval_items=())
+        noise = float(np.sqrt(np.mean(np.concatenate(err) ** 2)))
+        notes.append("eval noise: Gaussian (the log has gold but no eval_items)")
+    else:
+        from_base += ["noise", "world.eval_items", "world.seed_noise_factor"]
+        notes.append("eval noise: the base's (no gold column, so the eval's own error is not separable; "
+                     "the gold fit is on the eval scores and its drift holds their noise)")
+    cal = Calibration(description or f"fitted to {len(fits)} logged runs", noise=noise, curves=curves,
+                      world=world, gpus_per_node=base.gpus_per_node)
+    if steps and curves.drift > 0:
+        cal = debias_drift(cal, fits, (sd, lag), ref_evals)
+    cal.curves.validate()
+    cal.world.validate()
+    share = float(np.mean([f.exploitable for f in rlhf])) if rlhf else math.nan
+    return FitResult(cal, fits, share, tuple(from_base), tuple(notes))
+
+
+# -- samples of a world as a curve log, and fit quality ----------------------------------------------
+
+def sample_runs(cal, counts: dict[str, int], evals: int, seed: int = 0, hacking_fraction: float = 0.6,
+                step: int = 8) -> dict:
+    """Runs of ``cal``'s own model as logged runs (``{name: LoggedRun}``, names ``<type>-<i>``): ``counts``
+    runs per job type, ``evals`` evals after step 0 every ``step`` steps, with the gold, KL, proxy, loss
+    and observed eval score (the world's binomial or Gaussian noise), as a trainer would log them."""
+    from .curvelog import LoggedRun
+    from .latent import binomial_z, latent_curves
+
+    rng = np.random.default_rng([seed, 3])
+    job_type = np.concatenate([np.full(int(k), JOB_TYPES.index(t)) for t, k in counts.items()])
+    curves, _, kl = latent_curves(rng, cal.curves, evals, job_type, hacking_fraction)
+    gold = np.concatenate([curves.start[:, None], curves.gold], axis=1)
+    n = gold.shape[0]
+    if cal.world.eval_items:
+        items = rng.choice(np.array(cal.world.eval_items, dtype=np.int64), size=n)
+        factor = rng.uniform(*cal.world.seed_noise_factor, size=n)
+        p = np.clip(gold, 0.0, 1.0)
+        sd = np.sqrt(cal.noise ** 2 + factor[:, None] ** 2 * p * (1.0 - p) / items[:, None])
+        z = binomial_z(rng, gold, items)
+    else:
+        items, sd, z = np.zeros(n, dtype=np.int64), np.full(gold.shape, cal.noise), rng.standard_normal(gold.shape)
+    observed = gold + sd * z
+    lead = np.full((n, 1), np.nan)
+    out = {}
+    for i in range(n):
+        name = f"{JOB_TYPES[job_type[i]]}-{i}"
+        extra = {"gold": gold[i], "kl": np.concatenate([[0.0], kl[i]])}
+        if items[i]:
+            extra["eval_items"] = np.full(evals + 1, float(items[i]))
+        out[name] = LoggedRun(name, np.arange(evals + 1, dtype=float) * step, observed[i],
+                              np.concatenate([lead[0], curves.loss[i]]), np.concatenate([lead[0], curves.proxy[i]]),
+                              extra)
+    return out
+
+
+def log_rows(runs: dict) -> list[dict]:
+    """Curve-log rows (:func:`evalstop_gym.curvelog.write_curve_log`) of logged runs; NaN written blank."""
+    rows = []
+    for run in runs.values():
+        cols = {"eval_score": run.eval_score, "train_loss": run.train_loss, "proxy_reward": run.proxy_reward,
+                **run.extra}
+        for j, s in enumerate(run.step):
+            rows.append({"job": run.name, "step": int(s) if float(s).is_integer() else float(s),
+                         **{k: ("" if not np.isfinite(v[j]) else float(v[j])) for k, v in cols.items()}})
+    return rows
+
+
+FEATURES = ("start", "gain to peak", "peak progress", "end drop", "final KL", "KL half / final",
+            "first proxy", "final proxy", "loss end / start", "eval error sd", "gold step sd")
+
+
+def run_features(run) -> dict[str, float]:
+    """Summary figures of one logged run (gold = the gold column, else the eval score)."""
+    from .curvelog import has_gold
+
+    gold = run.extra["gold"] if has_gold(run) else run.eval_score
+    ok = np.isfinite(gold)
+    x = (run.step - run.step[0]) / max(float(run.step[-1] - run.step[0]), 1e-300)
+    xg, g = x[ok], gold[ok]
+    top = int(np.argmax(g))
+    f = {"start": g[0], "gain to peak": g[top] - g[0], "peak progress": xg[top], "end drop": g[top] - g[-1],
+         "gold step sd": float(np.std(np.diff(g)))}
+    if "kl" in run.extra:
+        k = run.extra["kl"]
+        kk = np.isfinite(k)
+        if kk.sum() >= 2:
+            f["final KL"] = k[kk][-1]
+            f["KL half / final"] = float(np.interp(0.5, x[kk], k[kk])) / max(float(k[kk][-1]), 1e-9)
+    pr = run.proxy_reward[np.isfinite(run.proxy_reward)]
+    if pr.size and job_type_of(run.name) == "rlhf":
+        f["first proxy"], f["final proxy"] = pr[0], pr[-1]
+    lo = run.train_loss[np.isfinite(run.train_loss)]
+    if lo.size >= 2 and np.all(lo > 0):
+        f["loss end / start"] = lo[-1] / lo[0]
+    if has_gold(run):
+        e = run.eval_score - run.extra["gold"]
+        e = e[np.isfinite(e)]
+        if e.size:
+            f["eval error sd"] = float(np.sqrt(np.mean(e ** 2)))
+    return {k: float(v) for k, v in f.items()}
+
+
+def feature_table(real: dict, fitted: dict, evals: int) -> list[dict]:
+    """Per job type and feature: q10 / median / q90 in the real runs and in the fitted world's samples,
+    and the share of hacking runs (the gold label rule on ``evals`` checkpoints)."""
+    from .curvelog import label_gold
+
+    rows = []
+    for t in JOB_TYPES:
+        r = [run for run in real.values() if job_type_of(run.name) == t]
+        s = [run for run in fitted.values() if job_type_of(run.name) == t]
+        if not r or not s:
+            continue
+        fr, fs = [run_features(x) for x in r], [run_features(x) for x in s]
+        for name in FEATURES:
+            a = [f[name] for f in fr if name in f]
+            b = [f[name] for f in fs if name in f]
+            if a and b:
+                rows.append({"job_type": t, "feature": name, "runs": len(a), "real": np.quantile(a, [0.1, 0.5, 0.9]),
+                             "fitted": np.quantile(b, [0.1, 0.5, 0.9])})
+        hr = np.mean([label_gold(x, evals).hacking for x in r])
+        hs = np.mean([label_gold(x, evals).hacking for x in s])
+        rows.append({"job_type": t, "feature": "hacking share", "runs": len(r), "real": np.array([hr] * 3),
+                     "fitted": np.array([hs] * 3)})
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    head = f"{'type':<5} {'feature':<17} {'runs':>4}  {'real q10 / q50 / q90':>26}  {'fitted q10 / q50 / q90':>26}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        def q(v):
+            return f"{v[0]:8.3f} {v[1]:8.3f} {v[2]:8.3f}"
+        lines.append(f"{r['job_type']:<5} {r['feature']:<17} {r['runs']:>4}  {q(r['real']):>26}  {q(r['fitted']):>26}")
+    return "\n".join(lines)
+
+
+def plot_fit(real: dict, fitted: dict, path: str) -> None:
+    """A figure of every feature's distribution (empirical CDFs), real runs against the fitted world's."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    types = [t for t in JOB_TYPES if any(job_type_of(n) == t for n in real)]
+    fig, axes = plt.subplots(len(types), len(FEATURES), figsize=(2.1 * len(FEATURES), 2.0 * len(types)),
+                             squeeze=False)
+    for i, t in enumerate(types):
+        fr = [run_features(x) for n, x in real.items() if job_type_of(n) == t]
+        fs = [run_features(x) for n, x in fitted.items() if job_type_of(n) == t]
+        for j, name in enumerate(FEATURES):
+            ax = axes[i][j]
+            for feats, label, style in ((fr, "real", "-"), (fs, "fitted", "--")):
+                v = np.sort([f[name] for f in feats if name in f])
+                if v.size:
+                    ax.step(v, np.arange(1, v.size + 1) / v.size, style, where="post", label=label)
+            ax.set_title(f"{t}: {name}", fontsize=7)
+            ax.tick_params(labelsize=6)
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

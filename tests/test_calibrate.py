@@ -1,0 +1,221 @@
+"""``evalstop-gym calibrate`` and world files: fitting a shipped world's own samples gives its parameters back
+(within the tolerances below, reasoned in docs/calibration.md "Fitting a world"), a world file loads
+back to the same calibration, a path works wherever a calibration name does, and bad input is refused by
+name."""
+
+import dataclasses
+import hashlib
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from evalstop_gym import fit
+from evalstop_gym.cli import main
+from evalstop_gym.config import CALIBRATIONS, GROUNDED_WORLD, ConfigError, WorkloadConfig, calibration_of, load_world
+from evalstop_gym.curvelog import read_curve_log, write_curve_log
+from evalstop_gym.worldfile import dump_world, world_key
+
+RUNS_PER_TYPE = 120   # x 2 job types: quartiles of 240 draws, sd about 0.03 of a range's width
+
+
+def sampled_log(tmp_path, name: str, seed: int = 1):
+    """A curve log (CSV) of runs drawn from world ``name``'s own model, 10 evals each, read back."""
+    runs = fit.sample_runs(CALIBRATIONS[name], {"dpo": RUNS_PER_TYPE, "rlhf": RUNS_PER_TYPE}, 10, seed, 0.6)
+    path = tmp_path / f"{name}.csv"
+    write_curve_log(path, fit.log_rows(runs))
+    return read_curve_log(path)
+
+
+def close_pair(got, want, tol, log=False):
+    g, w = (np.log(got), np.log(want)) if log else (np.asarray(got), np.asarray(want))
+    assert np.all(np.abs(g - w) <= tol), (got, want, tol)
+
+
+def test_round_trip_realistic(tmp_path):
+    """Measured 6.7 s (9 s under load) on the shared 2-core machine. Tolerances: a range's ends come from quartiles of
+    ~240 runs (sd ~3% of the width; bounds at ~3 sd); the KL scale and the learning rate are one product
+    (only ``kl_scale * lr`` is identified); a robust proxy's optimum lies far beyond any run's KL, so only
+    loose bounds are identified for it; drift is what a per-run fit leaves after taking up part of it
+    (debiased by one refit; 25% and 0.2)."""
+    true = CALIBRATIONS["realistic"]
+    got = fit.fit_world(sampled_log(tmp_path, "realistic"), true).calibration
+    t, c = true.curves, got.curves
+    close_pair(c.base, t.base, 0.03)
+    close_pair((c.kl_scale * c.lr[0], c.kl_scale * c.lr[1]), (t.kl_scale * t.lr[0], t.kl_scale * t.lr[1]), 0.15,
+               log=True)
+    close_pair(c.kl_exponent, t.kl_exponent, 0.1)
+    assert abs(c.penalty_share - t.penalty_share) <= 0.1
+    close_pair(c.kl_coef, t.kl_coef, 0.25, log=True)
+    close_pair(c.d_star_exploitable, t.d_star_exploitable, 0.3, log=True)
+    close_pair(c.peak_gain_exploitable, t.peak_gain_exploitable, 0.05)
+    assert c.d_star_robust[0] > 1.5 and 5.0 <= c.d_star_robust[1] <= 12.0
+    assert abs(sum(c.peak_gain_robust) / 2 - sum(t.peak_gain_robust) / 2) <= 0.15
+    assert abs(c.dpo_exploitable - t.dpo_exploitable) <= 0.15
+    assert abs(c.drift / t.drift - 1) <= 0.25 and abs(c.drift_autocorr - t.drift_autocorr) <= 0.2
+    close_pair(c.proxy_slope, t.proxy_slope, 0.15, log=True)
+    assert abs(c.proxy_noise / t.proxy_noise - 1) <= 0.2
+    close_pair(c.loss_start, t.loss_start, 0.15)
+    close_pair(c.loss_floor_frac, t.loss_floor_frac, 0.05)
+    close_pair(c.loss_tau, t.loss_tau, 0.06)
+    assert abs(c.loss_noise / t.loss_noise - 1) <= 0.25
+    assert got.world.eval_items == true.world.eval_items and got.noise == 0.0
+    close_pair(got.world.seed_noise_factor, true.world.seed_noise_factor, 0.25)
+    # what no log identifies comes from the base
+    for name in ("eval_fixed_min", "checkpoint_gb", "straggler_excess", "segment_jitter", "warmup_s"):
+        assert getattr(got.world, name) == getattr(true.world, name)
+    assert got.gpus_per_node == true.gpus_per_node and c.kl_saturation == t.kl_saturation
+
+
+@pytest.mark.slow
+def test_round_trip_grounded(tmp_path):
+    """Measured 6.8 s (9 s under load); slow to keep this file's default run near 20 s. The grounded
+    world's drift (0.04 a step) is as large as its exploitable gains, so its optimum and gain are
+    identified more loosely than the realistic world's."""
+    true = CALIBRATIONS["grounded"]
+    got = fit.fit_world(sampled_log(tmp_path, "grounded"), CALIBRATIONS["realistic"]).calibration
+    t, c = true.curves, got.curves
+    close_pair(c.base, t.base, 0.01)
+    close_pair((c.kl_scale * c.lr[0], c.kl_scale * c.lr[1]), (t.kl_scale * t.lr[0], t.kl_scale * t.lr[1]), 0.3,
+               log=True)
+    assert abs(c.penalty_share - t.penalty_share) <= 0.12
+    close_pair(c.kl_coef, t.kl_coef, 0.25, log=True)
+    close_pair(c.d_star_exploitable, t.d_star_exploitable, 0.5, log=True)
+    close_pair(c.peak_gain_exploitable, t.peak_gain_exploitable, 0.06)
+    assert abs(c.dpo_exploitable - t.dpo_exploitable) <= 0.15
+    assert abs(c.drift / t.drift - 1) <= 0.2 and abs(c.drift_autocorr - t.drift_autocorr) <= 0.25
+    close_pair(c.proxy_slope, t.proxy_slope, 0.2, log=True)
+    assert got.world.eval_items == (100,)
+    close_pair(got.world.seed_noise_factor, true.world.seed_noise_factor, 0.1)
+
+
+def test_per_run_fit_recovers_a_hand_made_run():
+    """One noiseless run of known causes: the KL path and the gold optimum come back from its log."""
+    from evalstop_gym.curvelog import LoggedRun
+    from evalstop_gym.latent import gold_of_d, kl_path
+
+    x = np.arange(11) / 10
+    d = kl_path(x[1:], np.array([2.0]), np.array([1.0]), np.array([np.inf]))[0]
+    gold = gold_of_d(d[None, :], np.array([0.3]), np.array([0.25]), np.array([0.8]))[0]
+    run = LoggedRun("rlhf-hand", x * 100, np.r_[0.3, gold], np.full(11, np.nan), np.r_[np.nan, 0.4 * d],
+                    {"gold": np.r_[0.3, gold], "kl": np.r_[0.0, d ** 2]})
+    f = fit.fit_run(run)
+    assert math.isinf(f.d_sat) and abs(f.g - 2.0) < 0.02 and abs(f.p - 1.0) < 0.03
+    assert abs(f.d_star / 0.8 - 1) < 0.03 and abs(f.gain - 0.25) < 0.01 and f.exploitable
+    assert abs(f.slope - 0.4) < 0.01 and np.max(np.abs(f.drift_steps)) < 0.01
+
+
+@pytest.mark.parametrize("name", sorted(CALIBRATIONS))
+def test_world_file_round_trip(tmp_path, name):
+    cal = CALIBRATIONS[name]
+    if not dataclasses.is_dataclass(cal.curves) or type(cal.curves).__name__ != "LatentModel":
+        pytest.skip("world files hold latent-cause worlds")
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(dump_world(cal, {"source": "test"}))
+    assert load_world(path) == cal
+
+
+def test_shipped_grounded_is_a_fit_of_the_trl_library():
+    from evalstop_gym.data import TRL_LIBRARY
+    from evalstop_gym.files import load_yaml
+
+    data = load_yaml(GROUNDED_WORLD)
+    prov = data["provenance"]
+    with open(TRL_LIBRARY, "rb") as f:
+        assert prov["sha256"] == hashlib.sha256(f.read()).hexdigest(), "grounded.yaml is stale: rerun its command"
+    assert prov["command"].startswith("evalstop-gym calibrate --curves evalstop_gym/data/trl_library.csv.gz")
+    assert "world.checkpoint_gb" in prov["from_base"] and "curves.drift" in prov["fitted"]
+
+
+@pytest.mark.slow
+def test_grounded_regenerates_byte_for_byte(tmp_path, monkeypatch, capsys):
+    """Measured 4.7 s (7 s under load); slow as above. The command in grounded.yaml's provenance, rerun,
+    writes the shipped world again (every value: floats are rounded to 6 digits when written)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    out = tmp_path / "grounded.yaml"
+    assert main(["calibrate", "--curves", "evalstop_gym/data/trl_library.csv.gz", "--out", str(out),
+                 "--base", "realistic"]) == 0
+    from evalstop_gym.files import load_yaml
+
+    new, shipped = load_yaml(out), load_yaml(root / "evalstop_gym" / "data" / "grounded.yaml")
+    for data in (new, shipped):   # the --out path differs, and YAML wraps the command line by its length
+        data["provenance"].pop("command")
+    assert new == shipped, "rerun the command in grounded.yaml's first line"
+
+
+def test_calibrate_command_writes_a_world_used_everywhere(tmp_path, capsys):
+    runs = fit.sample_runs(CALIBRATIONS["realistic"], {"dpo": 20, "rlhf": 20}, 10, 5, 0.6)
+    log = tmp_path / "runs.csv"
+    write_curve_log(log, fit.log_rows(runs))
+    out = tmp_path / "mine.yaml"
+    assert main(["calibrate", "--curves", str(log), "--out", str(out), "--samples", "50"]) == 0
+    text = capsys.readouterr().out
+    assert "Fit quality" in text and "rlhf  gain to peak" in text and "hacking share" in text
+    first = out.read_bytes()
+    assert hashlib.sha256(log.read_bytes()).hexdigest() in first.decode()
+    assert main(["calibrate", "--curves", str(log), "--out", str(out), "--samples", "50"]) == 0
+    assert out.read_bytes() == first, "same log, same file"
+    cfg = WorkloadConfig(calibration=str(out), jobs=30)
+    assert cfg.curves == load_world(out).curves and cfg.cluster.total_gpus == 64   # nodes of 8 from the base
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
+    from evalstop_gym.experiments.suite import default_out
+    from evalstop_gym.workload import generate
+
+    a, b = generate(cfg), generate(pickle.loads(pickle.dumps(cfg)))
+    assert np.array_equal(a.observed, b.observed)
+    assert str(default_out(cfg)) == "results/mine" and world_key("grounded") == "grounded"
+    assert cfg.replace(calibration="paper").curves == CALIBRATIONS["paper"].curves
+    gym = pytest.importorskip("gymnasium")
+    import evalstop_gym  # noqa: F401  (registers the env ids)
+
+    for env_id in ("EvalStop-Cluster-v0", "EvalStop-StopControl-v0"):
+        env = gym.make(env_id, calibration=str(out), jobs=10)
+        env.reset(seed=0)
+        assert env.unwrapped.config.world == cfg.world
+    from evalstop_gym.bench.suite import Row
+
+    assert Row("mine", calibration=str(out)).missing() is None
+    assert main(["simulate", "--calibration", str(out), "--jobs", "20", "--json"]) == 0
+
+
+def test_bad_world_files_are_refused_by_name(tmp_path):
+    good = dump_world(CALIBRATIONS["realistic"])
+    cases = {
+        "colour: blue\n": "colour",
+        good.replace("  drift: 0.008\n", "  drift: 0.008\n  wobble: 1\n"): "curves.wobble",
+        good.replace("  base: [0.1, 0.3]", "  base: [0.1, 2.0]"): "curves.base",
+        good.replace("  base: [0.1, 0.3]", "  base: 0.1"): "curves.base",
+        good.replace("  drift: 0.008", "  drift: lots"): "curves.drift",
+        good.replace("  eval_items: [30,", "  eval_items: [0.5,"): "world.eval_items",
+        good.replace("noise: 0.0", "noise: 3.0"): "noise",
+        good.replace("format: evalstop-gym world 1\n", "format: other\n"): "format",
+    }
+    for i, (text, field) in enumerate(cases.items()):
+        path = tmp_path / f"bad{i}.yaml"
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=rf"{field}=.*is invalid") as e:
+            calibration_of(str(path))
+        assert str(path) in str(e.value)
+    with pytest.raises(ConfigError, match="calibration='nope' .*or a world file"):
+        WorkloadConfig(calibration="nope")
+    with pytest.raises(ConfigError, match="world file cannot be read"):
+        WorkloadConfig(calibration=str(tmp_path / "absent.yaml"))
+
+
+def test_bad_curve_logs_are_refused(tmp_path, capsys):
+    runs = fit.sample_runs(CALIBRATIONS["realistic"], {"rlhf": 5}, 10, 0, 0.6)
+    rows = [{k: v for k, v in r.items() if k != "kl"} for r in fit.log_rows(runs)]
+    log = tmp_path / "nokl.csv"
+    write_curve_log(log, rows)
+    assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "kl" in err and "at least 3 runs" in err and len(err.strip().splitlines()) == 1
+    (tmp_path / "nojob.csv").write_text("step,eval_score\n0,0.5\n")
+    assert main(["calibrate", "--curves", str(tmp_path / "nojob.csv"), "--out", str(tmp_path / "w.yaml")]) == 2
+    assert "missing column(s) job" in capsys.readouterr().err
+    assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.json")]) == 2
+    assert ".yaml" in capsys.readouterr().err
