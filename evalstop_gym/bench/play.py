@@ -32,12 +32,24 @@ def file_hash(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
+# What a curves row replays of each logged run: its eval and gold scores and its proxy reward. Its
+# train_loss is left out (the world's modelled loss stays): TRL's GRPO and RLOO log the policy-gradient
+# surrogate there (at or below 0, exactly 0 for RLOO), not a loss curve, which loss-based schedulers
+# (LossAware: relative loss drop) cannot read.
+NOT_REPLAYED = ("train_loss",)
+
+
 @functools.lru_cache(maxsize=2)
 def curve_library(path: str) -> dict:
-    """The runs of a curve-log file, read once per process."""
+    """The runs of a curve-log file, read once per process, without the :data:`NOT_REPLAYED` columns."""
+    import dataclasses
+
+    import numpy as np
+
     from ..curvelog import read_curve_log
 
-    return read_curve_log(path, "csv")
+    return {name: dataclasses.replace(run, **{c: np.full_like(getattr(run, c), np.nan) for c in NOT_REPLAYED})
+            for name, run in read_curve_log(path, "csv").items()}
 
 
 @dataclass(frozen=True)
@@ -67,7 +79,7 @@ class BenchSpec(RunSpec):
             return plain
         key = [plain, self.trace_sha, self.trace and self.trace.jobs, self.source]
         if self.curves_sha:
-            key += [self.curves, self.curves_sha]
+            key += [self.curves, self.curves_sha, list(NOT_REPLAYED)]
         return hashlib.sha1(json.dumps(key).encode()).hexdigest()[:16]
 
     def workload(self):
@@ -80,7 +92,7 @@ class BenchSpec(RunSpec):
 
             w = load_trace(self.trace_path, self.trace.format, self.config, jobs=self.trace.jobs, sample=True,
                            gpu_scale="fit", on_bad_row="skip")
-        if self.curves:   # as `simulate --curves`: the RLHF jobs replay the library's runs, dealt by the seed
+        if self.curves:   # as `simulate --curves` (less NOT_REPLAYED): the RLHF jobs replay the library's runs
             from ..curvelog import apply_curve_log
 
             w = apply_curve_log(w, curve_library(self.curves_path), seed=self.config.seed)
@@ -104,7 +116,7 @@ class BenchSpec(RunSpec):
             out["trace"] = {"file": self.trace.file, "format": self.trace.format, "jobs": self.trace.jobs,
                             "sha256": self.trace_sha}
         if self.curves:
-            out["curves"] = {"library": self.curves, "sha256": self.curves_sha}
+            out["curves"] = {"library": self.curves, "sha256": self.curves_sha, "not_replayed": list(NOT_REPLAYED)}
         if self.source:
             out["source"] = self.source
         return out
