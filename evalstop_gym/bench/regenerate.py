@@ -47,7 +47,7 @@ class Recipe:
 # over these) are left out: a learned scheduler trained on nodes of 8 GPUs does not load on a flat pool (the paper
 # rows' default cluster: SlotScorerPolicy's state_dict has 34 node features where the flat pool gives 32, a
 # RuntimeError in agents/networks.transfer), and it costs about 12 CPU seconds per 200-job episode here
-# (35 s at 600 jobs), some 11 CPU minutes per model on the rows it can play, in this process.
+# (35 s at 600 jobs), some 10 CPU minutes per model on the nine rows it can play, in this process.
 LEARNED_RECIPES: tuple[Recipe, ...] = (
     Recipe("stop-realistic", "EvalStop-StopControl-v0", "ppo", "ppo-realistic.yml"),
     Recipe("stop-realistic-quality", "EvalStop-StopControl-v0", "ppo", "ppo-realistic-quality.yml"),
