@@ -39,7 +39,7 @@ def test_a_saved_model_is_scored_against_the_references(model_dir, tmp_path, mon
 
 @pytest.mark.slow
 def test_leaderboard_run_learned_trains_a_recipe_once_and_lists_it(tmp_path, monkeypatch):
-    # measured: about 2 min wall on 2 cores at a load average of 20 (the training subprocess imports torch)
+    # measured: 160 s wall on 2 cores at a load average of 15-20 (the training subprocess imports torch)
     import yaml
 
     from evalstop_gym.bench import regenerate as regen

@@ -50,7 +50,7 @@ def test_tune_gives_every_family_the_budget_on_validation_seeds_and_records_it(t
 
 
 def test_one_command_regenerates_the_leaderboard_and_resumes(tmp_path, monkeypatch, capsys):
-    # measured: about 6 CPU seconds (47-61 s wall at a load average of 20 on 2 cores, about 10 s idle)
+    # measured: under 10 CPU seconds with pytest start-up (47-61 s wall at a load average of 20 on 2 cores)
     from evalstop_gym.bench import regenerate as regen
     from evalstop_gym.bench import tune
     from evalstop_gym.cli import main
