@@ -11,7 +11,7 @@ from evalstop_gym.bench.policies import BUILTIN, USER, parse_policy
 from evalstop_gym.bench.arms import EVALSTOP_K2, NO_STOPPER
 from evalstop_gym.bench.run import RESULTS_FILE, RUNS_FILE, run_bench
 from evalstop_gym.bench.score import compare, holm, verdicts
-from evalstop_gym.bench.suite import V1, Row, suite_hash
+from evalstop_gym.bench.suite import DEFAULT_SUITE, SUITES, V1, V2, Row, suite_hash
 from evalstop_gym.config import ConfigError, UsageError
 from evalstop_gym.seeds import TEST, TUNED_ON_TEST
 
@@ -35,6 +35,42 @@ def test_v1_plays_fixed_test_seeds_that_no_default_was_tuned_on():
     assert {r.calibration for r in V1} >= {"paper", "realistic"} and any(r.trace for r in V1)
     for r in V1:
         assert r.config(r.seeds[0]).seed == r.seeds[0]   # every row builds
+
+
+def test_v1_is_frozen_and_v2_extends_it_with_the_grounded_world_and_real_curves():
+    # v1's hash is the one its results files carry (docs/leaderboard.md's heading); a field added to Row
+    # later stays out of a row's description while unset, so it cannot move
+    assert suite_hash("v1") == "fa4b1d555bd37d31" and len(V1) == 16
+    assert V2[:len(V1)] == V1 and DEFAULT_SUITE == "v2" and SUITES["v2"] is V2
+    new = {r.name: r for r in V2[len(V1):]}
+    assert {r.calibration for r in V2} == {"paper", "realistic", "grounded"}
+    assert new["grounded"].synthetic and new["grounded-trl-curves"].curves == "trl-library"
+    assert not new["grounded-trl-curves"].synthetic and new["grounded-trl-curves"].missing() is None
+    seeds = [s for r in V2 for s in r.seeds]
+    assert len(seeds) == len(set(seeds)) and all(s in TEST for s in seeds)
+    assert suite_hash("v2") != suite_hash("v1")
+    assert "curves" not in V1[0].describe() and new["grounded-trl-curves"].describe()["curves"] == "trl-library"
+
+
+def test_a_curves_row_replays_the_shipped_library_and_hashes_it_into_the_run_id():
+    from evalstop_gym.bench.play import BenchSpec
+    from evalstop_gym.bench.policies import builtin
+    from evalstop_gym.checks import JOB_TYPES
+    from evalstop_gym.data import trl_library
+
+    row = next(r for r in V2 if r.curves)
+    plain = Row("plain", calibration=row.calibration, seeds=row.seeds)
+    p = builtin("srtf-est", "evalstop", k=2)
+    a, b = BenchSpec.make(p, row, row.seeds[0]), BenchSpec.make(p, plain, row.seeds[0])
+    assert a.curves_sha and a.run_id != b.run_id and a.describe()["curves"]["sha256"] == a.curves_sha
+    w, base = a.workload(), b.workload()
+    rlhf = w.job_type == JOB_TYPES.index("rlhf")
+    # the RLHF jobs' hidden curves now come from the logged runs; the other jobs keep theirs and their labels
+    assert (w.hacking[~rlhf] == base.hacking[~rlhf]).all() and (w.curves.gold[~rlhf] == base.curves.gold[~rlhf]).all()
+    assert not (w.curves.gold[rlhf] == base.curves.gold[rlhf]).all()
+    # each job starts at its run's first gold score (the library logs gold: the true score of a replayed run)
+    starts = {round(float(r.series("gold")[1][0]), 6) for r in trl_library().values()}
+    assert {round(float(x), 6) for x in w.curves.start[rlhf]} <= starts
 
 
 def test_the_hash_covers_every_field_of_every_row(monkeypatch, toy_suite):

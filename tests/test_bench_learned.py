@@ -35,3 +35,35 @@ def test_a_saved_model_is_scored_against_the_references(model_dir, tmp_path, mon
     (card,) = out["policies"]
     assert card["kind"] == LEARNED_KIND and list(card["per_row"]) == ["toy-paper"]
     assert card["vs"][NO_STOPPER]["aggregate"]["avg_jct_h"]["n"] == 2
+
+
+@pytest.mark.slow
+def test_leaderboard_run_learned_trains_a_recipe_once_and_lists_it(tmp_path, monkeypatch):
+    # measured: 160 s wall on 2 cores at a load average of 15-20 (the training subprocess imports torch)
+    import yaml
+
+    from evalstop_gym.bench import regenerate as regen
+    from evalstop_gym.bench import tune
+
+    shipped = regen.Path(regen.__file__).resolve().parents[1] / "agents" / "hyperparams" / "ppo-realistic.yml"
+    recipe = yaml.safe_load(shipped.read_text())
+    env = recipe["EvalStop-StopControl-v0"]
+    env.update(n_timesteps=128, n_envs=1, n_steps=128, batch_size=64, n_epochs=1)
+    recipe["evalstop-gym"]["EvalStop-StopControl-v0"].update(eval_freq=10**9, n_eval_episodes=1)
+    tiny = tmp_path / "tiny.yml"
+    tiny.write_text(yaml.safe_dump(recipe))
+    monkeypatch.setattr(regen, "LEARNED_RECIPES", (regen.Recipe("tiny-stop", "EvalStop-StopControl-v0", "ppo",
+                                                                str(tiny)),))
+    monkeypatch.setitem(suite_mod.SUITES, "toy", TOY)
+    suite_hash.cache_clear()
+    real = tune.tune_families
+    monkeypatch.setattr(tune, "tune_families", lambda *a, **k: real(*a, **{**k, "families": ["none"]}))
+    monkeypatch.setattr(regen, "builtin_pairs", lambda: ["fifo"])
+    kw = dict(suite_name="toy", budget=1, learned=True, progress=False, echo=lambda _t: None)
+    board = regen.regenerate(tmp_path / "lb", **kw)
+    model = tmp_path / "lb" / regen.LEARNED / "models" / "runs" / "tiny-stop"
+    assert (model / "model.zip").is_file() and "No learned policy is listed" not in board
+    assert f"--policy {model}" in board
+    stamp = (model / "model.zip").stat().st_mtime_ns
+    assert regen.regenerate(tmp_path / "lb", **kw) == board and (model / "model.zip").stat().st_mtime_ns == stamp
+    suite_hash.cache_clear()

@@ -25,9 +25,9 @@ def references() -> dict[str, BenchPolicy]:
 
 
 def specs_of(policy: BenchPolicy, rows: Sequence[Row]) -> list:
-    """Every run of ``policy`` on ``rows`` (a saved model: synthetic rows only)."""
+    """Every run of ``policy`` on ``rows`` (a saved model: synthetic rows only, :attr:`Row.synthetic`)."""
     if policy.kind == LEARNED_KIND:
-        return [learned_spec(policy, r, s) for r in rows if r.trace is None for s in r.seeds]
+        return [learned_spec(policy, r, s) for r in rows if r.synthetic for s in r.seeds]
     return [BenchSpec.make(policy, r, s) for r in rows for s in r.seeds]
 
 
@@ -51,7 +51,7 @@ def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStor
         specs = iter(by_policy[p.label])
         table = out.setdefault(p.label, {})
         for r in rows:
-            if p.kind == LEARNED_KIND and r.trace is not None:
+            if p.kind == LEARNED_KIND and not r.synthetic:
                 continue
             runs = [store.metrics[next(specs).run_id] for _ in r.seeds]
             table[r.name] = {m: [run.get(m) for run in runs] for m in METRICS}

@@ -1,8 +1,8 @@
 """One bench run as a :class:`~evalstop_gym.experiments.runner.RunSpec`: the runner's pools, records and resume, unchanged.
 
-A :class:`BenchSpec` adds what a plain spec cannot name: a replayed trace (its
-file's hash is part of the run id) and a user class (its module's source hash
-is part of the run id). It plays in any worker process, or on Ray, from its
+A :class:`BenchSpec` adds what a plain spec cannot name: a replayed trace and
+a replayed curve library (each file's hash is part of the run id) and a user
+class (its module's source hash is part of the run id). It plays in any worker process, or on Ray, from its
 fields alone.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..experiments.runner import RunSpec
 from .policies import BenchPolicy, build
-from .suite import Row, Trace
+from .suite import Row, Trace, curves_path
 
 # the metrics a scorecard reports (evalstop_gym.metrics.compute_metrics names); lower is better but for
 # HIGHER_BETTER. RELATIVE ones are compared as a paired % change, the others as a paired difference.
@@ -32,38 +32,71 @@ def file_hash(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
+# What a curves row replays of each logged run: its eval and gold scores and its proxy reward. Its
+# train_loss is left out (the world's modelled loss stays): TRL's GRPO and RLOO log the policy-gradient
+# surrogate there (at or below 0, exactly 0 for RLOO), not a loss curve, which loss-based schedulers
+# (LossAware: relative loss drop) cannot read.
+NOT_REPLAYED = ("train_loss",)
+
+
+@functools.lru_cache(maxsize=2)
+def curve_library(path: str) -> dict:
+    """The runs of a curve-log file, read once per process, without the :data:`NOT_REPLAYED` columns."""
+    import dataclasses
+
+    import numpy as np
+
+    from ..curvelog import read_curve_log
+
+    return {name: dataclasses.replace(run, **{c: np.full_like(getattr(run, c), np.nan) for c in NOT_REPLAYED})
+            for name, run in read_curve_log(path, "csv").items()}
+
+
 @dataclass(frozen=True)
 class BenchSpec(RunSpec):
-    """A run of the bench: a :class:`RunSpec` plus the row's trace and a user class's source hash."""
+    """A run of the bench: a :class:`RunSpec` plus the row's trace, its curve library and a user class's source hash."""
 
     trace: Trace | None = None
     trace_path: str = ""
     trace_sha: str = ""
     source: str = ""
+    curves: str = ""          # a shipped curve library's name (Row.curves), "" for none
+    curves_path: str = ""
+    curves_sha: str = ""
 
     @classmethod
     def make(cls, policy: BenchPolicy, row: Row, seed: int) -> "BenchSpec":
         path = row.trace.path() if row.trace is not None else None
+        curves = curves_path(row.curves) if row.curves is not None else ""
         return cls(policy.scheduler, policy.stopper, policy.params, row.config(seed), row.trace,
-                   str(path or ""), file_hash(str(path)) if path else "", policy.source)
+                   str(path or ""), file_hash(str(path)) if path else "", policy.source,
+                   row.curves or "", curves, file_hash(curves) if curves else "")
 
     @functools.cached_property
     def run_id(self) -> str:
         plain = RunSpec.run_id.func(self)
-        if not (self.trace_sha or self.source):
+        if not (self.trace_sha or self.source or self.curves_sha):
             return plain
-        key = json.dumps([plain, self.trace_sha, self.trace and self.trace.jobs, self.source])
-        return hashlib.sha1(key.encode()).hexdigest()[:16]
+        key = [plain, self.trace_sha, self.trace and self.trace.jobs, self.source]
+        if self.curves_sha:
+            key += [self.curves, self.curves_sha, list(NOT_REPLAYED)]
+        return hashlib.sha1(json.dumps(key).encode()).hexdigest()[:16]
 
     def workload(self):
         if self.trace is None:
             from ..workload import generate
 
-            return generate(self.config)
-        from ..traces import load_trace
+            w = generate(self.config)
+        else:
+            from ..traces import load_trace
 
-        return load_trace(self.trace_path, self.trace.format, self.config, jobs=self.trace.jobs, sample=True,
-                          gpu_scale="fit", on_bad_row="skip")
+            w = load_trace(self.trace_path, self.trace.format, self.config, jobs=self.trace.jobs, sample=True,
+                           gpu_scale="fit", on_bad_row="skip")
+        if self.curves:   # as `simulate --curves` (less NOT_REPLAYED): the RLHF jobs replay the library's runs
+            from ..curvelog import apply_curve_log
+
+            w = apply_curve_log(w, curve_library(self.curves_path), seed=self.config.seed)
+        return w
 
     def play(self) -> dict[str, Any]:
         import warnings
@@ -82,6 +115,8 @@ class BenchSpec(RunSpec):
         if self.trace is not None:
             out["trace"] = {"file": self.trace.file, "format": self.trace.format, "jobs": self.trace.jobs,
                             "sha256": self.trace_sha}
+        if self.curves:
+            out["curves"] = {"library": self.curves, "sha256": self.curves_sha, "not_replayed": list(NOT_REPLAYED)}
         if self.source:
             out["source"] = self.source
         return out

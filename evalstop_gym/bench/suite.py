@@ -61,7 +61,9 @@ class Row:
     ``cluster``: ``None`` (the calibration's default: a flat pool, or nodes of 8 GPUs),
     ``"flat"``, ``"NxG"`` / ``"NxG-<placement>"`` (N nodes of G GPUs) or ``"two-types"``
     (8 x 8 GPUs, half of an older generation). ``noise``: the eval-noise sigma added to
-    every score (``None``: the calibration's own).
+    every score (``None``: the calibration's own). ``curves``: a shipped curve library
+    (:data:`CURVE_LIBRARIES`) whose logged runs the RLHF jobs replay, dealt by a seeded
+    shuffle (:func:`evalstop_gym.curvelog.apply_curve_log`, as ``simulate --curves`` does).
     """
 
     name: str
@@ -74,6 +76,12 @@ class Row:
     noise: float | None = None
     trace: Trace | None = None
     seeds: tuple[int, ...] = ()
+    curves: str | None = None
+
+    @property
+    def synthetic(self) -> bool:
+        """Every job generated from the config (no replayed trace or logged curves): what a saved model plays."""
+        return self.trace is None and self.curves is None
 
     def missing(self) -> str | None:
         """Why this row cannot be played here (``None``: it can)."""
@@ -81,6 +89,8 @@ class Row:
                                                          and os.path.isfile(self.calibration)):
             return (f"calibration {self.calibration!r} is neither in this version ({', '.join(CALIBRATIONS)}) "
                     "nor a world file here")
+        if self.curves is not None and self.curves not in CURVE_LIBRARIES:
+            return f"curve library {self.curves!r} is not in this version ({', '.join(CURVE_LIBRARIES)})"
         if self.trace is not None and self.trace.path() is None:
             return (f"trace {self.trace.file} not found in {os.environ.get(TRACES_ENV) or TRACE_DIR} "
                     f"(set ${TRACES_ENV} to its folder)")
@@ -107,7 +117,15 @@ class Row:
         return check_seeds("validation", range(first, first + n))
 
     def describe(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field; a field added after suite v1 only when set, so v1's hash is what its results carry."""
+        out = dataclasses.asdict(self)
+        for name in LATER_FIELDS:
+            if out[name] is None:
+                del out[name]
+        return out
+
+
+LATER_FIELDS = ("curves",)
 
 
 def cluster_spec(name: str):
@@ -130,6 +148,18 @@ def cluster_spec(name: str):
 def _seeds(row: int, n: int = 4) -> tuple[int, ...]:
     """Row ``row``'s test seeds: a block of its own from 1000, clear of the seeds any default was tuned on."""
     return tuple(range(1000 + 100 * row, 1000 + 100 * row + n))
+
+
+CURVE_LIBRARIES = ("trl-library",)   # Row.curves: the curve libraries shipped in evalstop_gym/data
+
+
+def curves_path(name: str) -> str:
+    """The file of shipped curve library ``name`` (:data:`CURVE_LIBRARIES`)."""
+    from ..data import TRL_LIBRARY
+
+    if name not in CURVE_LIBRARIES:
+        raise ConfigError("curves", name, f"must be one of {', '.join(CURVE_LIBRARIES)}")
+    return {"trl-library": TRL_LIBRARY}[name]
 
 
 PHILLY = Trace("philly_jobs_pollux.csv", "philly", jobs=300)
@@ -155,8 +185,15 @@ V1: tuple[Row, ...] = (
     Row("realistic-philly", calibration="realistic", trace=PHILLY, seeds=_seeds(15)),
 )
 
-SUITES: dict[str, tuple[Row, ...]] = {"v1": V1}
-DEFAULT_SUITE = "v1"
+# Suite v2: v1 unchanged, then the grounded world (calibration "grounded": the world fitted to real TRL
+# runs, docs/calibration.md) and the same world whose RLHF jobs replay the shipped TRL curve library.
+V2: tuple[Row, ...] = V1 + (
+    Row("grounded", calibration="grounded", seeds=_seeds(16)),
+    Row("grounded-trl-curves", calibration="grounded", curves="trl-library", seeds=_seeds(17)),
+)
+
+SUITES: dict[str, tuple[Row, ...]] = {"v1": V1, "v2": V2}
+DEFAULT_SUITE = "v2"
 
 
 def suite(name: str) -> tuple[Row, ...]:

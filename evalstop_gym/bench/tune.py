@@ -79,6 +79,14 @@ def objective(arm: dict[str, dict[str, list]], none: dict[str, dict[str, list]],
     return (score if feasible else score + 1.0), feasible
 
 
+def _bar(total: int, progress: bool):
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="tune", unit="trial", file=sys.stderr, disable=not progress)
+
+
 def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None = None, families: Sequence[str] | None = None,
                   backend: str = "local", workers: int = 1, ray_address: str | None = None,
                   progress: bool = True) -> dict[str, Any]:
@@ -98,30 +106,37 @@ def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None
     none, evalstop = builtin("srtf-est"), builtin("srtf-est", "evalstop", k=2)
     base = play([none, evalstop], val, store, **kw)
 
-    out: dict[str, Any] = {}
-    for fam in families:
-        space = {k: v for k, v in SPACES.get(fam, {}).items() if k in stopper_params(fam)}
-        study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
-
-        def trial_value(trial) -> float:
+    # Every family's study is its own TPE sequence; round i asks each study for its trial i and plays all
+    # of them in one sweep (one worker pool, longest runs first) before telling any result. Each study
+    # sees exactly the history it would see tuned alone, so the tuning does not depend on the batching.
+    studies = {fam: optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0)) for fam in families}
+    spaces = {fam: {k: v for k, v in SPACES.get(fam, {}).items() if k in stopper_params(fam)} for fam in families}
+    bar = _bar(budget * len(families), progress)
+    for _ in range(budget):
+        asked = []
+        for fam, study in studies.items():
+            trial = study.ask()
             sched = trial.suggest_categorical("scheduler", list(SCHEDULERS))
             params = {k: (trial.suggest_int(k, lo, hi, step=step) if isinstance(step, int) else
                           round(trial.suggest_float(k, lo, hi, step=step), 6))   # 0.30000000000000004 -> 0.3
-                      for k, (lo, hi, step) in space.items()}
-            pol = builtin(sched, fam, **params)
-            values = play([pol], val, store, **kw)[pol.label]
-            score, feasible = objective(values, base[none.label], base[evalstop.label])
+                      for k, (lo, hi, step) in spaces[fam].items()}
+            asked.append((fam, trial, params, builtin(sched, fam, **params)))
+        values = play([pol for *_, pol in asked], val, store, **kw)
+        for fam, trial, params, pol in asked:
+            score, feasible = objective(values[pol.label], base[none.label], base[evalstop.label])
             trial.set_user_attr("feasible", feasible)
             trial.set_user_attr("label", pol.label)
             trial.set_user_attr("params", params)
-            return score
-
-        study.optimize(trial_value, n_trials=budget, show_progress_bar=progress)
+            studies[fam].tell(trial, score)
+        bar.update(len(asked))
+    bar.close()
+    out: dict[str, Any] = {}
+    for fam, study in studies.items():
         best = study.best_trial
         out[fam] = {"stopper": fam, "scheduler": best.params["scheduler"], "params": best.user_attrs["params"],
                     "score": best.value,
                     "feasible": best.user_attrs["feasible"], "label": best.user_attrs["label"],
-                    "searched": sorted(space)}
+                    "searched": sorted(spaces[fam])}
     best = min(out.values(), key=lambda f: f["score"])
     return {"rule": RULE, "trials": budget, "validation_seeds_per_row": VALIDATION_SEEDS,
             "rows": [r.name for r in val], "families": out, "best": best}

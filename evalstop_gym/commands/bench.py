@@ -16,8 +16,9 @@ def add_parser(sub) -> None:
                     "with --tune or --tuned, the tuned best) on every row of the suite, on its fixed test seeds; "
                     "print the scorecard and write OUT/results.json and OUT/bench.md. Finished runs in "
                     "OUT/runs.jsonl are reused, so an interrupted bench resumes. With --leaderboard, instead "
-                    "build the leaderboard from results files.")
-    p.add_argument("--suite", default="v1", metavar="NAME", help="suite version (default %(default)s)")
+                    "build the leaderboard from results files; with --leaderboard-run, regenerate it from "
+                    "nothing (tune, score every tuned family and built-in pair, write the leaderboard).")
+    p.add_argument("--suite", default=None, metavar="NAME", help="suite version (default: the newest, v2)")
     p.add_argument("--policy", action="append", default=[], metavar="POLICY",
                    help="SCHEDULER+STOPPER[:k=v,...], STOPPER, SCHEDULER, module:Class, or a saved model folder; "
                         "repeat for several")
@@ -33,36 +34,70 @@ def add_parser(sub) -> None:
                    help="take the tuned-best reference from an earlier `bench --tune` results file")
     p.add_argument("--leaderboard", nargs="+", default=None, metavar="RESULTS_JSON",
                    help="write the leaderboard of these comparable results files (to --leaderboard-out)")
-    p.add_argument("--leaderboard-out", default="docs/leaderboard.md", metavar="FILE",
-                   help="where --leaderboard writes (default %(default)s; - prints it)")
+    p.add_argument("--leaderboard-out", default=None, metavar="FILE",
+                   help="where --leaderboard writes (default docs/leaderboard.md; - prints it); with "
+                        "--leaderboard-run, a copy of OUTDIR/leaderboard.md")
+    p.add_argument("--leaderboard-run", default=None, metavar="OUTDIR",
+                   help="regenerate the leaderboard from nothing in OUTDIR, resumably: --tune, then every tuned "
+                        "family and built-in pair, then OUTDIR/leaderboard.md (docs/bench.md)")
+    p.add_argument("--learned", action="store_true",
+                   help="with --leaderboard-run: also train the shipped learned recipes (or reuse them from "
+                        "OUTDIR/learned/models) and score them (needs the rl extra)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no scorecard on stdout")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..bench.suite import DEFAULT_SUITE
     from ..config import UsageError
 
+    suite_name = args.suite or DEFAULT_SUITE
+    if args.learned and args.leaderboard_run is None:
+        raise UsageError("--learned goes with --leaderboard-run")
+    if args.leaderboard_run is not None:
+        from ..bench.regenerate import regenerate
+
+        clash = [flag for flag, given in (("--policy", args.policy), ("--tune", args.tune), ("--tuned", args.tuned),
+                                          ("--leaderboard", args.leaderboard is not None),
+                                          ("--out", args.out != "bench-results")) if given]
+        if clash:
+            raise UsageError(f"--leaderboard-run chooses its own policies, tuning and folders: drop {', '.join(clash)}")
+        if args.leaderboard_out == "-":
+            raise UsageError("--leaderboard-run writes OUTDIR/leaderboard.md; --leaderboard-out names a copy, not -")
+        regenerate(args.leaderboard_run, suite_name=suite_name, budget=args.budget, learned=args.learned,
+                   backend=args.backend, workers=args.workers, ray_address=args.ray_address,
+                   progress=not args.quiet, leaderboard_out=args.leaderboard_out, command=_typed(args))
+        return 0
     if args.leaderboard is not None:
         from ..bench.results import leaderboard
 
         if args.policy:
             raise UsageError("--leaderboard builds from results files: give no --policy with it")
         text = leaderboard(args.leaderboard)
-        if args.leaderboard_out == "-":
+        target = args.leaderboard_out or "docs/leaderboard.md"
+        if target == "-":
             print(text, end="")
         else:
-            with open(args.leaderboard_out, "w", encoding="utf-8") as f:
+            with open(target, "w", encoding="utf-8") as f:
                 f.write(text)
-            print(f"wrote {args.leaderboard_out}", file=sys.stderr)
+            print(f"wrote {target}", file=sys.stderr)
         return 0
     if not args.policy:
         raise UsageError("name at least one --policy (or build a --leaderboard)")
     from ..bench import run_bench
 
-    # the command as typed (recorded in the results); called as a function, the policies alone
-    typed = sys.argv[2:] if sys.argv[1:2] == ["bench"] else [a for p in args.policy for a in ("--policy", p)]
-    command = " ".join(["evalstop-gym bench", *map(shlex.quote, typed)])
-    run_bench(args.policy, suite_name=args.suite, out=args.out, backend=args.backend, workers=args.workers,
+    run_bench(args.policy, suite_name=suite_name, out=args.out, backend=args.backend, workers=args.workers,
               ray_address=args.ray_address, progress=not args.quiet, tune=args.tune, tuned=args.tuned,
-              budget=args.budget, command=command, echo=(lambda _t: None) if args.quiet else print)
+              budget=args.budget, command=_typed(args), echo=(lambda _t: None) if args.quiet else print)
     return 0
+
+
+def _typed(args: argparse.Namespace) -> str:
+    """The command as typed (recorded in the results); called as a function, its main flags alone."""
+    if sys.argv[1:2] == ["bench"]:
+        typed = sys.argv[2:]
+    elif args.leaderboard_run is not None:
+        typed = ["--leaderboard-run", args.leaderboard_run, *(["--learned"] if args.learned else [])]
+    else:
+        typed = [a for p in args.policy for a in ("--policy", p)]
+    return " ".join(["evalstop-gym bench", *map(shlex.quote, typed)])

@@ -1,0 +1,168 @@
+"""``bench --leaderboard-run OUT``: the leaderboard from nothing, in one resumable command.
+
+Stages, each a ``bench`` of its own folder under ``OUT`` (docs/bench.md, *Regenerating the leaderboard*):
+
+1. ``tuned/``: ``bench --tune``: every family tuned with the same budget on validation seeds;
+   ``tuned/results.json`` holds the tuning (reused as it is when it matches the suite, the code and
+   the budget);
+2. ``scored/``: ``bench --tuned tuned/results.json`` of every family's tuned pair and every built-in
+   pair at its defaults (:func:`builtin_pairs`): one sweep, the reference arms played once;
+3. ``learned/`` (``learned=True`` only): the shipped learned stop-policy recipes (:data:`LEARNED_RECIPES`)
+   trained with the documented ``evalstop-gym train`` commands into ``learned/models/`` (a folder
+   holding its ``model.zip`` is reused), then scored against the same tuning;
+4. ``leaderboard.md`` (and ``leaderboard_out``) from the stages' results files.
+
+Every run is kept in its stage's ``runs.jsonl`` / ``tune.jsonl`` (the experiment runner's records),
+so an interrupted regeneration, started again, plays only what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..config import UsageError
+from .run import RESULTS_FILE, run_bench
+from .suite import DEFAULT_SUITE, suite, suite_hash
+
+TUNED, SCORED, LEARNED, BOARD = "tuned", "scored", "learned", "leaderboard.md"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A shipped learned recipe, trained as docs/learned.md trains it (``train --out runs/<name>``, run in the
+    models folder, so a scheduler recipe's ``stop_model: runs/<stop-policy>`` would name the one trained there)."""
+
+    name: str
+    env: str
+    algo: str
+    hyperparams: str      # a file under evalstop_gym/agents/hyperparams/ (or an absolute path)
+
+
+# The realistic world's stop-policy recipes of docs/learned.md. Its scheduler recipes (maskable-ppo-realistic*.yml,
+# over these) are left out: a learned scheduler trained on nodes of 8 GPUs does not load on a flat pool (the paper
+# rows' default cluster: SlotScorerPolicy's state_dict has 34 node features where the flat pool gives 32, a
+# RuntimeError in agents/networks.transfer), and it costs about 12 CPU seconds per 200-job episode here
+# (35 s at 600 jobs), some 10 CPU minutes per model on the nine rows it can play, in this process.
+LEARNED_RECIPES: tuple[Recipe, ...] = (
+    Recipe("stop-realistic", "EvalStop-StopControl-v0", "ppo", "ppo-realistic.yml"),
+    Recipe("stop-realistic-quality", "EvalStop-StopControl-v0", "ppo", "ppo-realistic-quality.yml"),
+)
+
+
+def builtin_pairs() -> list[str]:
+    """Every registered scheduler alone, then with every registered stopper at its defaults."""
+    from ..baselines import SCHEDULERS, STOPPERS
+
+    return [s if t == "none" else f"{s}+{t}" for s in SCHEDULERS for t in STOPPERS]
+
+
+def family_policies(tuning: dict[str, Any]) -> list[str]:
+    """Each tuned family's pair as a ``--policy`` text (its scheduler and parameters from ``tuning``)."""
+    from .policies import builtin
+
+    return [builtin(f["scheduler"], f["stopper"], **f["params"]).text for f in tuning["families"].values()]
+
+
+def _fresh_tuning(path: Path, suite_name: str, budget: int) -> bool:
+    """Whether ``path`` is a finished tuning of this suite, code and budget (stage 1 need not run again)."""
+    from . import results as res
+    from .. import __version__
+    from ..experiments.runner import code_fingerprint
+
+    if not path.is_file():
+        return False
+    try:
+        data = res.load(path, suite_name=suite_name)
+    except UsageError:
+        return False
+    t = data.get("tuning") or {}
+    return (data["suite_hash"], data["code"], data["version"], t.get("trials")) == (
+        suite_hash(suite_name), code_fingerprint(), __version__, budget)
+
+
+def train_recipe(recipe: Recipe, models: Path, echo: Callable[[str], None]) -> Path:
+    """Train ``recipe`` into ``models/runs/<name>`` with the documented command (run in ``models``, so a
+    scheduler's ``stop_model: runs/<stop-policy>`` is the model trained here); a finished folder is reused."""
+    folder = models / "runs" / recipe.name
+    if (folder / "model.zip").is_file() and (folder / "config.json").is_file():
+        return folder
+    hp = Path(__file__).resolve().parents[1] / "agents" / "hyperparams" / recipe.hyperparams
+    cmd = [sys.executable, "-m", "evalstop_gym.cli", "train", "--env", recipe.env, "--algo", recipe.algo,
+           "--hyperparams", str(hp), "--out", f"runs/{recipe.name}"]
+    if folder.exists():   # an interrupted training: start it again
+        cmd.append("--force")
+    echo(f"leaderboard-run: training {recipe.name} (evalstop-gym train --env {recipe.env} --algo {recipe.algo} "
+         f"--hyperparams {recipe.hyperparams} --out runs/{recipe.name}, in {models})")
+    models.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).resolve().parents[2]), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    done = subprocess.run(cmd, cwd=models, env=env)
+    if done.returncode != 0 or not (folder / "model.zip").is_file():
+        raise UsageError(f"training {recipe.name} failed (exit {done.returncode}); run the same command again "
+                         "to retry it (finished models and runs are kept)")
+    return folder
+
+
+def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budget: int | None = None,
+               learned: bool = False, backend: str = "local", workers: int = 1, ray_address: str | None = None,
+               progress: bool = True, leaderboard_out: str | os.PathLike | None = None, command: str = "",
+               echo: Callable[[str], None] = lambda text: print(text, file=sys.stderr)) -> str:
+    """Run every stage (module docstring) in ``out``; return the leaderboard's Markdown."""
+    from . import results as res
+    from .tune import BUDGET
+
+    budget = BUDGET if budget is None else budget
+    suite(suite_name)   # a bad name fails before anything runs
+    if leaderboard_out is not None and not Path(leaderboard_out).resolve().parent.is_dir():
+        raise UsageError(f"--leaderboard-out {leaderboard_out}: its folder does not exist")
+    root = Path(out)
+    kw = dict(suite_name=suite_name, backend=backend, workers=workers, ray_address=ray_address,
+              progress=progress, echo=lambda _t: None)
+    stages = 3 + learned
+    tuned = root / TUNED / RESULTS_FILE
+    if _fresh_tuning(tuned, suite_name, budget):
+        echo(f"leaderboard-run: [1/{stages}] tuning: reusing {tuned}")
+    else:
+        echo(f"leaderboard-run: [1/{stages}] tuning every family ({budget} trials each) on validation seeds")
+        run_bench(["srtf-est+evalstop:k=2"], out=root / TUNED, tune=True, budget=budget,
+                  command=f"{command} (stage 1: bench --tune --budget {budget} --out {root / TUNED})", **kw)
+    tuning = res.load(tuned, suite_name=suite_name)["tuning"]
+    policies = _distinct(family_policies(tuning) + builtin_pairs())
+    echo(f"leaderboard-run: [2/{stages}] scoring {len(policies)} policies (every tuned family, every built-in "
+         "pair at its defaults) on the test seeds")
+    run_bench(policies, out=root / SCORED, tuned=tuned,
+              command=f"{command} (stage 2: bench --tuned {tuned} with every tuned family and built-in pair)", **kw)
+    files = [root / SCORED / RESULTS_FILE]
+    if learned:
+        echo(f"leaderboard-run: [3/{stages}] the learned recipes: {', '.join(r.name for r in LEARNED_RECIPES)}")
+        models = [str(train_recipe(r, root / LEARNED / "models", echo)) for r in LEARNED_RECIPES]
+        run_bench(models, out=root / LEARNED, tuned=tuned,
+                  command=f"{command} (stage 3: the learned recipes, bench --tuned {tuned})", **kw)
+        files.append(root / LEARNED / RESULTS_FILE)
+    echo(f"leaderboard-run: [{stages}/{stages}] the leaderboard")
+    text = res.leaderboard(files, command=command)
+    targets = [root / BOARD] + ([Path(leaderboard_out)] if leaderboard_out is not None else [])
+    for t in targets:
+        t.write_text(text, encoding="utf-8")
+        echo(f"leaderboard-run: wrote {t}")
+    return text
+
+
+def _distinct(texts: Sequence[str]) -> list[str]:
+    """``texts`` less those naming a policy an earlier one names (a tuned family left at its defaults)."""
+    from .policies import parse_policy
+
+    labels: set[str] = set()
+    out = []
+    for t in texts:
+        label = parse_policy(t).label
+        if label not in labels:
+            labels.add(label)
+            out.append(t)
+    return out
+
