@@ -96,6 +96,14 @@ def test_lossaware_ranks_no_history_first_then_largest_relative_loss_drop():
     assert la.key(plunged, None) == pytest.approx(la.key(flat, None))
 
 
+def test_lossaware_ranks_signed_surrogate_losses_without_dividing_by_zero():
+    # RL trainers log a surrogate loss near 0 that changes sign: its drop is relative to |loss|
+    la = LossAware(window=1)
+    assert la.key(view(0, [-0.5, -1.0]), None)[1] == pytest.approx(-1.0)   # fell by |-0.5|: reduction 1.0
+    assert la.key(view(1, [-0.5, 0.0]), None)[1] == pytest.approx(1.0)     # rose: reduction -1.0
+    assert la.key(view(2, [0.0, -0.3]), None)[1] == 0.0                    # no scale: no reduction
+
+
 @pytest.mark.parametrize("name", sorted(SCHEDULERS))
 def test_every_scheduler_keeps_the_cluster_busy_and_ends_every_job(name):
     from evalstop_gym import WorkloadConfig, generate

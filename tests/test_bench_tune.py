@@ -99,3 +99,12 @@ def test_leaderboard_run_refuses_flags_it_sets_itself(capsys):
     assert main(["bench", "--learned", "--policy", "fifo"]) == 2
     err = capsys.readouterr().err
     assert "drop --policy, --tune" in err and "--learned goes with --leaderboard-run" in err
+
+
+def test_every_tuned_parameter_is_a_parameter_of_its_stopper():
+    # a renamed detector parameter must not silently leave the tuner's space (divergence's proxy_rise did)
+    from evalstop_gym.baselines import stopper_params
+    from evalstop_gym.bench.tune import SPACES
+
+    for family, space in SPACES.items():
+        assert set(space) <= set(stopper_params(family)), (family, sorted(set(space) - set(stopper_params(family))))

@@ -16,6 +16,10 @@ reward hacking. It must be preemptive to differ from
 FIFO: jobs that never ran have no loss history. Priorities change only at
 eval checkpoints, which are not scheduling points, so a job keeps its GPUs
 at least until the next arrival, completion or stop.
+
+A loss that is not positive (an RL trainer's surrogate loss, e.g. TRL's GRPO / RLOO, sits near 0 and
+changes sign) has no scale of its own: its drop is measured relative to ``|loss[-1-w]|``, and an
+exactly zero earlier loss counts as no reduction.
 """
 
 from evalstop_gym.config import check_range
@@ -37,4 +41,5 @@ class LossAware(Scheduler):
             return (0, 0.0, job.submit_h)
         w = min(self.window, len(losses) - 1)
         before = losses[-1 - w]
-        return (1, -(before - losses[-1]) / (w * before), job.submit_h)
+        reduction = (before - losses[-1]) / (w * abs(before)) if before else 0.0
+        return (1, -reduction, job.submit_h)

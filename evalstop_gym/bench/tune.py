@@ -3,8 +3,8 @@
 A family is a registered stopper (``none`` included) over any registered base
 scheduler: its search space is the scheduler (categorical) and the stopper's
 parameters in :data:`SPACES` (parameters a stopper takes but that are not
-listed keep their defaults; a listed name the stopper no longer takes is
-dropped). Every family gets :data:`BUDGET` trials of Optuna's TPE sampler
+listed keep their defaults; a listed name the stopper does not take is an
+error, so a renamed parameter cannot silently leave the space). Every family gets :data:`BUDGET` trials of Optuna's TPE sampler
 (seed 0), so the result is the same on every machine and a rerun reuses its
 runs (``tune.jsonl``). Trials play every playable row of the suite on
 :data:`VALIDATION_SEEDS` validation seeds each (:meth:`~.suite.Row.validation_seeds`,
@@ -45,7 +45,7 @@ SPACES: dict[str, dict[str, tuple[float, float, float]]] = {
     "smoothed": {"window": (3, 10, 1), "threshold": (0.0, 0.05, 0.005)},
     "droptest": {"window": (1, 5, 1), "z": (0.5, 4.0, 0.25), "min_drop": (0.0, 0.15, 0.01)},
     "divergence": {"window": (1, 5, 1), "z": (0.5, 4.0, 0.25), "min_drop": (0.0, 0.15, 0.01),
-                   "fast_z": (0.5, 4.0, 0.25), "fast_min_drop": (0.0, 0.1, 0.01), "proxy_rise": (0.0, 0.2, 0.01),
+                   "fast_z": (0.5, 4.0, 0.25), "fast_min_drop": (0.0, 0.1, 0.01), "proxy_z": (0.5, 4.0, 0.25),
                    "lag": (1, 4, 1)},
 }
 
@@ -110,7 +110,12 @@ def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None
     # of them in one sweep (one worker pool, longest runs first) before telling any result. Each study
     # sees exactly the history it would see tuned alone, so the tuning does not depend on the batching.
     studies = {fam: optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0)) for fam in families}
-    spaces = {fam: {k: v for k, v in SPACES.get(fam, {}).items() if k in stopper_params(fam)} for fam in families}
+    spaces = {fam: SPACES.get(fam, {}) for fam in families}
+    for fam, space in spaces.items():
+        unknown = sorted(set(space) - set(stopper_params(fam)))
+        if unknown:
+            raise ConfigError(f"SPACES[{fam!r}]", unknown, f"are not parameters of stopper {fam!r} (it takes: "
+                                                           f"{', '.join(stopper_params(fam))})")
     bar = _bar(budget * len(families), progress)
     for _ in range(budget):
         asked = []
