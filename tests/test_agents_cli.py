@@ -154,13 +154,13 @@ def test_evaluate_bad_policy_or_seeds(capsys, argv, needle):
 def test_evaluate_reads_a_users_class_as_bench_does(tmp_path, monkeypatch):
     """``module:Class`` works in evaluate as in ``bench --policy``: a user's subclass of EvalStop over the same
     base scheduler plays exactly the built-in's episodes, and stoppers named alone run over --scheduler."""
-    (tmp_path / "my_rules.py").write_text("from evalstop_gym.baselines.evalstop import EvalStop\n\n\n"
+    (tmp_path / "evaluate_rules.py").write_text("from evalstop_gym.baselines.evalstop import EvalStop\n\n\n"
                                           "class MyStop(EvalStop):\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    ev = evaluate(["my_rules:MyStop:k=3", "evalstop:k=3"], scheduler="fifo", seeds=2,
+    ev = evaluate(["evaluate_rules:MyStop:k=3", "evalstop:k=3"], scheduler="fifo", seeds=2,
                   base=WorkloadConfig(jobs=30))
     mine, builtin = (ev.per_seed[row["arm"]] for row in ev.rows)
-    assert [row["arm"] for row in ev.rows] == ["fifo + my_rules:MyStop k=3", "fifo + evalstop k=3"]
+    assert [row["arm"] for row in ev.rows] == ["fifo + evaluate_rules:MyStop k=3", "fifo + evalstop k=3"]
     assert mine == builtin and any(m["jobs_stopped"] for m in mine)
 
 
