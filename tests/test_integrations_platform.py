@@ -103,13 +103,15 @@ def test_the_replay_at_the_live_arrival_times_decides_as_the_live_scheduler(runs
         assert asked == [(n, s) for n, s, _ in logged if s < STEPS[-1]]   # the last eval is never judged
 
 
-def test_the_live_order_changes_a_pooled_detectors_stops_and_the_replay_follows(runs):
-    """The fix pinned: the two orders give DropTest different stops live, and the replay follows each."""
+@pytest.mark.parametrize("stopper", ["cusum", "smoothed", "droptest", "divergence"])
+def test_the_live_order_changes_a_pooled_detectors_stops_and_the_replay_follows(runs, stopper):
+    """The fix pinned: the two orders give each pooled-noise detector different stops live (run by run, the
+    estimate forms only at the 5th run: fewer stops), and the replay follows each order."""
     orders = live_orders(runs)
-    live = {k: tune_stops(runs, "droptest", o) for k, o in orders.items()}
+    live = {k: tune_stops(runs, stopper, o) for k, o in orders.items()}
     assert live["run by run"] != live["random times"]
     for k, o in orders.items():
-        assert EXAMPLE["simulated_stops"](runs, "droptest", o)[0] == live[k]
+        assert EXAMPLE["simulated_stops"](runs, stopper, o)[0] == live[k]
 
 
 def test_arrival_ticks_keep_the_arrival_order_and_fill_evals_after_a_stop():
