@@ -219,6 +219,19 @@ def table(arms: dict, labels: dict) -> list[dict]:
     return rows
 
 
+def start_ray(ray, attempts: int = 3) -> None:
+    """A local Ray of 2 CPUs. Ray waits a fixed 30 s for its raylet to register; on a loaded machine (load
+    above 12 here) that can time out, so a start that timed out is shut down and tried again."""
+    for attempt in range(attempts):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            return
+        except Exception as e:   # Ray raises a bare Exception for this
+            if "timed out during startup" not in str(e) or attempt == attempts - 1:
+                raise
+            ray.shutdown()
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for the runs' logs, Ray's results and table.json")
@@ -233,7 +246,7 @@ def main(argv=None) -> dict:
     settings = job_settings(args.jobs)
     for s in settings:   # the SFT models, built once before the clock starts (every arm shares them)
         sft_folder(s, os.path.join(args.out, "work", "models"))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    start_ray(ray)
     try:
         arms = {arm: run_arm(arm, settings, args.out) for arm in ARMS}
     finally:
