@@ -14,6 +14,10 @@ scores (:class:`~evalstop_gym.baselines.noise.PooledNoise`). The platform form
 is one :class:`LiveStopper` shared by all the jobs it watches (the trials of a
 sweep, the tenants' jobs of a cluster), each under its own ``job_key``; one
 object per job gives each job its own estimate, learnt from that job alone.
+A pooled estimate depends on the order in which the jobs' evals arrive, so
+the stopper records when each eval came (:meth:`LiveStopper.arrivals`), and
+:func:`~evalstop_gym.integrations.replay.replay_runs` puts the simulator's
+checkpoints at those times to replay the same decisions.
 
 What a live job does not know stays neutral. ``progress`` (fraction of the run
 done, in [0, 1]) is the view's ``progress`` where given, else 0, so a rule by
