@@ -135,7 +135,7 @@ def test_replay_names_a_bad_run_set(runs):
     assert replay_runs({"peak": no_proxy}, "evalstop", job_type="lora").stops == {"peak": 40}
 
 
-@pytest.mark.slow   # 156 s here (2 loaded cores, load about 4), Ray start-up and SFT included; over 300 s at load 12
+@pytest.mark.slow   # 387 s here at load 3-6 (156 s at load about 4 before), Ray start-up and SFT included
 @pytest.mark.timeout(1800)
 def test_the_live_platform_replays_in_the_simulator(tmp_path):
     """Four tiny TRL jobs (GRPO, DPO; one of each over-optimises at seed 0) as Ray Tune trials on 2 CPUs, in
