@@ -14,8 +14,9 @@ Each trial reports every eval after step 0 to Tune from a ``TrainerCallback`` an
 ``trainer_state.json`` before each report, so a stopped trial leaves every eval it saw. The table gives
 makespan, mean JCT (trial end minus submit), CPU-hours reserved (trial wall time x 1 CPU) and precision /
 recall of the stops against the gold labels (:func:`evalstop_gym.curvelog.label_run` on the full runs).
-Then every full run is replayed in the simulator (noise 0, the job's eval grid) under the same stopper, and
-the simulator's stop step must equal the live one for every job.
+Then every full run is replayed in the simulator (noise 0) under the same stopper, each job's checkpoints at
+the times its evals reached the scheduler live (:func:`evalstop_gym.integrations.replay_runs`), and the
+simulator's stop step must equal the live one for every job, for the pooled-noise detector too.
 
     HF_HUB_OFFLINE=1 python examples/live_platform.py --out /tmp/live_platform
 """
@@ -100,8 +101,8 @@ def scheduler(stopper: str, params: dict):
 
 def run_arm(arm: str, settings: list, out: str) -> dict:
     """Run every job as a Tune trial under ``arm``. Returns ``{"jobs": {run name: {"end_s", "wall_s",
-    "stop_step", "last_step"}}, "order": [(run name, step), ...]}``: times in seconds from the submit of all
-    trials at t=0, and every result in the order Tune handed it to the scheduler."""
+    "stop_step", "last_step"}}, "order": [(run name, step, seconds), ...]}``: times in seconds from the submit
+    of all trials at t=0, and every result in the order Tune handed it to the scheduler, with its time."""
     from ray import tune
     from ray.tune import Callback
 
@@ -110,7 +111,7 @@ def run_arm(arm: str, settings: list, out: str) -> dict:
     logs = os.path.join(out, arm)
     os.makedirs(logs, exist_ok=True)
     times: dict[str, dict] = {}
-    order: list = []   # (trial id, step)
+    order: list = []   # (trial id, step, seconds since t0)
     t0 = time.time()
 
     class Clock(Callback):
@@ -127,7 +128,7 @@ def run_arm(arm: str, settings: list, out: str) -> dict:
             self._end(trial)
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
-            order.append((trial.trial_id, int(result["step"])))
+            order.append((trial.trial_id, int(result["step"]), time.time() - t0))
 
     space = {"settings": tune.grid_search([dataclasses.asdict(s) for s in settings]),
              "logs": logs, "work": os.path.join(out, "work")}
@@ -147,7 +148,7 @@ def run_arm(arm: str, settings: list, out: str) -> dict:
         last = int(r.metrics["step"])
         jobs[name] = {"end_s": t["end"], "wall_s": t["end"] - t["start"], "last_step": last,
                       "stop_step": last if last < STEPS else None}
-    return {"jobs": jobs, "order": [(names[t], step) for t, step in order]}
+    return {"jobs": jobs, "order": [(names[t], step, seconds) for t, step, seconds in order]}
 
 
 def logged_runs(out: str, arm: str = "none") -> dict:
@@ -162,49 +163,19 @@ def logged_runs(out: str, arm: str = "none") -> dict:
     return runs
 
 
-def simulated_stops(runs: dict, stopper: str, eval_items: int = EVAL_ITEMS, **params) -> tuple[dict, list]:
-    """Replay ``runs`` (each logged at step 0 and at E evenly spaced steps) in the simulator, noise 0, one
-    RLHF job per run on the runs' eval grid, under ``stopper``. Returns ``{run name: stop step or None}``
-    and the order in which the simulator asked about the evals, ``[(run name, step), ...]``."""
-    from evalstop_gym.baselines import make_policy
-    from evalstop_gym.config import WorkloadConfig
-    from evalstop_gym.curvelog import apply_curve_log
-    from evalstop_gym.policy import Stopper, drive
-    from evalstop_gym.simulator import Simulator
-    from evalstop_gym.workload import generate
+def simulated_stops(runs: dict, stopper: str, order: list | None = None, **params) -> tuple[dict, list]:
+    """Replay ``runs`` in the simulator (noise 0, one job per run on its own slot) under ``stopper``, its
+    checkpoints at the live arrival times of ``order`` (``[(run name, step, seconds), ...]``; without it the
+    simulator's own clock). Returns ``{run name: stop step or None}`` and the order in which the simulator
+    asked about the evals, ``[(run name, step), ...]``."""
+    from evalstop_gym.integrations import replay_runs
 
-    evals = {r.step.size - 1 for r in runs.values()}
-    if len(evals) != 1:
-        raise ValueError(f"runs: every run must log the same number of evals, got {sorted(evals)}")
-    e = evals.pop()
-    w = apply_curve_log(generate(WorkloadConfig(jobs=len(runs), seed=0, noise=0.0, evals_per_job=e,
-                                                mix={"rlhf": 1.0})), runs)
-    w = dataclasses.replace(w, eval_items=np.full(w.n, eval_items))
-    w.validate()
-    names = {}
-    for j in range(w.n):   # which run each job replays: the one whose evals it observes
-        names[j], = [n for n, r in runs.items() if np.array_equal(w.observed[j], r.eval_score[1:])]
-
-    class Asked(Stopper):
-        """The wrapped policy's decisions, recorded: where each job stopped, and every eval asked about."""
-
-        rule_name = "asked"
-
-        def __init__(self, base):
-            super().__init__(base)
-            self.stops, self.order = {}, []
-
-        def should_stop(self, job, cluster):
-            decision = self.base.should_stop(job, cluster)
-            at = int(runs[names[job.job_id]].step[len(job.eval_scores)])
-            self.order.append((names[job.job_id], at))
-            if decision:
-                self.stops.setdefault(names[job.job_id], at)
-            return decision
-
-    policy = Asked(make_policy("fifo", stopper, **params))
-    drive(Simulator(w), policy)
-    return {n: policy.stops.get(n) for n in runs}, policy.order
+    arrivals = None
+    if order is not None:
+        arrivals = {}
+        for name, _, seconds in order:
+            arrivals.setdefault(name, []).append(seconds)
+    return replay_runs(runs, stopper, arrivals, eval_items=EVAL_ITEMS, **params)
 
 
 class _Trial:
@@ -214,14 +185,14 @@ class _Trial:
 
 def scheduler_stops(runs: dict, stopper: str, params: dict, order: list | None = None) -> dict:
     """Each run's evals after step 0 handed to a fresh :func:`scheduler` (the call Tune makes per result),
-    run by run or in ``order`` (``[(run name, step), ...]``); ``{run name: step of its STOP or None}``."""
+    run by run or in ``order`` (``[(run name, step, ...), ...]``); ``{run name: step of its STOP or None}``."""
     from ray.tune.schedulers import TrialScheduler
 
     sched = scheduler(stopper, params)
     if order is None:
         order = [(name, int(step)) for name, run in runs.items() for step in run.step[1:]]
     stops = dict.fromkeys(runs)
-    for name, step in order:
+    for name, step, *_ in order:
         run = runs[name]
         if stops[name] is not None:
             continue
@@ -248,6 +219,19 @@ def table(arms: dict, labels: dict) -> list[dict]:
     return rows
 
 
+def start_ray(ray, attempts: int = 3) -> None:
+    """A local Ray of 2 CPUs. Ray waits a fixed 30 s for its raylet to register; on a loaded machine (load
+    above 12 here) that can time out, so a start that timed out is shut down and tried again."""
+    for attempt in range(attempts):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            return
+        except Exception as e:   # Ray raises a bare Exception for this
+            if "timed out during startup" not in str(e) or attempt == attempts - 1:
+                raise
+            ray.shutdown()
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder for the runs' logs, Ray's results and table.json")
@@ -262,7 +246,7 @@ def main(argv=None) -> dict:
     settings = job_settings(args.jobs)
     for s in settings:   # the SFT models, built once before the clock starts (every arm shares them)
         sft_folder(s, os.path.join(args.out, "work", "models"))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    start_ray(ray)
     try:
         arms = {arm: run_arm(arm, settings, args.out) for arm in ARMS}
     finally:
@@ -274,16 +258,22 @@ def main(argv=None) -> dict:
     for arm, spec in ARMS.items():
         if spec is None:
             continue
-        sim, _ = simulated_stops(runs, spec[0], **spec[1])
+        order = arms[arm]["order"]
+        # the simulator's checkpoints at the live arrival times of this arm's evals: the live order
+        sim, asked = simulated_stops(runs, spec[0], order, **spec[1])
+        own, _ = simulated_stops(runs, spec[0], **spec[1])   # the simulator's own clock, for comparison
         live = {n: j["stop_step"] for n, j in arms[arm]["jobs"].items()}
         same = sorted(n for n in runs if live[n] == sim[n])
         # the evals each trial of this arm saw are the full run's evals up to its stop (deterministic runs)
         seen = logged_runs(args.out, arm)
         prefix = all(np.array_equal(seen[n].eval_score, runs[n].eval_score[:seen[n].step.size]) for n in runs)
         # the rule on the full runs' evals, in the order Tune handed them over live
-        ordered = scheduler_stops(runs, spec[0], spec[1], arms[arm]["order"])
+        ordered = scheduler_stops(runs, spec[0], spec[1], order)
+        # the simulator asked about the evals in the order Tune delivered them (a run's last eval is not judged)
+        same_order = asked == [(n, step) for n, step, _ in order if step < STEPS]
         replay[arm] = {"live": live, "simulated": sim, "same": len(same) == len(runs), "agree": len(same),
-                       "prefix": prefix, "live_order": ordered == live}
+                       "prefix": prefix, "live_order": ordered == live, "same_order": same_order,
+                       "own_clock": own, "agree_own_clock": sum(live[n] == own[n] for n in runs)}
     print(f"{'arm':<11} {'makespan s':>10} {'mean JCT s':>10} {'CPU-h':>7} {'stopped':>7} {'precision':>9} "
           f"{'recall':>6}")
     for r in rows:
@@ -291,8 +281,9 @@ def main(argv=None) -> dict:
               f"{r['stopped']:>7} {r['precision']:>9.2f} {r['recall']:>6.2f}")
     print(f"hacking (gold): {sum(labels.values())} of {len(labels)} jobs")
     for arm, rep in replay.items():
-        print(f"replay {arm}: the simulator stops {rep['agree']} of {len(runs)} jobs at the live stop step; "
-              f"live evals = the full runs' evals up to the stop: {rep['prefix']}; the same stops from the logs "
+        print(f"replay {arm}: the simulator, its checkpoints at the live arrival times, stops {rep['agree']} of "
+              f"{len(runs)} jobs at the live stop step (asked in the live order: {rep['same_order']}; on its own "
+              f"clock {rep['agree_own_clock']} of {len(runs)}); live evals = the full runs' evals up to the stop: {rep['prefix']}; the same stops from the logs "
               f"in Tune's order of results: {rep['live_order']}; "
               f"live stops {sorted((n, s) for n, s in rep['live'].items() if s)}")
     result = {"table": rows, "labels": labels, "replay": replay, "arms": arms}

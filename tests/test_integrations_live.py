@@ -184,3 +184,33 @@ def test_bad_stopper_names_and_parameters_are_config_errors():
     s.update("a", 0.1, progress=1.0)
     with pytest.raises(ConfigError, match="has finished"):
         s.update("a", 0.2)
+
+
+@pytest.mark.parametrize("stopper", [s for s in STOPPERS if s != "none"])
+def test_a_live_stoppers_arrival_times_replay_its_decisions_in_the_simulator(tmp_path, stopper):
+    """The live side records when each eval arrived (``LiveStopper.arrivals``); the simulator's replay at
+    those times asks in the live order, so even the pooled-noise detectors stop each run where it stopped
+    live. Evals come at seeded uneven times, as on a platform whose jobs run at different speeds."""
+    from evalstop_gym.integrations import replay_runs
+
+    runs = curve_library(tmp_path / "log.csv")
+    rng = np.random.default_rng(3)
+    times = {n: np.sort(rng.uniform(0, 1000, EVALS)) for n in runs}
+    order = sorted(((t, n, i) for n in runs for i, t in enumerate(times[n])))
+    now = [0.0]
+    params = {"p": 0.5} if stopper == "stopat" else {}
+    live = live_stopper(stopper, clock=lambda: now[0], **params)
+    stops = dict.fromkeys(runs)
+    for t, name, i in order:
+        if stops[name] is not None:
+            continue
+        now[0] = t
+        run = runs[name]
+        if live.update(name, run.eval_score[i + 1], loss=run.train_loss[i + 1], proxy=run.proxy_reward[i + 1],
+                       progress=(i + 1) / EVALS, step=run.step[i + 1]):
+            stops[name] = int(run.step[i + 1])
+    arrivals = live.arrivals()
+    # seconds from the first eval of any job: every recorded eval, none after a stop
+    first = order[0][0]
+    assert arrivals == {n: [t - first for t in times[n][:len(live.view(n).eval_scores)]] for n in runs}
+    assert replay_runs(runs, stopper, arrivals, **params).stops == stops

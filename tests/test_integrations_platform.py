@@ -1,6 +1,7 @@
 """A live platform and its replay: the stop step Ray Tune's EvalStopScheduler gives each trial is the stop
 step the simulator gives the same logged run replayed with noise 0 (examples/live_platform.py)."""
 
+import dataclasses
 import json
 import os
 import runpy
@@ -12,7 +13,13 @@ import pytest
 
 pytest.importorskip("ray")
 
+import numpy as np  # noqa: E402
+
+from evalstop_gym.baselines import STOPPERS  # noqa: E402
+from evalstop_gym.config import ConfigError  # noqa: E402
 from evalstop_gym.curvelog import read_curve_log, write_curve_log  # noqa: E402
+from evalstop_gym.integrations import replay_runs  # noqa: E402
+from evalstop_gym.integrations.replay import arrival_ticks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = runpy.run_path(str(ROOT / "examples" / "live_platform.py"), run_name="example")
@@ -71,14 +78,65 @@ def test_the_tune_scheduler_decides_as_the_simulator_given_its_order_of_evals(ru
     assert any(step is None for step in live.values()) and any(step is not None for step in live.values())
 
 
-def test_pooled_noise_makes_the_order_matter(runs):
-    """Why the live platform compares the noise-aware rule's decisions rather than asserting them: fed run
-    by run instead of in the simulator's order, DropTest stops other runs."""
-    sim, _ = EXAMPLE["simulated_stops"](runs, "droptest")
-    assert tune_stops(runs, "droptest") != sim
+def live_orders(runs):
+    """Two orders a platform might deliver the evals in, ``[(run, step, arrival second), ...]``: run by run
+    (one slot), and at seeded random times keeping each run's evals in step order (slots at uneven speeds)."""
+    evals = [(name, int(step)) for name, run in runs.items() for step in run.step[1:]]
+    rng = np.random.default_rng(7)
+    timed = [(name, int(s), float(t)) for name, run in runs.items()
+             for s, t in zip(run.step[1:], np.sort(rng.uniform(0.0, 100.0, run.step.size - 1)))]
+    return {"run by run": [(n, s, 10.0 * i + 3) for i, (n, s) in enumerate(evals)],
+            "random times": sorted(timed, key=lambda e: e[2])}
 
 
-@pytest.mark.slow   # 156 s here (2 loaded cores, load about 4), Ray start-up and SFT included
+@pytest.mark.parametrize("stopper", [s for s in STOPPERS if s != "none"])
+def test_the_replay_at_the_live_arrival_times_decides_as_the_live_scheduler(runs, stopper):
+    """Every registered stopper, the pooled-noise detectors included: the simulator's checkpoints at the
+    evals' live arrival times make its order the live one, so it stops each run at the eval Tune's scheduler
+    stopped it at, in whatever order the evals came."""
+    params = {"p": 0.5} if stopper == "stopat" else {}
+    for order in live_orders(runs).values():
+        live = tune_stops(runs, stopper, order, **params)
+        logged = [e for e in order if live[e[0]] is None or e[1] <= live[e[0]]]   # no result after a stop
+        sim, asked = EXAMPLE["simulated_stops"](runs, stopper, logged, **params)
+        assert sim == live
+        assert asked == [(n, s) for n, s, _ in logged if s < STEPS[-1]]   # the last eval is never judged
+
+
+@pytest.mark.parametrize("stopper", ["cusum", "smoothed", "droptest", "divergence"])
+def test_the_live_order_changes_a_pooled_detectors_stops_and_the_replay_follows(runs, stopper):
+    """The fix pinned: the two orders give each pooled-noise detector different stops live (run by run, the
+    estimate forms only at the 5th run: fewer stops), and the replay follows each order."""
+    orders = live_orders(runs)
+    live = {k: tune_stops(runs, stopper, o) for k, o in orders.items()}
+    assert live["run by run"] != live["random times"]
+    for k, o in orders.items():
+        assert EXAMPLE["simulated_stops"](runs, stopper, o)[0] == live[k]
+
+
+def test_arrival_ticks_keep_the_arrival_order_and_fill_evals_after_a_stop():
+    # job a evals at 1 s, 2 s (stopped there: 2 more at its 1 s interval, 3 s and 4 s), job b at 1 s, 1.5 s,
+    # 2 s, 4 s; each tie (1 s, 2 s, 4 s) goes to the lower job id, the other one tick (1 ms) later
+    ticks = arrival_ticks([[1.0, 2.0], [1.0, 1.5, 2.0, 4.0]], 4, ["a", "b"])
+    assert ticks.tolist() == [[1000, 2000, 3000, 4000], [1001, 1500, 2001, 4001]]
+    for bad in ([], [2.0, 1.0], [1.0, float("nan")], [-1.0], [1.0, 2.0, 3.0, 4.0, 5.0]):
+        with pytest.raises(ConfigError, match=r"arrivals\['a'\]"):
+            arrival_ticks([bad, [1.0]], 4, ["a", "b"])
+
+
+def test_replay_names_a_bad_run_set(runs):
+    short = dataclasses.replace(runs["peak"], **{c: getattr(runs["peak"], c)[:3] for c in
+                                                 ("step", "eval_score", "train_loss", "proxy_reward")})
+    with pytest.raises(ConfigError, match="same number"):
+        replay_runs({**runs, "short": short}, "evalstop")
+    no_proxy = dataclasses.replace(runs["peak"], proxy_reward=np.full(len(STEPS), np.nan))
+    with pytest.raises(ConfigError, match="proxy"):
+        replay_runs({"peak": no_proxy}, "evalstop")
+    assert replay_runs({"peak": no_proxy}, "evalstop", job_type="lora").stops == {"peak": 40}
+
+
+@pytest.mark.slow   # 387 s here at load 3-6 (156 s at load about 4 before), Ray start-up and SFT included
+@pytest.mark.timeout(1800)
 def test_the_live_platform_replays_in_the_simulator(tmp_path):
     """Four tiny TRL jobs (GRPO, DPO; one of each over-optimises at seed 0) as Ray Tune trials on 2 CPUs, in
     the example's three arms; EvalStop's live stop steps are the simulator's replay of the full runs."""
@@ -93,7 +151,8 @@ def test_the_live_platform_replays_in_the_simulator(tmp_path):
     for arm in ("evalstop", "divergence"):
         rep = out["replay"][arm]
         assert rep["prefix"] and rep["live_order"]   # deterministic runs; the rule decided on exactly the logs
-    assert out["replay"]["evalstop"]["same"]          # its own evals only: the simulator's replay agrees exactly
+        # the simulator, its checkpoints at the live arrival times, asked in Tune's order and stopped alike
+        assert rep["same_order"] and rep["same"]
     # a stopped trial ends early: it costs less than the same job run to its end
     for name, job in out["arms"]["evalstop"]["jobs"].items():
         if job["stop_step"] is not None:

@@ -1,4 +1,4 @@
-"""EvalStopCallback in TRL's own trainers (DPO and GRPO) on a tiny GPT-2 and an in-memory tokenizer: the
+"""EvalStopCallback in TRL's own trainers (DPO, GRPO and RLOO) on a tiny GPT-2 and an in-memory tokenizer: the
 callback reads TRL's eval metrics and logged reward, stops the run and keeps the best checkpoint."""
 
 import copy
@@ -10,7 +10,8 @@ import pytest
 pytest.importorskip("trl")
 
 from datasets import Dataset  # noqa: E402
-from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer  # noqa: E402
+from transformers import GPT2LMHeadModel  # noqa: E402
+from trl import DPOConfig, DPOTrainer, GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer  # noqa: E402
 
 from evalstop_gym.integrations import EvalStopCallback  # noqa: E402
 
@@ -62,3 +63,32 @@ def test_grpo_reads_eval_reward_and_the_logged_training_reward_as_the_proxy(tmp_
     logged = {e["step"]: e["reward"] for e in history if "reward" in e}
     assert list(view.proxy_rewards) == [logged[2], logged[4]]   # the latest training reward at each eval
     assert cb.best_checkpoint is not None and os.path.isdir(cb.best_checkpoint)
+
+
+def test_rloo_stops_at_the_first_decline_of_its_eval_reward(tmp_path):
+    # evalstop k=1: the run ends at the first eval whose reward is below the one before (or runs to step 12)
+    def reward(completions, **kwargs):
+        return [float(c.count("yes")) - float(c.count("no")) for c in completions]
+
+    # RLOO's KL term (beta 0.05 by default) loads its reference model from the policy's path: save it locally
+    tiny_model(vocab=len(WORDS), positions=32).save_pretrained(tmp_path / "policy")
+    model = GPT2LMHeadModel.from_pretrained(tmp_path / "policy")
+    data = Dataset.from_list([{"prompt": "a b"}] * 16)
+    cb = EvalStopCallback("evalstop", metric="eval_reward", k=1, proxy_metric="reward")
+    trainer = RLOOTrainer(model=model, reward_funcs=reward,
+                          train_dataset=data, eval_dataset=data.select(range(4)), processing_class=tiny_tokenizer(),
+                          callbacks=[cb], args=RLOOConfig(str(tmp_path / "out"), max_steps=12, num_generations=2,
+                                                          max_completion_length=4, learning_rate=0.05, **COMMON))
+    trainer.train()
+    history = trainer.state.log_history
+    evals = [(e["step"], e["eval_reward"]) for e in history if "eval_reward" in e]
+    declines = [step for (_, before), (step, now) in zip(evals, evals[1:]) if now < before]
+    assert trainer.state.global_step == (declines[0] if declines else 12)
+    assert [e["step"] for e in cb.evals] == [s for s, _ in evals]
+    view = cb.live.view("run")
+    assert list(view.eval_scores) == [r for _, r in evals]
+    logged = {e["step"]: e["reward"] for e in history if "reward" in e}
+    assert list(view.proxy_rewards) == [logged[s] for s, _ in evals]   # RLOO's logged training reward
+    if declines:   # the best checkpoint is the eval before the decline's run of best scores
+        best = max(evals, key=lambda e: (e[1], -e[0]))[0]
+        assert cb.best_checkpoint == str(tmp_path / "out" / f"checkpoint-{best}") and os.path.isdir(cb.best_checkpoint)

@@ -16,6 +16,7 @@ name                      hook                                       extra
 ``TuneStopper``           Ray Tune ``Stopper``                       ray
 ``EvalStopScheduler``     Ray Tune ``TrialScheduler``                ray
 ``EvalStopPruner``        Optuna ``BasePruner``                      live
+``replay_runs``           live runs in the simulator, in live order  (none)
 ========================  =========================================  =======
 """
 
@@ -28,6 +29,7 @@ _WHERE = {
     "EvalStopCallback": "trainer", "CurveLogger": "trainer",
     "TuneStopper": "tune", "EvalStopScheduler": "tune",
     "EvalStopPruner": "pruner",
+    "replay_runs": "replay", "Replay": "replay",
 }
 
 __all__ = sorted(_WHERE)

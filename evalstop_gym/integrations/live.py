@@ -14,6 +14,10 @@ scores (:class:`~evalstop_gym.baselines.noise.PooledNoise`). The platform form
 is one :class:`LiveStopper` shared by all the jobs it watches (the trials of a
 sweep, the tenants' jobs of a cluster), each under its own ``job_key``; one
 object per job gives each job its own estimate, learnt from that job alone.
+A pooled estimate depends on the order in which the jobs' evals arrive, so
+the stopper records when each eval came (:meth:`LiveStopper.arrivals`), and
+:func:`~evalstop_gym.integrations.replay.replay_runs` puts the simulator's
+checkpoints at those times to replay the same decisions.
 
 What a live job does not know stays neutral. ``progress`` (fraction of the run
 done, in [0, 1]) is the view's ``progress`` where given, else 0, so a rule by
@@ -87,6 +91,7 @@ class LiveStopper:
         self._views: dict[Hashable, LiveJobView] = {}
         self._started: dict[Hashable, float] = {}
         self._steps: dict[Hashable, list[float | None]] = {}
+        self._arrived: dict[Hashable, list[float]] = {}   # clock seconds since _t0 of each recorded eval
         self._t0: float | None = None   # clock at the first eval of any job: the cluster clock's zero
 
     def update(self, job_key: Hashable, score: float, *, eval_items: int = 0, loss: float | None = None,
@@ -132,6 +137,7 @@ class LiveStopper:
         elif len(view.proxy_rewards):
             view.proxy_rewards.append(math.nan)
         self._steps[job_key].append(None if step is None else float(step))
+        self._arrived[job_key].append(self.clock() - self._t0)
         self.cluster.now_ticks = max(self.cluster.now_ticks, round((self.clock() - self._t0) * TICKS_PER_HOUR / 3600))
         self.cluster.now_h = self.cluster.now_ticks / TICKS_PER_HOUR
         if view.live_progress >= 1.0:
@@ -168,6 +174,12 @@ class LiveStopper:
         except KeyError:
             raise ConfigError("job_key", job_key, "has not reported an eval") from None
 
+    def arrivals(self) -> dict:
+        """``{job key: [seconds, ...]}``: when each recorded eval of each job arrived, on ``clock`` from the
+        first eval of any job. :func:`~evalstop_gym.integrations.replay.replay_runs` takes them to put the
+        simulator's checkpoints in the live order, which the noise-aware detectors' pooled estimate depends on."""
+        return {key: list(times) for key, times in self._arrived.items()}
+
     @property
     def jobs(self) -> list:
         """Keys of every job seen, in the order of their first eval."""
@@ -188,6 +200,7 @@ class LiveStopper:
         if self._t0 is None:
             self._t0 = self._started[job_key]
         self._steps[job_key] = []
+        self._arrived[job_key] = []
         return view
 
     def _end(self, job_key: Hashable, status: str) -> None:

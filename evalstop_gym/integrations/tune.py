@@ -7,7 +7,9 @@ given (as for Tune's ASHA), else unknown. A result without ``metric`` is not
 an eval and is never judged. Both keep one
 :class:`~evalstop_gym.integrations.live.LiveStopper` for every trial of the
 run, keyed by trial id: the platform form, in which a noise-aware detector
-pools its noise estimate over the trials.
+pools its noise estimate over the trials (so its decisions depend on the order
+Tune delivers the results; ``live.arrivals()`` records it for
+:func:`~evalstop_gym.integrations.replay.replay_runs`).
 
 - :class:`TuneStopper`: ``RunConfig(stop=TuneStopper("eval_reward"))``. Tune
   ends a trial when ``__call__(trial_id, result)`` is True.
