@@ -32,7 +32,8 @@ import time
 import numpy as np
 
 STEPS, EVALS = 48, 6          # an eval every 8 steps; the simulator's checkpoints are exactly these steps
-COMMON = dict(steps=STEPS, evals=EVALS, sft_steps=100, rm_steps=60, gold_items=300)
+# dim 32: the policy width the measured tables were made at (18k parameters; the backend's default is 80)
+COMMON = dict(steps=STEPS, evals=EVALS, sft_steps=100, rm_steps=60, gold_items=300, dim=32)
 # (method, pairs, kl_coef / DPO beta, lr): few pairs, no KL and a high learning rate over-optimise
 JOBS = (("grpo", 128, 0.0, 3e-3), ("grpo", 1024, 0.3, 1e-3), ("dpo", 128, 0.1, 3e-3), ("dpo", 1024, 0.5, 1e-3))
 METRIC = "eval_score"
