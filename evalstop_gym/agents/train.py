@@ -356,7 +356,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a YAML file to read instead of evalstop_gym/agents/hyperparams/<algo>.yml")
     p.add_argument("--verbose", type=int, default=0, choices=(0, 1, 2), help="SB3 verbosity (default 0)")
     p.add_argument("--calibration", default=None, metavar="NAME",
-                   help="world to train in: paper or realistic (default: the hyperparameter file's, else paper)")
+                   help="world to train in: a named calibration (paper, realistic, grounded) or a world file (default: the hyperparameter file's, else paper)")
     p.add_argument("--force", action="store_true", help="overwrite a model already in --out")
 
 
