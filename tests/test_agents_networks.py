@@ -149,6 +149,12 @@ def test_maskable_scheduler_trained_on_8_slots_scores_the_same_jobs_on_24(realis
     obs_big = busy_obs(big)
     a, _ = moved.predict(obs_big, action_masks=big.unwrapped.action_masks(), deterministic=True)
     assert big.unwrapped.action_masks()[a]
+    # a model trained on nodes cannot play a flat pool (no node block): a ConfigError naming why, not torch's
+    from evalstop_gym.config import ConfigError
+
+    flat = gym.make(CLUSTER_ID, slots=SLOTS, jobs=40, calibration="realistic", cluster="flat")
+    with pytest.raises(ConfigError, match="trained on nodes of GPUs sees a node block"):
+        transfer(model, flat)
 
 
 def test_train_reads_the_extractor_by_name_from_a_hyperparameter_file(tmp_path):

@@ -209,5 +209,13 @@ def transfer(model, env):
     elif not issubclass(model.policy_class, SlotScorerPolicy):
         raise ValueError(f"transfer needs a SlotSetExtractor or SlotScorerPolicy model, got {model.policy_class.__name__}")
     new = type(model)(model.policy_class, env, policy_kwargs=kwargs, device="cpu", seed=0)
-    new.policy.load_state_dict(model.policy.state_dict())
+    try:
+        new.policy.load_state_dict(model.policy.state_dict())
+    except RuntimeError as e:   # a weight's shape differs: the per-job or per-cluster features do
+        from ..checks import ConfigError
+
+        raise ConfigError("model", type(model).__name__,
+                          "cannot play this env: its observation features differ from the ones it was trained "
+                          "on (a model trained on nodes of GPUs sees a node block that a flat pool lacks, and "
+                          f"vice versa; {str(e).splitlines()[0]})") from None
     return new
