@@ -8,6 +8,7 @@ naming the field, the value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -442,6 +443,12 @@ def load_world(path) -> Calibration:
     return Calibration(**read_world(path, LatentModel, WorldModel))
 
 
+@functools.lru_cache(maxsize=32)
+def _world_file(path: str, mtime_ns: int, size: int) -> Calibration:
+    """A world file read once per version of it (a config is built at every reset and replace)."""
+    return load_world(path)
+
+
 def calibration_of(calibration: str) -> Calibration:
     """The world a ``calibration`` value names: a key of :data:`CALIBRATIONS` or a world file (``.yaml``)."""
     if isinstance(calibration, str) and calibration in CALIBRATIONS:
@@ -449,7 +456,11 @@ def calibration_of(calibration: str) -> Calibration:
     from .worldfile import is_world_path
 
     if is_world_path(calibration):
-        return load_world(calibration)
+        try:
+            st = os.stat(calibration)
+        except OSError:
+            return load_world(calibration)   # its own error names the missing file
+        return _world_file(os.path.abspath(calibration), st.st_mtime_ns, st.st_size)
     raise ConfigError("calibration", calibration, f"must be one of {', '.join(CALIBRATIONS)} "
                                                   "or a world file (.yaml, from evalstop-gym calibrate)")
 
@@ -473,12 +484,13 @@ CALIBRATIONS: Mapping[str, Calibration] = NamedWorlds({
         "the paper's detection regime: healthy runs rise to the end, only RLHF runs hack, "
         "Gaussian eval noise of one sigma for every job, free evals and preemptions, exact speed",
         noise=0.02,
-        # the LatentModel defaults except two choices that keep public data from giving the label away
+        # the LatentModel defaults except four choices that keep public data from giving the label away
         # early (docs/calibration.md, "Curves from latent causes"; docs/audit.md): an exploitable proxy's
-        # gold gains 0.2-0.4 at its peak, so by eval 2 a hacking run's score is no higher than a healthy
-        # run's (with 0.25-0.45 it was, median 0.23 vs 0.16); and KL-growth exponents spread over 1-2, as
+        # gold gains 0.18-0.38 at its peak, so by eval 2 a hacking run's score is no higher than a healthy
+        # run's (with 0.25-0.45 it was, median 0.23 vs 0.16); its optimum d* 0.55-0.8, so the lower peaks
+        # still fall past the label threshold in time for k=2; KL-growth exponents spread over 1-2, as
         # real runs' spread (a factor 2-3 in the TRL library), so a hacking run's early slowing is no
-        # longer set by its d* alone
+        # longer set by its d* alone; and proxy noise 0.05 (the TRL runs' median residual share of range)
         curves=LatentModel(peak_gain_exploitable=(0.18, 0.38), d_star_exploitable=(0.55, 0.8), kl_exponent=(1.0, 2.0),
                            proxy_noise=0.05),
         world=WorldModel()),
