@@ -62,7 +62,7 @@ TUNED_ON_TEST: dict[str, range] = {"earlier detector defaults": range(100, 111)}
 # plays it, records its choice in docs/detector_defaults.json, and tests/test_baselines_defaults.py holds
 # the file, this name and the defaults in evalstop_gym/baselines/ equal. To move the selection to another
 # world, change this name, re-run the script and ship what it picks.
-SELECTION_CALIBRATION = "realistic"
+SELECTION_CALIBRATION = "grounded"
 
 # the names the learned layer has used since before this module (evalstop_gym.agents.seeds)
 TEST_SEEDS_END = TEST.end
