@@ -17,11 +17,11 @@ A healthy run whose KL keeps growing while its score sits on a plateau also
 has a rising proxy; there the weaker test costs precision (E10, "healthy KL
 grows"). Defaults are the choice of ``docs/select_detectors.py`` on validation
 seeds of the selection world (recorded in ``docs/detector_defaults.json``;
-docs/detectors.md): while the proxy rose over the last eval by more than
-``sqrt(2)`` times its noise (``proxy_z = 1``, ``lag = 1``), a last score 0.04
-and ``1 * sqrt(2)`` sigmas below the best earlier one stops the job; otherwise
-the mean of the last two scores must fall 0.04 and ``2 * sqrt(1.5)`` sigmas
-below the best before them (``window = 2``, ``z = 2``, ``min_drop = 0.04``).
+docs/detectors.md): while the proxy rose over the last two evals by more than
+``sqrt(2)`` times its noise (``proxy_z = 1``, ``lag = 2``), a last score 0.04
+and ``1.5 * sqrt(2)`` sigmas below the best earlier one stops the job; otherwise
+the mean of the last two scores must fall 0.04 and ``1.5 * sqrt(1.5)`` sigmas
+below the best before them (``window = 2``, ``z = 1.5``, ``min_drop = 0.04``).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from .noise import PooledNoise
 class Divergence(DropTest):
     rule_name = "divergence"
 
-    def __init__(self, base, window: int = 2, z: float = 2.0, min_drop: float = 0.04, fast_z: float = 1.0,
-                 fast_min_drop: float = 0.04, proxy_z: float = 1.0, lag: int = 1, sigma: float | None = None):
+    def __init__(self, base, window: int = 2, z: float = 1.5, min_drop: float = 0.04, fast_z: float = 1.5,
+                 fast_min_drop: float = 0.04, proxy_z: float = 1.0, lag: int = 2, sigma: float | None = None):
         super().__init__(base, window, z, min_drop, sigma)
         check_range("fast_z", fast_z, 0.0, 20.0)
         check_range("fast_min_drop", fast_min_drop, 0.0, 1.0)

@@ -40,7 +40,7 @@ def drop_below_best(scores, window: int) -> tuple[float, float]:
 class DropTest(NoiseAwareStopper):
     rule_name = "droptest"
 
-    def __init__(self, base, window: int = 2, z: float = 1.0, min_drop: float = 0.0, sigma: float | None = None):
+    def __init__(self, base, window: int = 1, z: float = 1.5, min_drop: float = 0.08, sigma: float | None = None):
         super().__init__(base, sigma)
         check_range("window", window, 1, 20, integer=True)
         check_range("z", z, 0.0, 20.0)

@@ -9,12 +9,10 @@ reaches ``patience`` evals. The tenant gets the best observed checkpoint.
 How it relates to EvalStop(k): k consecutive declines leave k scores below
 an earlier one, so ``patience = k`` fires whenever EvalStop(k) does, and on
 more runs (the evals without a new best need not be consecutive). Defaults
-``patience = 3, min_delta = 0.01`` are the choice of ``docs/select_detectors.py``
+``patience = 3, min_delta = 0`` are the choice of ``docs/select_detectors.py``
 on validation seeds of the selection world (recorded in
 ``docs/detector_defaults.json``; docs/detectors.md), the best F1 among the
-settings that reach its waste floor (EvalStop k=2's): ``patience = 3`` with
-``min_delta = 0`` cuts a little less waste than EvalStop, and not counting
-gains of 0.01 or less lifts it over. It needs no noise estimate and carries
+settings that reach its waste floor (EvalStop k=2's). It needs no noise estimate and carries
 no noise scale: ``min_delta`` is in score units. Works on every job type.
 Source: Prechelt, "Early Stopping - But When?" (1998); Keras EarlyStopping.
 """
@@ -26,7 +24,7 @@ from evalstop_gym.policy import Stopper
 class Patience(Stopper):
     rule_name = "patience"
 
-    def __init__(self, base, patience: int = 3, min_delta: float = 0.01):
+    def __init__(self, base, patience: int = 3, min_delta: float = 0.0):
         super().__init__(base)
         check_range("patience", patience, 1, integer=True)
         check_range("min_delta", min_delta, 0.0, 1.0)
