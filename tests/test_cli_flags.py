@@ -165,6 +165,25 @@ def test_trace_flag_reaches_the_replay(capsys, trace_files, case):
     assert got != without
 
 
+def test_tie_flag_picks_the_base_schedulers_tie_rule(capsys, trace_files):
+    """--tie arrival is make_policy(..., tie="arrival"); on this trace it moves tiresias (equal submit times)."""
+    path = trace_files["philly.csv"]
+    cfg = trace_config(jobs=40, seed=3, gpus=16)
+    w, _ = replay_trace(read_trace(path, "philly"), cfg)
+    runs = {tie: json.loads(run_cli(capsys, [*TRACE, "--trace", path, "--scheduler", "tiresias", "--tie", tie]).out)
+            for tie in ("running", "arrival")}
+    for tie, got in runs.items():
+        assert got == run_policy(w, make_policy("tiresias", "evalstop", tie=tie))
+    assert runs["arrival"] != runs["running"]
+    default = json.loads(run_cli(capsys, [*TRACE, "--trace", path, "--scheduler", "tiresias"]).out)
+    assert default == runs["running"]
+    generated = json.loads(run_cli(capsys, [*SIM, "--scheduler", "tiresias", "--tie", "arrival"]).out)
+    assert generated == api_simulate(make_policy("tiresias", "none", tie="arrival"))
+    with pytest.raises(SystemExit) as bad:
+        main([*SIM, "--tie", "newest"])
+    assert bad.value.code == 2 and "invalid choice: 'newest'" in capsys.readouterr().err
+
+
 def test_trace_gpu_scale_fit_and_rescale_cluster(capsys, trace_files):
     path = trace_files["philly.csv"]
     small = ["--gpus", "4"]     # the trace's 8-GPU jobs do not fit: fit scales them by 4 / 8
@@ -219,7 +238,7 @@ def test_every_simulate_flag_has_a_case():
     # --json: tests/test_cli.py compares the table with the JSON, value by value
     # --placement goes with --nodes or --cluster (both set `cluster`): tests/test_placement.py,
     # test_cli_cluster_flags_match_the_python_api, compares it with the API
-    covered = {*SIMULATE_CASES, *TRACE_CASES, "--json", "--trace", "--trace-format", "--on-bad-row", "--curves",
+    covered = {*SIMULATE_CASES, *TRACE_CASES, "--json", "--tie", "--trace", "--trace-format", "--on-bad-row", "--curves",
                "--curves-format", "--placement"}
     assert flags_of("simulate") <= covered, flags_of("simulate") - covered
 

@@ -28,6 +28,10 @@ def add_parser(sub) -> None:
                    help="sigma of the log-normal error of users' length estimates, generated or replayed "
                         "(--trace) jobs; 0: exact estimates, so srtf-est is SRTF (default 0.5)")
     add_policy_flags(p)
+    p.add_argument("--tie", choices=("running", "arrival"), default="running",
+                   help="the base scheduler's order among jobs of equal key: running (running jobs first, then by "
+                        "last queue entry) or arrival (by arrival, as Tiresias' simulator); default %(default)s "
+                        "(docs/parity.md)")
     t = p.add_argument_group("trace replay (docs/traces.md)")
     t.add_argument("--trace", metavar="PATH", default=None,
                    help="replay a job trace (CSV); --jobs is then not used, see --trace-jobs")
@@ -133,19 +137,19 @@ def build_workload(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     check_dependent_flags(args)
 
-    if args.trace or args.curves:
-        from evalstop_gym.baselines import make_policy
+    from evalstop_gym.baselines import make_policy
 
+    policy = make_policy(args.scheduler, args.stopper, tie=args.tie, **policy_kwargs(args))
+    if args.trace or args.curves:
         from ..api import run_policy
 
-        policy = make_policy(args.scheduler, args.stopper, **policy_kwargs(args))
         w, what = build_workload(args)
         metrics = run_policy(w, policy)
     else:
         from ..api import simulate
 
         what = args.workload
-        metrics = simulate(args.scheduler, args.stopper, **workload_kwargs(args), **policy_kwargs(args))
+        metrics = simulate(policy, **workload_kwargs(args))
     if args.json:
         print(json.dumps(metrics, sort_keys=True, allow_nan=False))
     else:
