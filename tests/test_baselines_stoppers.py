@@ -367,12 +367,12 @@ def test_documented_defaults():
     assert (LossPlateau(FIFO()).window, LossPlateau(FIFO()).tolerance) == (3, 0.01)
     # the detectors' defaults are docs/select_detectors.py's choice on validation seeds, recorded in
     # docs/detector_defaults.json (tests/test_baselines_defaults.py holds the two equal)
-    assert (Patience(FIFO()).patience, Patience(FIFO()).min_delta) == (3, 0.01)
+    assert (Patience(FIFO()).patience, Patience(FIFO()).min_delta) == (3, 0.0)
     c, s = CUSUM(FIFO()), SmoothedDecline(FIFO())
     assert (c.threshold, c.drift, c.sigma) == (1.5, 0.0, None) and (s.window, s.threshold, s.sigma) == (3, 1.0, None)
     d, v = DropTest(FIFO()), Divergence(FIFO())
-    assert (d.window, d.z, d.min_drop, d.sigma) == (2, 1.0, 0.0, None)
-    assert (v.window, v.z, v.min_drop, v.fast_z, v.fast_min_drop, v.proxy_z, v.lag) == (2, 2.0, 0.04, 1.0, 0.04, 1.0, 1)
+    assert (d.window, d.z, d.min_drop, d.sigma) == (1, 1.5, 0.08, None)
+    assert (v.window, v.z, v.min_drop, v.fast_z, v.fast_min_drop, v.proxy_z, v.lag) == (2, 1.5, 0.04, 1.5, 0.04, 1.0, 2)
     t = _tiresias()
     assert (t.thresholds_gpu_h, t.promote_knob) == ((4.0, 32.0), 2.0)
     assert type(make_policy()) is FIFO
