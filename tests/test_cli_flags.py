@@ -179,6 +179,7 @@ def test_tie_flag_picks_the_base_schedulers_tie_rule(capsys, trace_files):
     assert default == runs["running"]
     generated = json.loads(run_cli(capsys, [*SIM, "--scheduler", "tiresias", "--tie", "arrival"]).out)
     assert generated == api_simulate(make_policy("tiresias", "none", tie="arrival"))
+    assert generated != json.loads(run_cli(capsys, [*SIM, "--scheduler", "tiresias"]).out)   # it moves here too
     with pytest.raises(SystemExit) as bad:
         main([*SIM, "--tie", "newest"])
     assert bad.value.code == 2 and "invalid choice: 'newest'" in capsys.readouterr().err

@@ -28,7 +28,9 @@ def add_parser(sub) -> None:
                    help="sigma of the log-normal error of users' length estimates, generated or replayed "
                         "(--trace) jobs; 0: exact estimates, so srtf-est is SRTF (default 0.5)")
     add_policy_flags(p)
-    p.add_argument("--tie", choices=("running", "arrival"), default="running",
+    from evalstop_gym.baselines.ties import DEFAULT_TIE, TIE_RULES
+
+    p.add_argument("--tie", choices=TIE_RULES, default=DEFAULT_TIE,
                    help="the base scheduler's order among jobs of equal key: running (running jobs first, then by "
                         "last queue entry) or arrival (by arrival, as Tiresias' simulator); default %(default)s "
                         "(docs/parity.md)")
