@@ -24,7 +24,7 @@ class JobView:
 
     Hours are exact conversions of the simulator's integer ticks (1 ms, see
     :mod:`evalstop_gym.timebase`); ``submit_ticks``, ``est_length_ticks``,
-    :attr:`attained_ticks` and :attr:`remaining_est_ticks` give the same
+    :attr:`attained_ticks`, :attr:`remaining_est_ticks` and :attr:`waiting_ticks` give the same
     quantities as integers, for keys that must tie exactly.
 
     ``eval_items`` is the size of the job's eval set (0 where the world does
@@ -114,10 +114,14 @@ class JobView:
         return self.remaining_est_ticks / TICKS_PER_HOUR
 
     @property
+    def waiting_ticks(self) -> int:
+        """Ticks since submission not spent running: exact."""
+        return self._cluster.now_ticks - self.submit_ticks - self.attained_ticks
+
+    @property
     def waiting_h(self) -> float:
         """Hours since submission not spent running."""
-        c = self._cluster
-        return (c.now_ticks - self.submit_ticks - self.attained_ticks) / TICKS_PER_HOUR
+        return self.waiting_ticks / TICKS_PER_HOUR
 
     def _record_copied(self, i: int, score: float, loss: float, attained_h: float, proxy: float | None) -> None:
         """Record checkpoint ``i`` (0-based) into fresh copies of the histories: the simulator's path when a

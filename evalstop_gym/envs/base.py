@@ -473,12 +473,18 @@ class SimEnv(gym.Env):
         """Assemble ``(obs, reward, terminated, truncated, info)`` and reset the step's terms."""
         self._steps += 1
         n = self._n_jobs
-        w = self.reward_weights
-        # a hidden-truth term is reported only while weighted: otherwise per-step info stays public
-        parts = [(k, x / n) for k, x in zip(TERMS, self._terms) if k not in HIDDEN_TERMS or w[k] != 0.0]
-        parts.append(("invalid", 1.0 if invalid else 0.0))
+        w = self.reward_weights  # read as the step happens: a caller may change a weight between steps
+        terms = self._terms
         self._terms = [0.0] * len(TERMS)
-        reward = float(sum([w[k] * x for k, x in parts]))
+        # reward = the sum over terms, in TERMS order then "invalid", of weight * (term / jobs); a hidden-truth
+        # term counts only while weighted. A term that is 0 adds an exact 0 to the sum, so it is skipped
+        reward = 0
+        for k, x in zip(TERMS, terms):
+            if x:
+                reward += w[k] * (x / n)
+        if invalid:
+            reward += w["invalid"] * 1.0
+        reward = float(reward)
         terminated = self._kind == DONE
         truncated = not terminated and self._limit is not None and self._steps >= self._limit
         if self.step_info == "lean":
@@ -493,7 +499,10 @@ class SimEnv(gym.Env):
             info["truncation"] = (f"max_steps={self._limit} reached with {self._n_jobs - c.finished} of "
                                   f"{self._n_jobs} jobs unfinished; no metrics (the episode did not end)")
         if self.step_info == "full":
-            info["reward_terms"] = dict(parts)
+            # a hidden-truth term is reported only while weighted: otherwise per-step info stays public
+            parts = {k: x / n for k, x in zip(TERMS, terms) if k not in HIDDEN_TERMS or w[k] != 0.0}
+            parts["invalid"] = 1.0 if invalid else 0.0
+            info["reward_terms"] = parts
             info["invalid_action"] = invalid
         if self.render_mode == "human":
             self.render()

@@ -56,8 +56,8 @@ class ClusterEnv(SimEnv):
         self._ids: list[int] = []    # the window: job ids in slot order, the first _n_run of them running
         self._n_run = 0
         self._table = JobTable(slots, len(lo) - slots * N_JOB)
-        self._eval_mask = np.frombuffer(bytes([1, 1]).ljust(SLOT0 + slots, b"\0"), np.int8)  # continue or stop
-        self._done_mask = np.frombuffer(bytes([1]).ljust(SLOT0 + slots, b"\0"), np.int8)     # only 0 after the end
+        self._eval_mask = b"\1\1".ljust(SLOT0 + slots, b"\0")  # continue or stop (masks are kept as bytes)
+        self._done_mask = b"\1".ljust(SLOT0 + slots, b"\0")     # only 0 after the end
         self._mask = self._done_mask
 
     # -- episode -----------------------------------------------------------------
@@ -142,22 +142,23 @@ class ClusterEnv(SimEnv):
 
     # -- observation and masks ------------------------------------------------------
     def _refresh(self) -> None:
+        """The window (``_ids``, its first ``_n_run`` running) and the mask (``_mask``, bytes) of the decision now."""
         c = self._sim.cluster
         kind = self._kind
-        if kind == EVAL:
+        running, waiting, slots = c.running, c.waiting, self.slots
+        if kind == SCHEDULE:
+            self._ids, self._n_run = ids, r = window_ids(c, slots)
+            now, fit, started, gpus = c.now_ticks, c.largest_fit(), self._started_at, self._job_gpus
+            # commit needs a running job, an empty queue or a pending wake-up; a job started at this instant
+            # cannot be preempted in it; a waiting one starts if it fits
+            self._mask = (bytes((1 if running or not waiting or self._wakeup_h > c.now_h else 0, 0,
+                                 *[started[j] != now for j in ids[:r]], *[gpus[j] <= fit for j in ids[r:]]))
+                          .ljust(SLOT0 + slots, b"\0"))
+        elif kind == EVAL:
             v = self._sim.decision_job
             self._table.update(v)  # a new checkpoint in its history
-            self._ids, self._n_run = window_ids(c, self.slots, v.job_id)
+            self._ids, self._n_run = window_ids(c, slots, v.job_id)
             self._mask = self._eval_mask
-        elif kind == SCHEDULE:
-            self._ids, self._n_run = ids, r = window_ids(c, self.slots)
-            now, fit, started, gpus = c.now_ticks, c.largest_fit(), self._started_at, self._job_gpus
-            idle_with_queue = not c.running and c.waiting and not self._wakeup_h > c.now_h
-            # a job started at this instant cannot be preempted in it; a waiting one starts if it fits
-            self._mask = np.frombuffer(bytes([0 if idle_with_queue else 1, 0,
-                                              *[started[j] != now for j in ids[:r]],
-                                              *[gpus[j] <= fit for j in ids[r:]]]).ljust(SLOT0 + self.slots, b"\0"),
-                                       np.int8)  # read-only: action_masks() hands out copies
         else:
             self._ids, self._n_run = [], 0
             self._mask = self._done_mask
@@ -165,16 +166,15 @@ class ClusterEnv(SimEnv):
     def _observe(self) -> np.ndarray:
         c = self._sim.cluster
         ids, r, kind = self._ids, self._n_run, self._kind
-        row = cluster_row(c, shown_running=r, shown_waiting=len(ids) - r, eval_point=kind == EVAL,
-                          schedule_point=kind == SCHEDULE,
-                          waiting_gpus=sum(map(self._job_gpus.__getitem__, c.waiting)))
+        row = cluster_row(c, r, len(ids) - r, kind == EVAL, kind == SCHEDULE,  # positional: the env's hot path
+                          sum(map(self._job_gpus.__getitem__, c.waiting)))
         if self._topo_spec is not None:
             row += topology_row(c, self.window, self.slots)
         return self._table(c, ids, row, kind == EVAL)
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now: ``np.int8`` 0/1 of length ``2 + slots`` (never all 0)."""
-        return self._mask.copy()
+        return np.frombuffer(bytearray(self._mask), np.int8)  # a fresh, writable array
 
     def _why_invalid(self, a: int) -> str:
         if self._kind == EVAL:

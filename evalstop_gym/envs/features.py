@@ -15,6 +15,7 @@ are clipped to a documented range. Empty slots are all zeros (``present = 0``).
 
 from __future__ import annotations
 
+import struct
 from itertools import islice
 from typing import Sequence
 
@@ -103,8 +104,8 @@ def _clock_part(v: JobView) -> tuple[float, float, float]:
     waiting hours."""
     ts = TIME_SCALE_H
     est = v.est_length_h
-    att = v.attained_h
-    wait = v.waiting_h
+    att = v.attained_ticks / TICKS_PER_HOUR  # = v.attained_h, v.waiting_h: the same operations, fewer calls
+    wait = v.waiting_ticks / TICKS_PER_HOUR
     if wait < 0.0:  # float noise at the instant a job starts
         wait = 0.0
     rem = est - att if est > att else 0.0
@@ -173,15 +174,16 @@ if list(JOB_FEATURES)[_TIMED:_TIMED + 3] != ["attained", "remaining_est", "waiti
     raise RuntimeError("JobTable writes attained, remaining_est and waiting as three adjacent columns")
 
 
-class JobTable:
-    """The job rows of one episode, kept per job and written again only where a job changed.
+_PACK_ROW = struct.Struct(f"={N_JOB}f").pack_into  # one row into a float32 buffer (a C cast, as NumPy's)
 
-    Each job's row is kept (float32) without its clock columns (:func:`_clock_part`: attained, remaining
-    estimate, waiting), which are computed once per instant and job. Each slot of the observation
-    remembers the versions of the row and of the clock columns it holds, and an observation writes a
-    slot's row only if the slot holds another job or an older version of its row, and its clock columns
-    only if they changed: at a new instant, one small write per shown job; in the sub-steps of a
-    scheduling decision (one instant), only the slots that starts and preemptions changed.
+
+class JobTable:
+    """The job rows of one episode, kept per job and read again only where a job changed.
+
+    Each job's row is kept (float32); its clock columns (:func:`_clock_part`: attained, remaining
+    estimate, waiting) are computed once per instant and job, for the jobs shown. An observation copies
+    the rows of the shown jobs into its slots (one memory copy each), zeroes the slots emptied since the
+    last one and writes the ``extra`` (cluster) features only if they changed.
 
     The driver calls :meth:`update` when a job reaches an eval checkpoint and :meth:`moved` when it
     starts or is preempted. Jobs that arrived since the last observation are read from their views:
@@ -193,48 +195,47 @@ class JobTable:
     def __init__(self, slots: int, n_extra: int):
         self.slots = slots
         self._buf = np.zeros(slots * N_JOB + n_extra, np.float32)
-        self._block = self._buf[:slots * N_JOB].reshape(slots, N_JOB)  # a view: the job rows
+        self._pack_extra = struct.Struct(f"={n_extra}f").pack_into  # float64 -> float32 by a C cast, as NumPy's
+        self._rows = np.zeros((0, N_JOB), np.float32)
+        self._views_of_buffers()
+
+    def _views_of_buffers(self) -> None:
+        # flat float32 memoryviews: a value or a row is written without a NumPy call
+        self._mv = memoryview(self._buf)
+        self._rows_mv = memoryview(self._rows.reshape(-1))
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_block"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_mv", "_rows_mv", "_pack_extra")}
 
-    def __setstate__(self, state: dict) -> None:  # a pickled view comes back as a copy: make it a view again
+    def __setstate__(self, state: dict) -> None:  # memoryviews and bound methods of a Struct do not pickle
         self.__dict__.update(state)
-        self._block = self._buf[:self.slots * N_JOB].reshape(self.slots, N_JOB)
+        self._pack_extra = struct.Struct(f"={len(self._buf) - self.slots * N_JOB}f").pack_into
+        self._views_of_buffers()
 
     def reset(self, views: list, total_gpus: int) -> None:
         """A new episode over ``views`` (the simulator's list of job views, ``None`` before arrival)."""
         n = len(views)
         self._views, self._total = views, total_gpus
         self._rows = np.zeros((n, N_JOB), np.float32)
-        self._clock: list[tuple | None] = [None] * n  # each job's clock columns, computed at tick _at
-        self._at = [-1] * n           # (-1: to compute)
-        self._version = [0] * n       # version stamps of each job's row and clock columns: new values of
-        self._clock_version = [0] * n  # _count at each change, so a stamp names one job's one version
-        self._count = 0
-        self._slot = [0] * self.slots        # the row version each slot holds (0: empty; -1: to rewrite)
-        self._slot_clock = [0] * self.slots  # the clock version each slot holds
-        self._shown = 0                      # slots holding a job
+        self._at = [-1] * n     # the tick at which each job's clock columns were computed (-1: to compute)
+        self._shown = 0         # slots holding a job
         self._extra: list[float] = []
         self._arrived = 0
         self._buf[:] = 0.0
+        self._views_of_buffers()
 
     def update(self, v: JobView) -> None:
         """Read job ``v``'s view again (a new job, or one at a new eval checkpoint)."""
         _, head, est, tail = _checkpoint_parts(v, v.evals_done)
-        row = self._rows[v.job_id]
-        row[:_RUNNING] = head
-        row[_GPUS] = v.gpus / self._total
-        row[_EST] = est / (est + TIME_SCALE_H)
-        row[_TIMED + 3:] = tail
-        self.moved(v)
+        j = v.job_id
+        _PACK_ROW(self._rows_mv, j * N_JOB * 4, *head, 1.0 if v.status == RUNNING else 0.0, 0.0,
+                  v.gpus / self._total, est / (est + TIME_SCALE_H), 0.0, 0.0, 0.0, *tail)
+        self._at[j] = -1
 
     def moved(self, v: JobView) -> None:
-        """Job ``v`` started or was preempted (or :meth:`update` changed its row)."""
+        """Job ``v`` started or was preempted."""
         j = v.job_id
-        self._rows[j, _RUNNING] = 1.0 if v.status == RUNNING else 0.0
-        self._count += 1
-        self._version[j] = self._count
+        self._rows_mv[j * N_JOB + _RUNNING] = 1.0 if v.status == RUNNING else 0.0
         self._at[j] = -1
 
     def __call__(self, cluster: ClusterView, ids: list[int], extra: list[float],
@@ -247,36 +248,28 @@ class JobTable:
             for j in islice(reversed(waiting), arrived - self._arrived):
                 self.update(views[j])
             self._arrived = arrived
-        block, rows, slot, slot_clock = self._block, self._rows, self._slot, self._slot_clock
-        now, at, clock, version, clock_version = cluster.now_ticks, self._at, self._clock, self._version, \
-            self._clock_version
-        for i, j in enumerate(ids):
+        mv, rows, now, at, n = self._mv, self._rows_mv, cluster.now_ticks, self._at, N_JOB
+        o = 0
+        for j in ids:
+            r = j * n
             if at[j] != now:
-                clock[j] = _clock_part(views[j])
                 at[j] = now
-                self._count += 1
-                clock_version[j] = self._count
-            if slot[i] != version[j]:
-                block[i] = rows[j]
-                slot[i] = version[j]
-                slot_clock[i] = 0
-            if slot_clock[i] != clock_version[j]:
-                block[i, _TIMED:_TIMED + 3] = clock[j]
-                slot_clock[i] = clock_version[j]
-        k = len(ids)
-        if k < self._shown:
-            block[k:self._shown] = 0.0
-            slot[k:self._shown] = [0] * (self._shown - k)
-        self._shown = k
+                c = r + _TIMED
+                rows[c], rows[c + 1], rows[c + 2] = _clock_part(views[j])
+            mv[o:o + n] = rows[r:r + n]
+            o += n
+        if o < self._shown:
+            self._buf[o:self._shown] = 0.0
+        self._shown = o
         if decision:
-            block[0, _DECISION] = 1.0
-            slot[0] = -1  # the flag is the slot's, not the row's
+            mv[_DECISION] = 1.0
         if extra != self._extra:
-            self._buf[self.slots * N_JOB:] = self._extra = extra
+            self._pack_extra(mv, self.slots * n * 4, *extra)
+            self._extra = extra
         return self._buf.copy()
 
 
-def cluster_row(cluster: ClusterView, *, shown_running: int = 0, shown_waiting: int = 0,
+def cluster_row(cluster: ClusterView, shown_running: int = 0, shown_waiting: int = 0,
                 eval_point: bool = False, schedule_point: bool = False, waiting_gpus: int | None = None) -> list[float]:
     """The cluster features, in :data:`CLUSTER_FEATURES` order.
 
@@ -297,9 +290,14 @@ def cluster_row(cluster: ClusterView, *, shown_running: int = 0, shown_waiting: 
 def window_ids(cluster: ClusterView, slots: int, first: int | None = None) -> tuple[list[int], int]:
     """The ids of :func:`window` and how many of them (a prefix) are running: ``first`` (the id of the
     job at an eval checkpoint, a running job) counts as running."""
+    running, waiting = cluster.running, cluster.waiting
+    if len(running) + len(waiting) <= slots:  # every active job is shown (the usual case): in the same order
+        if first is None:
+            return [*running, *waiting], len(running)
+        if first in running:
+            return [first, *[j for j in running if j != first], *waiting], len(running)
     out = [first] if first is not None else []
     free = slots - len(out)
-    running, waiting = cluster.running, cluster.waiting
     run = list(running)
     if first in running:
         run.remove(first)
