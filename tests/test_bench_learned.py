@@ -28,6 +28,10 @@ def test_a_saved_model_is_scored_against_the_references(model_dir, tmp_path, mon
     suite_hash.cache_clear()
     p = parse_policy(str(model_dir))
     assert p.kind == LEARNED_KIND and p.scheduler == "srtf-est"
+    import shutil  # two models of one kind are two policies, told apart by their folders' names
+
+    other = shutil.copytree(model_dir, tmp_path / "another-recipe")
+    assert parse_policy(str(other)).label == p.label.replace(f"[{model_dir.name}]", "[another-recipe]") != p.label
     trace_row = Row("trace", trace=PHILLY, seeds=(1200,))
     assert specs_of(p, (TOY[0], trace_row)) and all(s.config.seed != 1200 for s in specs_of(p, (TOY[0], trace_row)))
     out = run_bench([str(model_dir)], suite_name="toy", out=tmp_path, progress=False, echo=lambda _t: None)

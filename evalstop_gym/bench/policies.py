@@ -118,7 +118,9 @@ def parse_policy(text: str, scheduler: str = DEFAULT_SCHEDULER) -> BenchPolicy:
         from ..experiments.learned import provider
 
         arm, own = provider().arm(text)
-        label = arm.label + ("" if own else f" over {scheduler}")
+        # the folder's name tells two models of one kind apart (two recipes of the same algorithm)
+        folder = Path(text).parent if Path(text).suffix == ".zip" else Path(text)
+        label = f"{arm.label} [{folder.resolve().name}]" + ("" if own else f" over {scheduler}")
         return BenchPolicy(text, label, LEARNED_KIND, own or scheduler, arm.stopper, arm.params)
     head, params = text, {}
     last = text.rsplit(":", 1)
