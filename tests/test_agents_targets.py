@@ -172,9 +172,9 @@ def test_judge_on_toy_runs_by_hand():
     assert j.jct["change"] == pytest.approx(-6.0) and j.jct["unit"] == "%"
     assert (j.learned_jct, j.pair_jct) == (pytest.approx(37.7 / 3), pytest.approx(40 / 3))
     assert (j.learned_preemptions, j.reference_preemptions) == (2.0, 3.0)
-    # the t-test is on the paired differences in hours, 1, 1, 0.3: mean 0.767, sd 0.404, t = 3.29 on 2 df,
-    # p = 0.081 (t(2)'s closed form, p = 1 - |t| / sqrt(t^2 + 2)); Holm over the two claims (JCT, F1)
-    d = [1.0, 1.0, 0.3]
+    # the t-test is on the per-seed % changes the interval is on, -10, -5, -3: mean -6, sd sqrt(13), t = -2.88
+    # on 2 df, p = 0.102 (t(2)'s closed form, p = 1 - |t| / sqrt(t^2 + 2)); Holm over the two claims (JCT, F1)
+    d = [-10.0, -5.0, -3.0]
     t = np.mean(d) / (np.std(d, ddof=1) / math.sqrt(3))
     assert j.jct["p"] == pytest.approx(1 - abs(t) / math.sqrt(t * t + 2), rel=1e-6)
     lo, hi = sorted([j.jct["p"], j.f1["p"]])   # Holm on two: the smaller p doubled, the larger at least that
@@ -479,7 +479,7 @@ def test_bad_flags_are_one_line_errors_naming_the_flag(models, tmp_path, capsys,
     ("--stop-model", "missing", "stop_model="),
     ("--scheduler-model", "missing", "scheduler_model="),
     ("--stop-model", "sched", "is a learned scheduler"),
-    ("--scheduler-model", "stop", "is a learned stop-policy (ppo), not a scheduler"),
+    ("--scheduler-model", "stop", "is a learned stop-policy (ppo) [stop], not a scheduler"),
 ])
 def test_wrong_models_are_one_line_errors_naming_the_flag(models, tmp_path, capsys, flag, which, needle):
     path = {"missing": str(tmp_path / "nothing"), "stop": str(models[0]), "sched": str(models[1])}[which]

@@ -119,6 +119,25 @@ def test_paired_comparisons_by_hand():
     assert d["unit"] == "abs" and d["n"] == 2 and d["change"] == pytest.approx(0.2)
 
 
+def test_a_change_whose_interval_excludes_zero_is_significant_before_correction():
+    """Over workloads of very different sizes (a small row and a large one) the p-value tests the per-workload
+    % changes the interval is on: a +10% change on every small workload and a -1% one on every large workload
+    is +4.5% [CI > 0], significant, where a test on raw differences (dominated by the large rows) is not."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    ref = [*(1.0 + rng.random(20)), *(100.0 + 10 * rng.random(20))]
+    arm = [r * (1.10 if r < 10 else 0.99) * (1 + 0.01 * rng.standard_normal()) for r in ref]
+    c = compare(arm, ref, "avg_jct_h")
+    assert c["ci"][0] > 0 and c["p"] < 0.05 and 3.0 < c["change"] < 6.0
+    for seed in range(20):   # in general: the interval excludes 0 exactly when p < 0.05
+        r = np.random.default_rng(seed)
+        ref = list(np.exp(3 * r.standard_normal(12)))
+        arm = [x * (1 + 0.1 * r.standard_normal()) for x in ref]
+        c = compare(arm, ref, "avg_jct_h")
+        assert (c["ci"][0] > 0 or c["ci"][1] < 0) == (c["p"] < 0.05), (seed, c)
+
+
 def _card(change, p):
     c = {"change": change, "ci": [None, None], "unit": "%", "p": p}
     return {"vs": {"ref": {"aggregate": {m: dict(c) for m in ("avg_jct_h", "compute_waste_gpu_h", "f1",

@@ -58,6 +58,7 @@ def test_leaderboard_run_learned_trains_a_recipe_once_and_lists_it(tmp_path, mon
     tiny.write_text(yaml.safe_dump(recipe))
     monkeypatch.setattr(regen, "LEARNED_RECIPES", (regen.Recipe("tiny-stop", "EvalStop-StopControl-v0", "ppo",
                                                                 str(tiny)),))
+    monkeypatch.setattr(regen, "LEARNED_FAMILY", regen.LEARNED_RECIPES[0])  # tuned with the same budget: 1 trial
     monkeypatch.setitem(suite_mod.SUITES, "toy", TOY)
     suite_hash.cache_clear()
     real = tune.tune_families
@@ -68,6 +69,13 @@ def test_leaderboard_run_learned_trains_a_recipe_once_and_lists_it(tmp_path, mon
     model = tmp_path / "lb" / regen.LEARNED / "models" / "runs" / "tiny-stop"
     assert (model / "model.zip").is_file() and "No learned policy is listed" not in board
     assert f"--policy {model}" in board
+    # the learned family's one trial: the recipe retrained at the tuner's time weight, scored on the test seeds
+    (trial,) = (tmp_path / "lb" / regen.LEARNED / "models" / "runs").glob("tiny-stop-w*")
+    weight = float(trial.name.removeprefix("tiny-stop-w"))
+    assert tune.LEARNED_SPACE["time_weight"][0] <= weight <= tune.LEARNED_SPACE["time_weight"][1]
+    hp = yaml.safe_load((tmp_path / "lb" / regen.LEARNED / "models" / "tuning" / f"{trial.name}.yml").read_text())
+    assert hp["EvalStop-StopControl-v0"]["env_kwargs"]["reward_weights"] == {"queue_h": -weight, "jct_h": -weight}
+    assert "Learned family **tiny-stop**: its time_weight tuned" in board and f"[{trial.name}]" in board
     stamp = (model / "model.zip").stat().st_mtime_ns
     assert regen.regenerate(tmp_path / "lb", **kw) == board and (model / "model.zip").stat().st_mtime_ns == stamp
     suite_hash.cache_clear()

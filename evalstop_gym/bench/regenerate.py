@@ -52,6 +52,9 @@ LEARNED_RECIPES: tuple[Recipe, ...] = (
     Recipe("stop-realistic", "EvalStop-StopControl-v0", "ppo", "ppo-realistic.yml"),
     Recipe("stop-realistic-quality", "EvalStop-StopControl-v0", "ppo", "ppo-realistic-quality.yml"),
 )
+# The learned family tuned with the hand-coded families' budget (tune.tune_learned): ppo-realistic.yml with its
+# time weight searched; the two recipes above are two points of it (w = 1 and w = 0.175).
+LEARNED_FAMILY = LEARNED_RECIPES[0]
 
 
 def builtin_pairs() -> list[str]:
@@ -85,27 +88,50 @@ def _fresh_tuning(path: Path, suite_name: str, budget: int) -> bool:
         suite_hash(suite_name), code_fingerprint(), __version__, budget)
 
 
-def train_recipe(recipe: Recipe, models: Path, echo: Callable[[str], None]) -> Path:
-    """Train ``recipe`` into ``models/runs/<name>`` with the documented command (run in ``models``, so a
-    scheduler's ``stop_model: runs/<stop-policy>`` is the model trained here); a finished folder is reused."""
-    folder = models / "runs" / recipe.name
+def train_recipe(recipe: Recipe, models: Path, echo: Callable[[str], None], name: str | None = None,
+                 hyperparams: Path | None = None) -> Path:
+    """Train ``recipe`` into ``models/runs/<name>`` (default its name) with the documented command, run in
+    ``models`` (so a scheduler's ``stop_model: runs/<stop-policy>`` is the model trained here), from the
+    recipe's hyperparameter file or ``hyperparams``; a finished folder is reused."""
+    name = name or recipe.name
+    folder = models / "runs" / name
     if (folder / "model.zip").is_file() and (folder / "config.json").is_file():
         return folder
-    hp = Path(__file__).resolve().parents[1] / "agents" / "hyperparams" / recipe.hyperparams
+    hp = hyperparams or Path(__file__).resolve().parents[1] / "agents" / "hyperparams" / recipe.hyperparams
     cmd = [sys.executable, "-m", "evalstop_gym.cli", "train", "--env", recipe.env, "--algo", recipe.algo,
-           "--hyperparams", str(hp), "--out", f"runs/{recipe.name}"]
+           "--hyperparams", str(hp), "--out", f"runs/{name}"]
     if folder.exists():   # an interrupted training: start it again
         cmd.append("--force")
-    echo(f"leaderboard-run: training {recipe.name} (evalstop-gym train --env {recipe.env} --algo {recipe.algo} "
-         f"--hyperparams {recipe.hyperparams} --out runs/{recipe.name}, in {models})")
+    echo(f"leaderboard-run: training {name} (evalstop-gym train --env {recipe.env} --algo {recipe.algo} "
+         f"--hyperparams {hp.name if hyperparams else recipe.hyperparams} --out runs/{name}, in {models})")
     models.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[2]), *filter(None, [os.environ.get("PYTHONPATH")])])}
     done = subprocess.run(cmd, cwd=models, env=env)
     if done.returncode != 0 or not (folder / "model.zip").is_file():
-        raise UsageError(f"training {recipe.name} failed (exit {done.returncode}); run the same command again "
+        raise UsageError(f"training {name} failed (exit {done.returncode}); run the same command again "
                          "to retry it (finished models and runs are kept)")
     return folder
+
+
+def train_trial(recipe: Recipe, params: dict[str, float], models: Path, echo: Callable[[str], None]) -> Path:
+    """One trial of the learned family: ``recipe`` trained with its reward's time terms (``jct_h``,
+    ``queue_h``) at ``-params["time_weight"]`` each (:data:`~.tune.LEARNED_SPACE`), into
+    ``models/runs/<recipe>-w<weight>`` from a copy of its hyperparameter file that changes only that."""
+    import yaml
+
+    w = params["time_weight"]
+    name = f"{recipe.name}-w{w:g}"
+    shipped = Path(__file__).resolve().parents[1] / "agents" / "hyperparams" / recipe.hyperparams
+    hp = yaml.safe_load(shipped.read_text(encoding="utf-8"))
+    env_kwargs = hp[recipe.env].setdefault("env_kwargs", {})
+    env_kwargs["reward_weights"] = {**env_kwargs.get("reward_weights", {}), "jct_h": -w, "queue_h": -w}
+    path = models / "tuning" / f"{name}.yml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(hp, sort_keys=False)
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return train_recipe(recipe, models, echo, name=name, hyperparams=path)
 
 
 def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budget: int | None = None,
@@ -138,14 +164,31 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
     run_bench(policies, out=root / SCORED, tuned=tuned,
               command=f"{command} (stage 2: bench --tuned {tuned} with every tuned family and built-in pair)", **kw)
     files = [root / SCORED / RESULTS_FILE]
+    learned_tuning = None
     if learned:
-        echo(f"leaderboard-run: [3/{stages}] the learned recipes: {', '.join(r.name for r in LEARNED_RECIPES)}")
-        models = [str(train_recipe(r, root / LEARNED / "models", echo)) for r in LEARNED_RECIPES]
-        run_bench(models, out=root / LEARNED, tuned=tuned,
-                  command=f"{command} (stage 3: the learned recipes, bench --tuned {tuned})", **kw)
+        import json
+
+        from ..experiments.runner import ResultStore
+        from .tune import tune_learned
+
+        models_dir = root / LEARNED / "models"
+        echo(f"leaderboard-run: [3/{stages}] the learned recipes: {', '.join(r.name for r in LEARNED_RECIPES)}; "
+             f"the learned family {LEARNED_FAMILY.name} tuned with the same budget ({budget} trials, each a "
+             "training run)")
+        models = [str(train_recipe(r, models_dir, echo)) for r in LEARNED_RECIPES]
+        played = [r for r in suite(suite_name) if r.missing() is None]
+        learned_tuning = tune_learned(played, ResultStore(root / LEARNED / "tune.jsonl"),
+                                      lambda p: train_trial(LEARNED_FAMILY, p, models_dir, echo), budget=budget,
+                                      backend=backend, workers=workers, ray_address=ray_address, progress=progress)
+        learned_tuning["family"] = LEARNED_FAMILY.name
+        (root / LEARNED / "tuning.json").write_text(json.dumps(learned_tuning, indent=1) + "\n", encoding="utf-8")
+        models.append(learned_tuning["best"]["model"])
+        run_bench(_distinct(models), out=root / LEARNED, tuned=tuned,
+                  command=f"{command} (stage 3: the learned recipes and the tuned learned family, bench --tuned "
+                          f"{tuned})", **kw)
         files.append(root / LEARNED / RESULTS_FILE)
     echo(f"leaderboard-run: [{stages}/{stages}] the leaderboard")
-    text = res.leaderboard(files, command=command)
+    text = res.leaderboard(files, command=command, learned_tuning=learned_tuning)
     targets = [root / BOARD] + ([Path(leaderboard_out)] if leaderboard_out is not None else [])
     for t in targets:
         t.write_text(text, encoding="utf-8")

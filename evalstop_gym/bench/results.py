@@ -133,12 +133,17 @@ def quality_worse(card: Mapping[str, Any]) -> bool:
                for v in card["verdicts"])
 
 
-def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
+def _knobs(params: dict) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in params.items())
+
+
+def leaderboard(paths: Sequence[str | os.PathLike], command: str = "", learned_tuning: dict | None = None) -> str:
     """``docs/leaderboard.md``: every policy of every results file, ranked by suite-mean JCT change vs no stopper.
 
     The files must be comparable (:func:`check_comparable`); a policy scored in several files
     appears once (the first file's row). ``command``: the one command that wrote the files and this
-    page (``bench --leaderboard-run``), named at the top.
+    page (``bench --leaderboard-run``), named at the top. ``learned_tuning``: a learned family's tuning
+    (:func:`~.tune.tune_learned`), listed trial by trial.
     """
     from .arms import EVALSTOP_K2, NO_STOPPER, TUNED_BEST
 
@@ -177,7 +182,18 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
                   "families).", ""]
     else:
         lines += [f"No results file holds a tuning: the {TUNED_BEST} column is empty (run `bench --tune`).", ""]
-    if not any(card["kind"] == LEARNED_KIND for card, _ in entries):
+    if learned_tuning:
+        b = learned_tuning["best"]
+        lines += [f"Learned family **{learned_tuning['family']}**: its {', '.join(learned_tuning['searched'])} "
+                  f"tuned with the families' budget ({learned_tuning['trials']} trials, each a training run) and "
+                  f"rule, on validation seeds of the {len(learned_tuning['rows'])} rows a saved model plays; best "
+                  f"{_knobs(b['params'])} (score {b['score']:.4f}), scored as **{b['label']}**. Trials: "
+                  + "; ".join(f"{_knobs(t['params'])}: {t['score']:.4f}{'' if t['feasible'] else ' (above the regret cap)'}"
+                              for t in learned_tuning["every_trial"]) + ".", ""]
+    if any(card["kind"] == LEARNED_KIND for card, _ in entries):
+        lines += ["A saved model plays the synthetic rows only: its changes are paired with the references on "
+                  "those rows, its means are over them.", ""]
+    else:
         lines += ["No learned policy is listed: none of these results files scores a saved model. "
                   "`evalstop-gym bench --policy MODEL_FOLDER` scores one (synthetic rows only) against the "
                   "same references.", ""]

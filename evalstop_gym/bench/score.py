@@ -6,8 +6,9 @@ pairs. Per row the pairs are the row's seeds; over the suite they are every
 GPU-hours) is compared as the mean per-workload % change of the arm against the
 reference (negative: the arm is lower); a rate or score (precision, recall,
 F1, FPR, regret, preemptions) as the mean difference arm - reference, in its
-own unit. Each comes with a 95% t-interval and the two-sided paired t-test p
-(:mod:`evalstop_gym.experiments.stats`). Workloads where a metric is undefined
+own unit. Each comes with a 95% t-interval and the two-sided t-test p of the
+same per-workload values (:mod:`evalstop_gym.experiments.stats`), so a
+change whose interval excludes 0 has p < 0.05 before correction. Workloads where a metric is undefined
 for either arm (no stop: no precision) are left out of that metric's pairs.
 
 Verdicts (:func:`verdicts`): on the :data:`HEADLINE` metrics against every
@@ -38,15 +39,13 @@ def _pairs(arm: Sequence[Any], ref: Sequence[Any]) -> tuple[list[float], list[fl
 
 def compare(arm: Sequence[float | None], ref: Sequence[float | None], metric: str) -> dict[str, Any]:
     """Paired comparison of ``arm`` against ``ref`` (same workloads, same order) on ``metric``."""
-    from ..experiments.stats import paired_difference, paired_gain
+    from ..experiments.stats import paired_difference, paired_relative_change
 
     r, a = _pairs(arm, ref)
-    if metric in RELATIVE:
-        g = paired_gain(r, a)   # gain = reduction in %; report the change (arm - ref) instead
-        change, lo, hi = ((None if x is None else -x) for x in (g.gain_pct, g.ci_hi, g.ci_lo))
-        return {"unit": "%", "n": g.n, "change": change, "ci": [lo, hi], "p": g.p_t}
-    d = paired_difference(r, a)
-    return {"unit": "abs", "n": d.n, "change": d.diff, "ci": [d.ci_lo, d.ci_hi], "p": d.p_t}
+    # the p-value tests the very per-workload values the interval is on (% changes for a size metric)
+    d = (paired_relative_change if metric in RELATIVE else paired_difference)(r, a)
+    return {"unit": "%" if metric in RELATIVE else "abs", "n": d.n, "change": d.diff, "ci": [d.ci_lo, d.ci_hi],
+            "p": d.p_t}
 
 
 def scorecard(values: Mapping[str, Mapping[str, list]], references: Mapping[str, Mapping[str, Mapping[str, list]]],

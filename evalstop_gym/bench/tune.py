@@ -17,13 +17,16 @@ delivered-quality regret is no worse than SRTF-Est + EvalStop k=2's on the
 same workloads; a trial above that regret scores its ratio + 1. The tuned
 best is the family whose best trial scores lowest.
 
-Learned recipes are not tuned here: their selection knobs need a training
-run per trial, which this tuner's budget cannot pay for on a laptop.
+A learned recipe is a family too (:func:`tune_learned`): its selection knob
+(:data:`LEARNED_SPACE`, the weight of time against delivered quality in its
+reward) gets the same budget, sampler and rule; each trial is a training run,
+played on the validation seeds of the rows a saved model plays (the synthetic
+ones), against the same reference arms on the same workloads.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..config import ConfigError, check_range
 from ..experiments.runner import ResultStore
@@ -48,6 +51,12 @@ SPACES: dict[str, dict[str, tuple[float, float, float]]] = {
                    "fast_z": (0.5, 4.0, 0.25), "fast_min_drop": (0.0, 0.1, 0.01), "proxy_z": (0.5, 4.0, 0.25),
                    "lag": (1, 4, 1)},
 }
+
+
+# A learned stop-policy recipe's selection knob, searched as a stopper's parameters are: the weight w of the
+# time terms against delivered quality (weight 100) in its training reward, jct_h and queue_h at -w each. The
+# shipped recipes sit at w = 1 (ppo-realistic.yml) and w = 0.175 (ppo-realistic-quality.yml).
+LEARNED_SPACE: dict[str, tuple[float, float, float]] = {"time_weight": (0.025, 1.0, 0.025)}
 
 
 def _optuna():
@@ -145,3 +154,43 @@ def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None
     best = min(out.values(), key=lambda f: f["score"])
     return {"rule": RULE, "trials": budget, "validation_seeds_per_row": VALIDATION_SEEDS,
             "rows": [r.name for r in val], "families": out, "best": best}
+
+
+def tune_learned(rows: Sequence[Row], store: ResultStore, train: Callable[[dict[str, float]], Any], *,
+                 budget: int | None = None, backend: str = "local", workers: int = 1,
+                 ray_address: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """Tune a learned recipe's :data:`LEARNED_SPACE` with a family's budget, sampler and :data:`RULE`.
+
+    ``train(params)`` trains the recipe with those knob values and returns the saved model's folder (the
+    caller's: the bench does not import the learned layer); each trial's model plays the validation seeds
+    of the synthetic rows of ``rows``, as do the reference arms it is scored against. Returns the tuning in
+    the shape of one family of :func:`tune_families`, with every trial and the best trial's ``model``.
+    """
+    from .arms import play
+    from .policies import parse_policy
+
+    optuna = _optuna()
+    budget = BUDGET if budget is None else budget
+    check_range("budget", budget, 1, 1000, integer=True)
+    val = [r for r in validation_rows(rows) if r.synthetic]
+    if not val:
+        raise ConfigError("rows", [r.name for r in rows], "hold no synthetic row, the only rows a saved model plays")
+    kw = dict(backend=backend, workers=workers, ray_address=ray_address, progress=False)
+    none, evalstop = builtin("srtf-est"), builtin("srtf-est", "evalstop", k=2)
+    base = play([none, evalstop], val, store, **kw)
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    trials = []
+    bar = _bar(budget, progress)
+    for _ in range(budget):
+        trial = study.ask()
+        params = {k: round(trial.suggest_float(k, lo, hi, step=step), 6) for k, (lo, hi, step) in LEARNED_SPACE.items()}
+        model = str(train(params))
+        pol = parse_policy(model)
+        score, feasible = objective(play([pol], val, store, **kw)[pol.label], base[none.label], base[evalstop.label])
+        study.tell(trial, score)
+        trials.append({"params": params, "score": score, "feasible": feasible, "model": model, "label": pol.label})
+        bar.update()
+    bar.close()
+    best = trials[study.best_trial.number]
+    return {"rule": RULE, "trials": budget, "validation_seeds_per_row": VALIDATION_SEEDS, "rows": [r.name for r in val],
+            "searched": sorted(LEARNED_SPACE), "best": best, "every_trial": trials}

@@ -119,6 +119,21 @@ def paired_difference(baseline: Sequence[float], treated: Sequence[float]) -> Pa
     return PairedDifference(int(b.size), float(np.mean(d)), lo, hi, p_t, p_w)
 
 
+def paired_relative_change(baseline: Sequence[float], treated: Sequence[float]) -> PairedDifference:
+    """Mean per-seed % change ``100 * (treated - baseline) / baseline`` (0 where the baseline is 0), with its
+    95% t-interval and the tests on those same per-seed changes, so the interval and the p-values always
+    agree (unlike :func:`paired_gain`, whose tests are on the raw differences: over workloads of very
+    different sizes those weigh the large ones most, and can call a change whose interval excludes 0 a tie)."""
+    b, t = _pairs(baseline, treated)
+    if b.size == 0:
+        return PairedDifference(0, None, None, None, None, None)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(b != 0, 100.0 * (t - b) / b, 0.0)
+    _, lo, hi = _t_interval(rel)
+    p_t, p_w = _paired_p(rel)
+    return PairedDifference(int(b.size), float(np.mean(rel)), lo, hi, p_t, p_w)
+
+
 def _pairs(baseline: Sequence[float], treated: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     b = np.asarray(baseline, dtype=float)
     t = np.asarray(treated, dtype=float)
