@@ -8,6 +8,7 @@ from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.bench import suite as suite_mod  # noqa: E402
 from evalstop_gym.bench.policies import LEARNED_KIND, parse_policy  # noqa: E402
 from evalstop_gym.bench.arms import NO_STOPPER, specs_of  # noqa: E402
+from evalstop_gym.bench import results as res  # noqa: E402
 from evalstop_gym.bench.run import run_bench  # noqa: E402
 from evalstop_gym.bench.suite import PHILLY, Row, suite_hash  # noqa: E402
 
@@ -76,6 +77,9 @@ def test_leaderboard_run_learned_trains_a_recipe_once_and_lists_it(tmp_path, mon
     hp = yaml.safe_load((tmp_path / "lb" / regen.LEARNED / "models" / "tuning" / f"{trial.name}.yml").read_text())
     assert hp["EvalStop-StopControl-v0"]["env_kwargs"]["reward_weights"] == {"queue_h": -weight, "jct_h": -weight}
     assert "Learned family **tiny-stop**: its time_weight tuned" in board and f"[{trial.name}]" in board
+    # the tuning is kept in the stage's results file: the page regenerates from the files alone
+    files = [tmp_path / "lb" / stage / "results.json" for stage in (regen.SCORED, regen.LEARNED)]
+    assert res.leaderboard(files) == board   # (regenerate was given no command)
     stamp = (model / "model.zip").stat().st_mtime_ns
     assert regen.regenerate(tmp_path / "lb", **kw) == board and (model / "model.zip").stat().st_mtime_ns == stamp
     suite_hash.cache_clear()

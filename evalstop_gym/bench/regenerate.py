@@ -164,10 +164,7 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
     run_bench(policies, out=root / SCORED, tuned=tuned,
               command=f"{command} (stage 2: bench --tuned {tuned} with every tuned family and built-in pair)", **kw)
     files = [root / SCORED / RESULTS_FILE]
-    learned_tuning = None
     if learned:
-        import json
-
         from ..experiments.runner import ResultStore
         from .tune import tune_learned
 
@@ -181,14 +178,13 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
                                       lambda p: train_trial(LEARNED_FAMILY, p, models_dir, echo), budget=budget,
                                       backend=backend, workers=workers, ray_address=ray_address, progress=progress)
         learned_tuning["family"] = LEARNED_FAMILY.name
-        (root / LEARNED / "tuning.json").write_text(json.dumps(learned_tuning, indent=1) + "\n", encoding="utf-8")
         models.append(learned_tuning["best"]["model"])
-        run_bench(_distinct(models), out=root / LEARNED, tuned=tuned,
+        run_bench(_distinct(models), out=root / LEARNED, tuned=tuned, learned_tuning=learned_tuning,
                   command=f"{command} (stage 3: the learned recipes and the tuned learned family, bench --tuned "
                           f"{tuned})", **kw)
         files.append(root / LEARNED / RESULTS_FILE)
     echo(f"leaderboard-run: [{stages}/{stages}] the leaderboard")
-    text = res.leaderboard(files, command=command, learned_tuning=learned_tuning)
+    text = res.leaderboard(files, command=command)
     targets = [root / BOARD] + ([Path(leaderboard_out)] if leaderboard_out is not None else [])
     for t in targets:
         t.write_text(text, encoding="utf-8")

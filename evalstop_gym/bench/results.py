@@ -137,13 +137,13 @@ def _knobs(params: dict) -> str:
     return ", ".join(f"{k} {v:g}" for k, v in params.items())
 
 
-def leaderboard(paths: Sequence[str | os.PathLike], command: str = "", learned_tuning: dict | None = None) -> str:
+def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
     """``docs/leaderboard.md``: every policy of every results file, ranked by suite-mean JCT change vs no stopper.
 
     The files must be comparable (:func:`check_comparable`); a policy scored in several files
     appears once (the first file's row). ``command``: the one command that wrote the files and this
-    page (``bench --leaderboard-run``), named at the top. ``learned_tuning``: a learned family's tuning
-    (:func:`~.tune.tune_learned`), listed trial by trial.
+    page (``bench --leaderboard-run``), named at the top. A file holding a learned family's tuning
+    (:func:`~.tune.tune_learned`, ``learned_tuning``) has it listed trial by trial.
     """
     from .arms import EVALSTOP_K2, NO_STOPPER, TUNED_BEST
 
@@ -163,6 +163,7 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "", learned_t
         raise UsageError(f"the files hold different tuned-best references ({', '.join(sorted(tuned))}): score "
                          "every policy against one tuning (bench --tuned FILE)")
     tuning = next((d["tuning"] for _, d in named if d.get("tuning")), None)
+    learned_tuning = next((d["learned_tuning"] for _, d in named if d.get("learned_tuning")), None)
     entries.sort(key=lambda e: (quality_worse(e[0]), e[0]["vs"][NO_STOPPER]["aggregate"]["avg_jct_h"]["change"] or 0.0))
     refs = [NO_STOPPER, *(r for r in first["references"] if r != NO_STOPPER)]
     lines = [f"# Leaderboard: suite {first['suite']} ({first['suite_hash']})", "",

@@ -56,12 +56,15 @@ def score_all(arms: Sequence[Mapping[str, Mapping[str, list]]], ref_values: Mapp
 def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: str | os.PathLike = "bench-results",
               backend: str = "local", workers: int = 1, ray_address: str | None = None, progress: bool = True,
               tune: bool = False, tuned: str | os.PathLike | None = None, budget: int | None = None,
-              command: str = "", echo: Callable[[str], None] = print) -> dict[str, Any]:
+              command: str = "", echo: Callable[[str], None] = print,
+              learned_tuning: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Score ``policies`` (``--policy`` texts) on suite ``suite_name``; write results.json and bench.md to ``out``.
 
     ``tune``: first tune every stopper family on validation seeds (:mod:`.tune`); its best pair
     becomes the ``tuned best`` reference and its parameters go in the results. ``tuned``: reuse
     the tuning of an earlier results file instead. Without either there is no tuned reference.
+    ``learned_tuning``: a learned family's tuning (:func:`~.tune.tune_learned`) the scored models come
+    from, kept in the results file for the leaderboard.
     """
     from . import results as res
 
@@ -108,6 +111,8 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
               "reference_values": ref_values, "tuning": tuning,
               "tuned_from": "--tune" if tune else (None if tuned is None else str(tuned)),
               "command": command, "policies": cards}
+    if learned_tuning is not None:
+        result["learned_tuning"] = dict(learned_tuning)
     res.save(result, outdir / RESULTS_FILE)
     md = res.markdown(result)
     (outdir / MARKDOWN_FILE).write_text(md, encoding="utf-8")
