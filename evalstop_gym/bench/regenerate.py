@@ -99,7 +99,7 @@ def train_recipe(recipe: Recipe, models: Path, echo: Callable[[str], None], name
         return folder
     hp = hyperparams or Path(__file__).resolve().parents[1] / "agents" / "hyperparams" / recipe.hyperparams
     cmd = [sys.executable, "-m", "evalstop_gym.cli", "train", "--env", recipe.env, "--algo", recipe.algo,
-           "--hyperparams", str(hp), "--out", f"runs/{name}"]
+           "--hyperparams", str(hp.resolve()), "--out", f"runs/{name}"]   # resolved: the command runs in models
     if folder.exists():   # an interrupted training: start it again
         cmd.append("--force")
     echo(f"leaderboard-run: training {name} (evalstop-gym train --env {recipe.env} --algo {recipe.algo} "
