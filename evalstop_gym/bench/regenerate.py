@@ -9,7 +9,9 @@ Stages, each a ``bench`` of its own folder under ``OUT`` (docs/bench.md, *Regene
    pair at its defaults (:func:`builtin_pairs`): one sweep, the reference arms played once;
 3. ``learned/`` (``learned=True`` only): the shipped learned stop-policy recipes (:data:`LEARNED_RECIPES`)
    trained with the documented ``evalstop-gym train`` commands into ``learned/models/`` (a folder
-   holding its ``model.zip`` is reused), then scored against the same tuning;
+   holding its ``model.zip`` is reused); the learned family :data:`LEARNED_FAMILY` tuned with the
+   families' budget (:func:`~.tune.tune_learned`, each trial a training run, :func:`train_trial`); then
+   the shipped models and the best trial's scored against the same tuning;
 4. ``leaderboard.md`` (and ``leaderboard_out``) from the stages' results files.
 
 Every run is kept in its stage's ``runs.jsonl`` / ``tune.jsonl`` (the experiment runner's records),
