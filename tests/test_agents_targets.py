@@ -27,7 +27,8 @@ from evalstop_gym.baselines import make_policy  # noqa: E402
 from evalstop_gym.envs.adapter import rollout  # noqa: E402
 from evalstop_gym.experiments import runner  # noqa: E402
 from evalstop_gym.experiments.spec import Arm, Point, Registry  # noqa: E402
-from evalstop_gym.experiments.stats import PairedDifference, PairedGain, paired_difference, paired_gain  # noqa: E402
+from evalstop_gym.experiments.stats import (PairedDifference, PairedGain, paired_difference, paired_gain,  # noqa: E402
+                                          paired_relative_change)
 from evalstop_gym.policy import Policy  # noqa: E402
 from evalstop_gym.simulator import Simulator  # noqa: E402
 from evalstop_gym.workload import generate  # noqa: E402
@@ -236,6 +237,17 @@ def test_paired_gain_against_hand_formulas():
     d = [b - t for b, t in zip(BASELINE, TREATED)]
     assert g.p_t == pytest.approx(t_test_p(d), rel=1e-6)
     assert g.p_wilcoxon == pytest.approx(wilcoxon_exact_p(d), rel=1e-9)
+
+
+def test_paired_relative_change_against_hand_formulas():
+    # the bench's size metrics: interval and tests on the same per-seed % changes
+    r = paired_relative_change(BASELINE, TREATED)
+    rel = [100 * (t - b) / b for b, t in zip(BASELINE, TREATED)]
+    half = T975[9] * np.std(rel, ddof=1) / math.sqrt(10)
+    assert r.n == 10 and r.diff == pytest.approx(np.mean(rel))
+    assert (r.ci_lo, r.ci_hi) == (pytest.approx(np.mean(rel) - half, rel=1e-5), pytest.approx(np.mean(rel) + half, rel=1e-5))
+    assert r.p_t == pytest.approx(t_test_p(rel), rel=1e-6)
+    assert r.p_wilcoxon == pytest.approx(wilcoxon_exact_p(rel), rel=1e-9)
 
 
 def test_paired_difference_against_hand_formulas():
