@@ -228,26 +228,20 @@ DIFFS = [0.8, 0.1, 0.9, 0.65, 0.7, 0.05, 0.6, 0.5, -0.2, 1.2]   # distinct sizes
 TREATED = [b - d for b, d in zip(BASELINE, DIFFS)]
 
 
-def test_paired_gain_against_hand_formulas():
-    g = paired_gain(BASELINE, TREATED)
-    rel = [100 * (b - t) / b for b, t in zip(BASELINE, TREATED)]
+@pytest.mark.parametrize("stat", ["paired_gain", "paired_relative_change"])
+def test_paired_percent_changes_against_hand_formulas(stat):
+    # paired_gain: the mean % reduction, tests on the raw differences (the experiment tables');
+    # paired_relative_change: the mean % change, tests on those same % changes (the bench's size metrics)
+    relative = stat == "paired_relative_change"
+    r = (paired_relative_change if relative else paired_gain)(BASELINE, TREATED)
+    rel = [100 * ((t - b) if relative else (b - t)) / b for b, t in zip(BASELINE, TREATED)]
+    mean, lo, hi = (r.diff, r.ci_lo, r.ci_hi) if relative else (r.gain_pct, r.ci_lo, r.ci_hi)
     half = T975[9] * np.std(rel, ddof=1) / math.sqrt(10)
-    assert g.n == 10 and g.gain_pct == pytest.approx(np.mean(rel))
-    assert (g.ci_lo, g.ci_hi) == (pytest.approx(np.mean(rel) - half, rel=1e-5), pytest.approx(np.mean(rel) + half, rel=1e-5))
-    d = [b - t for b, t in zip(BASELINE, TREATED)]
-    assert g.p_t == pytest.approx(t_test_p(d), rel=1e-6)
-    assert g.p_wilcoxon == pytest.approx(wilcoxon_exact_p(d), rel=1e-9)
-
-
-def test_paired_relative_change_against_hand_formulas():
-    # the bench's size metrics: interval and tests on the same per-seed % changes
-    r = paired_relative_change(BASELINE, TREATED)
-    rel = [100 * (t - b) / b for b, t in zip(BASELINE, TREATED)]
-    half = T975[9] * np.std(rel, ddof=1) / math.sqrt(10)
-    assert r.n == 10 and r.diff == pytest.approx(np.mean(rel))
-    assert (r.ci_lo, r.ci_hi) == (pytest.approx(np.mean(rel) - half, rel=1e-5), pytest.approx(np.mean(rel) + half, rel=1e-5))
-    assert r.p_t == pytest.approx(t_test_p(rel), rel=1e-6)
-    assert r.p_wilcoxon == pytest.approx(wilcoxon_exact_p(rel), rel=1e-9)
+    assert r.n == 10 and mean == pytest.approx(np.mean(rel))
+    assert (lo, hi) == (pytest.approx(np.mean(rel) - half, rel=1e-5), pytest.approx(np.mean(rel) + half, rel=1e-5))
+    tested = rel if relative else [b - t for b, t in zip(BASELINE, TREATED)]
+    assert r.p_t == pytest.approx(t_test_p(tested), rel=1e-6)
+    assert r.p_wilcoxon == pytest.approx(wilcoxon_exact_p(tested), rel=1e-9)
 
 
 def test_paired_difference_against_hand_formulas():
