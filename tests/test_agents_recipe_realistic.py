@@ -8,12 +8,15 @@ quality-leaning one (ppo-realistic-quality.yml + maskable-ppo-realistic-quality.
 through the protocol's own verdict (the bench's paired comparisons, Holm-corrected); a target missed when last
 measured is a strict xfail, so a recipe that meets it turns the test red until the docs say so.
 
-Time: about 16 CPU minutes of training and 2-4 of selection and evaluation on an idle 2-core machine (the
-label-first worlds' measurement). Not re-run on today's worlds: on 2026-12-02 the machine ran at load average
-17-18 and this module's sibling, tests/test_agents_recipe_detect.py, trained 130k of its first run's 600k steps
-in 36 wall minutes, so neither module could finish in the session; the figures quoted in the xfail reasons
-are the label-first worlds' (docs/learned.md) and the comparators have moved since (on test seeds 0-9 today,
-srtf-est + divergence F1 0.791 and EvalStop k=2 0.696, against 0.931 and 0.823 then).
+Time: 29.6 wall minutes on 2 cores shared with a leaderboard run (load average 3-4; 2026-12-02): training
+274 + 477 CPU s (JCT-leaning stop-policy, scheduler) and 259 + 500 (quality-leaning), the rest selection and
+evaluation. Measured then, on today's realistic world (test seeds 0-9; the hand-coded pair and detector
+chosen on validation seeds, each stopper at its shipped defaults: srtf-progress + stopat, 5.80 h, regret
+0.0366; srtf-est + divergence, F1 0.762): the JCT-leaning pair meets (a), 5.25 h, -9.4% [-12.6, -6.2], no
+preemptions, regret 0.0242, and misses (b), F1 0.599; the quality-leaning pair misses (a), 9.24 h, +57.9%
+[+39.7, +76.1], at regret 0.0121, and (b), F1 0.768, +0.006 [-0.024, +0.035], p 0.67 (a tie), wasting 20.7%
+more. These comparators are not tuned with the bench's budget; against the tuned best of the leaderboard
+(docs/leaderboard.md) the learned stop-policies tie.
 """
 
 from pathlib import Path
@@ -72,17 +75,15 @@ def test_recipes_fit_the_cpu_budget(judged):
     assert stop_config["cpu_seconds"] < BUDGET_S and sched_config["cpu_seconds"] < BUDGET_S
 
 
-@pytest.mark.xfail(strict=True, reason="target missed: F1 0.230 below divergence's (0.931) at less waste; the "
-                                       "precision recipe reaches F1 +0.018 but wastes 942 GPU-h more "
-                                       "(docs/learned.md)")
+@pytest.mark.xfail(strict=True, reason="target missed: F1 0.599 below srtf-est + divergence's 0.762 (measured "
+                                       "2026-12-02, module docstring)")
 def test_target_b_stop_policy_f1_at_least_the_best_detectors_at_no_more_waste(judged):
     _, _, j = judged
     assert j.b is not None and j.b.met, j.b
 
 
-@pytest.mark.xfail(strict=True, reason="target missed on delivered quality: JCT 50% below the best pair's with no "
-                                       "preemptions, but quality regret 0.0305 against 0.0214 (docs/learned.md)")
 def test_target_a_jct_3_percent_below_the_best_pair_at_no_worse_quality(judged):
+    # met as measured on 2026-12-02: -9.4% [-12.6, -6.2], Holm p < 0.001, regret 0.0242 against 0.0366
     _, _, j = judged
     assert j.a is not None and j.a.met, j.a
 
@@ -98,13 +99,15 @@ def test_quality_recipes_fit_the_cpu_budget(judged_quality):
     assert stop_config["cpu_seconds"] < BUDGET_S and sched_config["cpu_seconds"] < BUDGET_S
 
 
-def test_the_quality_pair_is_faster_without_preempting_at_about_the_pairs_quality(judged_quality):
-    # Target (a) was met as measured in the label-first worlds (docs/learned.md): JCT 23% lower, no preemptions,
-    # regret 0.0198 against the pair's 0.0214 (not re-measured in today's worlds: see the module docstring). Its
-    # JCT part is asserted as the protocol states it (significant after Holm's correction); its quality
-    # condition held by 0.0016 (paired p 0.09), a margin a retrain on another CPU may not keep, so the regret
-    # is asserted within 10% of the pair's, not below it.
+@pytest.mark.xfail(strict=True, reason="target missed: average JCT 57.9% above srtf-progress + stopat's (9.24 h "
+                                       "against 5.80 h; measured 2026-12-02, module docstring)")
+def test_quality_pair_target_a(judged_quality):
     _, _, j = judged_quality
-    assert -j.jct["change"] >= TARGET_JCT_GAIN_PCT and j.jct["p_holm"] < ALPHA, j.a
+    assert j.a is not None and j.a.met, j.a
+
+
+def test_the_quality_pair_delivers_better_quality_without_preempting(judged_quality):
+    # what it buys with its JCT: regret 0.0121 against the pair's 0.0366 (measured 2026-12-02), no preemptions
+    _, _, j = judged_quality
     assert j.learned_preemptions <= j.reference_preemptions, j.a
-    assert j.learned_regret <= 1.1 * j.pair_regret, j.a
+    assert j.learned_regret < j.pair_regret and j.regret["ci"][1] < 0, j.a
