@@ -27,10 +27,9 @@ def test_envs_reach_one_percent_of_cartpole():
 
 
 def test_observation_share_and_vector_rate_stay_near_their_measured_values():
-    """Measured on a 2-core machine at load average 17-20 (bench_env.py, three runs, each interleaved with
-    one of the code before the kept job rows): building observations and masks 42-51% of a step (before:
-    44-49%), the lean vector env 18-28% of CartPole's per-env rate (before: 12-26%). Floors well outside
-    that spread: at most 70% and at least 8%. About 8 s."""
+    """Measured on an idle 2-core machine (bench_env.py, 2026-12-02, docs/mdp.md): building observations and
+    masks 42.7% of a step, the lean vector env 29.4% of CartPole's per-env rate; at load average 17-20 earlier,
+    42-51% and 18-28%. Floors well outside that spread: at most 70% and at least 8%. About 8 s."""
     bench = load_bench()
     share = min(bench.build_share(0.5) for _ in range(3))
     assert share <= 0.70, share
