@@ -83,8 +83,9 @@ def test_a_model_folder_and_its_zip_evaluate_identically(stop_model):
 
 
 def test_two_saved_models_of_one_kind_get_a_row_each(stop_model, tmp_path):
-    """Models share a label by kind ("learned stop-policy (ppo) over srtf-est"): two of them are two rows named
-    by their paths; one model named twice (folder and zip) is refused."""
+    """A model's label names its kind and its folder ("learned stop-policy (ppo) [copy] over srtf-est"); two
+    folders of one name are two rows named by their paths too; one model named twice (folder and zip) is
+    refused."""
     import shutil
 
     path, _ = stop_model
@@ -92,9 +93,13 @@ def test_two_saved_models_of_one_kind_get_a_row_each(stop_model, tmp_path):
     shutil.copytree(path, other)
     base = evalstop_gym.WorkloadConfig(jobs=20, noise=0.05)
     r = evaluate([str(path), str(other)], seeds=1, base=base)
-    assert [row["arm"] for row in r.rows] == [f"learned stop-policy (ppo) over srtf-est [{path}]",
-                                              f"learned stop-policy (ppo) over srtf-est [{other}]"]
+    assert [row["arm"] for row in r.rows] == [f"learned stop-policy (ppo) [{path.name}] over srtf-est",
+                                              "learned stop-policy (ppo) [copy] over srtf-est"]
     assert r.per_seed[r.rows[0]["arm"]] == r.per_seed[r.rows[1]["arm"]]     # the same weights
+    namesake = shutil.copytree(path, tmp_path / "elsewhere" / path.name)
+    r = evaluate([str(path), str(namesake)], seeds=1, base=base)
+    label = f"learned stop-policy (ppo) [{path.name}] over srtf-est"
+    assert [row["arm"] for row in r.rows] == [f"{label} [{path}]", f"{label} [{namesake}]"]
     with pytest.raises(ConfigError, match="lists the same policy twice"):
         evaluate([str(path), str(path / "model.zip")], seeds=1, base=base)
 
