@@ -106,6 +106,14 @@ def test_bad_policies_are_one_config_error(text, says):
     assert says in str(e.value)
 
 
+def test_one_policy_named_twice_is_refused():
+    from evalstop_gym.bench.policies import parse_policies
+
+    with pytest.raises(ConfigError, match="lists the same policy twice"):
+        parse_policies(["evalstop", "srtf-est+evalstop"])   # a stopper alone runs over srtf-est
+    assert [p.label for p in parse_policies(["evalstop", "fifo+evalstop"])] == ["srtf-est + evalstop", "fifo + evalstop"]
+
+
 def test_holm_by_hand():
     # sorted: 0.01 x 3 = 0.03; 0.03 x 2 = 0.06; 0.04 x 1 = 0.04, raised to the running max 0.06
     assert holm([0.01, 0.04, 0.03, None]) == [pytest.approx(0.03), pytest.approx(0.06), pytest.approx(0.06), None]

@@ -6,7 +6,8 @@ pytest.importorskip("sb3_contrib")
 
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.bench import suite as suite_mod  # noqa: E402
-from evalstop_gym.bench.policies import LEARNED_KIND, parse_policy  # noqa: E402
+from evalstop_gym.bench.policies import LEARNED_KIND, parse_policies, parse_policy  # noqa: E402
+from evalstop_gym.config import ConfigError  # noqa: E402
 from evalstop_gym.bench.arms import NO_STOPPER, specs_of  # noqa: E402
 from evalstop_gym.bench import results as res  # noqa: E402
 from evalstop_gym.bench.run import run_bench  # noqa: E402
@@ -33,6 +34,11 @@ def test_a_saved_model_is_scored_against_the_references(model_dir, tmp_path, mon
 
     other = shutil.copytree(model_dir, tmp_path / "another-recipe")
     assert parse_policy(str(other)).label == p.label.replace(f"[{model_dir.name}]", "[another-recipe]") != p.label
+    namesake = shutil.copytree(model_dir, tmp_path / "elsewhere" / model_dir.name)   # one name, two folders
+    a, b = parse_policies([str(model_dir), str(namesake)])
+    assert (a.label, b.label) == (f"{p.label} [{model_dir}]", f"{p.label} [{namesake}]")
+    with pytest.raises(ConfigError, match="lists the same policy twice"):   # one model, named twice
+        parse_policies([str(model_dir), str(model_dir / "model.zip")])
     trace_row = Row("trace", trace=PHILLY, seeds=(1200,))
     assert specs_of(p, (TOY[0], trace_row)) and all(s.config.seed != 1200 for s in specs_of(p, (TOY[0], trace_row)))
     out = run_bench([str(model_dir)], suite_name="toy", out=tmp_path, progress=False, echo=lambda _t: None)

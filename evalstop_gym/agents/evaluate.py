@@ -22,7 +22,7 @@ optionally with parameters ``NAME:k=3`` / ``srtf-est+cusum:threshold=3,drift=0.5
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from evalstop_gym.api import DEFAULT_SCHEDULER
@@ -33,13 +33,11 @@ COLUMNS = ("avg_jct_h", "compute_waste_gpu_h", "precision", "recall", "fpr", "f1
            "jct_gain")
 
 
-def policy_point(text: str, scheduler: str = DEFAULT_SCHEDULER):
-    """``(experiment Point, BenchPolicy)`` of one ``--policy`` value, read by the bench's parser."""
-    from evalstop_gym.bench.policies import parse_policy
+def policy_point(p):
+    """The experiment Point of a :class:`~evalstop_gym.bench.policies.BenchPolicy` (the bench's parser's)."""
     from evalstop_gym.experiments.spec import Arm, Point
 
-    p = parse_policy(text, scheduler)
-    return Point.of(Arm(p.label, p.stopper, p.params), p.scheduler), p
+    return Point.of(Arm(p.label, p.stopper, p.params), p.scheduler)
 
 
 _LOADED: dict[str, Any] = {}
@@ -101,7 +99,7 @@ def evaluate(policies: Sequence[str], *, scheduler: str = DEFAULT_SCHEDULER, see
              base: WorkloadConfig | None = None) -> Evaluation:
     """Every policy on the same held-out seeds; rows and table as in ``reproduce``."""
     from evalstop_gym.bench.play import BenchSpec
-    from evalstop_gym.bench.policies import LEARNED_KIND
+    from evalstop_gym.bench.policies import LEARNED_KIND, parse_policies
     from evalstop_gym.experiments.runner import RunSpec
     from evalstop_gym.experiments.spec import Experiment
     from evalstop_gym.experiments.tables import aggregate, markdown_table
@@ -113,14 +111,8 @@ def evaluate(policies: Sequence[str], *, scheduler: str = DEFAULT_SCHEDULER, see
     check_range("seeds", seeds, 1, integer=True)
     check_test_seeds(first_seed, seeds)
     base = base or WorkloadConfig()
-    parsed = [policy_point(p, scheduler) for p in policies]
+    parsed = [(policy_point(p), p) for p in parse_policies(policies, scheduler)]
     points = [point for point, _ in parsed]
-    if len(set(points)) != len(points):
-        raise ConfigError("policy", list(policies), "lists the same policy twice")
-    labels = [p.arm for p in points]
-    # two saved models of one kind share a label: each row is then named by its --policy value too
-    points = [replace(p, arm=f"{p.arm} [{text}]") if labels.count(p.arm) > 1 else p
-              for p, text in zip(points, policies)]
     exp = Experiment("evaluate", "Evaluation", "How do these policies compare on held-out seeds?", None,
                      tuple(points), COLUMNS, ())
     seed_list = list(range(first_seed, first_seed + seeds))

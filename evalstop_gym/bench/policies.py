@@ -19,9 +19,9 @@ import inspect
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..api import DEFAULT_SCHEDULER
 from ..config import ConfigError
@@ -147,6 +147,17 @@ def parse_policy(text: str, scheduler: str = DEFAULT_SCHEDULER) -> BenchPolicy:
         f" {k}={v}" for k, v in sorted(params.items()))
     return BenchPolicy(text, label, USER if user else BUILTIN, sched, stop, tuple(sorted(params.items())),
                        "-".join(source_hash(p) for p in user))
+
+
+def parse_policies(texts: Sequence[str], scheduler: str = DEFAULT_SCHEDULER) -> list[BenchPolicy]:
+    """The policies of several ``--policy`` values, each once: the same policy named twice (``evalstop`` and
+    ``srtf-est+evalstop``, a model's folder and its ``model.zip``) is a :class:`ConfigError`; two that share a
+    label (saved models of one kind in folders of one name) get their ``--policy`` text appended to it."""
+    policies = [parse_policy(t, scheduler) for t in texts]
+    if len({(p.scheduler, p.stopper, p.params, p.source) for p in policies}) != len(policies):
+        raise ConfigError("policy", list(texts), "lists the same policy twice")
+    labels = [p.label for p in policies]
+    return [replace(p, label=f"{p.label} [{p.text}]") if labels.count(p.label) > 1 else p for p in policies]
 
 
 def builtin(scheduler: str, stopper: str = "none", **params: Any) -> BenchPolicy:

@@ -20,7 +20,7 @@ from ..config import ConfigError, check_range
 from ..experiments.runner import BACKENDS, ResultStore, code_fingerprint, exclusive
 from ..files import prepare_out
 from .arms import TUNED_BEST, play, references
-from .policies import builtin, parse_policy
+from .policies import builtin, parse_policies
 from .score import scorecard, verdicts
 from .suite import DEFAULT_SUITE, suite, suite_hash
 
@@ -78,9 +78,7 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
     rows = suite(suite_name)
     played = [r for r in rows if r.missing() is None]
     skipped = {r.name: r.missing() for r in rows if r.missing() is not None}
-    scored = [parse_policy(p) for p in policies]
-    if len({p.label for p in scored}) != len(scored):
-        raise ConfigError("policy", list(policies), "lists the same policy twice")
+    scored = parse_policies(policies)
     refs = references()
     outdir = prepare_out(out)
     with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
