@@ -12,9 +12,11 @@ at no more waste.
 Time: three training runs of about 5.5 CPU minutes each, counting the vectorized env's workers, and 2-4
 minutes of selection and evaluation, on an idle 2-core machine (the label-first worlds' measurement, when both
 kept runs of two seed groups, and five of six single runs, met (b) with F1 0.944-0.969 against divergence's
-0.931; docs/learned.md). Not re-run on today's worlds: on 2026-12-02, at load average 17-18, the first run
-trained 130k of its 600k steps in 36 wall minutes and the run was stopped. The comparators have moved since:
-on test seeds 0-9 today EvalStop k=2's F1 is 0.696 and srtf-est + divergence's 0.791 (0.823 and 0.931 then).
+0.931; docs/learned.md). Re-run on today's worlds on 2026-12-02 (27.1 wall minutes, with CI and another test
+sharing the 2 cores, load 3-5): 1477 CPU s, over the 1200 s budget (the budget test failed; not re-measured
+idle); all three runs wasted more than divergence on validation seeds (2628-2714 against 2105 GPU-h; the
+selection kept seed 0); on test seeds F1 0.858 against srtf-est + divergence's 0.762, +0.096 [+0.055, +0.137]
+(p < 0.001), and EvalStop k=2's 0.696, at 31.3% more waste (2749 against 2095 GPU-h): (b) missed on waste.
 Torch differs across CPUs in the last bits, so another machine trains other runs.
 """
 
@@ -54,6 +56,8 @@ def test_recipe_fits_the_cpu_budget(judged):
     assert config["cpu_seconds"] < BUDGET_S
 
 
+@pytest.mark.xfail(strict=True, reason="measured 2026-12-02: every run wasted more than divergence on validation "
+                                       "seeds (2628-2714 against 2105 GPU-h), module docstring")
 def test_the_kept_run_is_within_the_detectors_validation_waste(judged):
     config, _ = judged
     sel = config["run_selection"]
@@ -70,8 +74,15 @@ def test_f1_well_above_evalstops(judged):
     assert j.learned_f1 >= evalstop + F1_MARGIN, (j.learned_f1, evalstop)
 
 
+def test_f1_above_the_best_detectors(judged):
+    # measured 2026-12-02: 0.858 against 0.762, +0.096 [+0.055, +0.137], p < 0.001
+    _, j = judged
+    assert j.learned_f1 > j.detector_f1 and j.f1["p_holm"] < 0.05, (j.learned_f1, j.detector_f1, j.f1)
+
+
+@pytest.mark.xfail(strict=True, reason="target missed on waste: 2749 GPU-h against divergence's 2095 (+31.3%), "
+                                       "measured 2026-12-02, module docstring")
 def test_target_b_f1_above_the_best_detectors_at_no_more_waste(judged):
     _, j = judged
-    assert j.learned_f1 > j.detector_f1, (j.learned_f1, j.detector_f1)
     assert j.learned_waste <= j.detector_waste, (j.learned_waste, j.detector_waste)
     assert j.b.met
