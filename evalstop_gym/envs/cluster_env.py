@@ -145,10 +145,11 @@ class ClusterEnv(SimEnv):
         """The window (``_ids``, its first ``_n_run`` running) and the mask (``_mask``, bytes) of the decision now."""
         c = self._sim.cluster
         kind = self._kind
-        running, waiting, slots = c.running, c.waiting, self.slots
+        slots = self.slots
         if kind == SCHEDULE:
             self._ids, self._n_run = ids, r = window_ids(c, slots)
-            now, fit, started, gpus = c.now_ticks, c.largest_fit(), self._started_at, self._job_gpus
+            running, waiting, now, fit = c.running, c.waiting, c.now_ticks, c.largest_fit()
+            started, gpus = self._started_at, self._job_gpus
             # commit needs a running job, an empty queue or a pending wake-up; a job started at this instant
             # cannot be preempted in it; a waiting one starts if it fits
             self._mask = (bytes((1 if running or not waiting or self._wakeup_h > c.now_h else 0, 0,

@@ -94,9 +94,17 @@ def _clip(x: float, lo: float, hi: float) -> float:
 def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
     """The features of one job, in :data:`JOB_FEATURES` order (plain floats), built from scratch
     (:class:`JobTable` keeps the rows of a whole episode and gives the same values)."""
+    return [*_row(v, total_gpus, 1.0 if decision else 0.0, _clock_part(v))]
+
+
+_NO_CLOCK = (0.0, 0.0, 0.0)
+
+
+def _row(v: JobView, total_gpus: int, decision: float, clock: tuple[float, float, float]) -> tuple:
+    """One job's row in :data:`JOB_FEATURES` order, with its decision flag and clock columns as given."""
     _, head, est, tail = _checkpoint_parts(v, v.evals_done)
-    return [*head, 1.0 if v.status == RUNNING else 0.0, 1.0 if decision else 0.0, v.gpus / total_gpus,
-            est / (est + TIME_SCALE_H), *_clock_part(v), *tail]
+    return (*head, 1.0 if v.status == RUNNING else 0.0, decision, v.gpus / total_gpus, est / (est + TIME_SCALE_H),
+            *clock, *tail)
 
 
 def _clock_part(v: JobView) -> tuple[float, float, float]:
@@ -167,8 +175,6 @@ def observation(views: Sequence[JobView], slots: int, total_gpus: int, cluster: 
 # checkpoints, starts and preemptions); attained, remaining_est and waiting are adjacent
 _RUNNING = list(JOB_FEATURES).index("running")
 _DECISION = list(JOB_FEATURES).index("decision")
-_GPUS = list(JOB_FEATURES).index("gpus")
-_EST = list(JOB_FEATURES).index("est_length")
 _TIMED = list(JOB_FEATURES).index("attained")
 if list(JOB_FEATURES)[_TIMED:_TIMED + 3] != ["attained", "remaining_est", "waiting"]:
     raise RuntimeError("JobTable writes attained, remaining_est and waiting as three adjacent columns")
@@ -195,21 +201,21 @@ class JobTable:
     def __init__(self, slots: int, n_extra: int):
         self.slots = slots
         self._buf = np.zeros(slots * N_JOB + n_extra, np.float32)
-        self._pack_extra = struct.Struct(f"={n_extra}f").pack_into  # float64 -> float32 by a C cast, as NumPy's
         self._rows = np.zeros((0, N_JOB), np.float32)
         self._views_of_buffers()
 
     def _views_of_buffers(self) -> None:
-        # flat float32 memoryviews: a value or a row is written without a NumPy call
+        # flat float32 memoryviews: a value or a row is written without a NumPy call; the extra features are
+        # packed by a Struct (float64 -> float32 by a C cast, as NumPy's)
         self._mv = memoryview(self._buf)
         self._rows_mv = memoryview(self._rows.reshape(-1))
+        self._pack_extra = struct.Struct(f"={len(self._buf) - self.slots * N_JOB}f").pack_into
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("_mv", "_rows_mv", "_pack_extra")}
 
     def __setstate__(self, state: dict) -> None:  # memoryviews and bound methods of a Struct do not pickle
         self.__dict__.update(state)
-        self._pack_extra = struct.Struct(f"={len(self._buf) - self.slots * N_JOB}f").pack_into
         self._views_of_buffers()
 
     def reset(self, views: list, total_gpus: int) -> None:
@@ -226,10 +232,8 @@ class JobTable:
 
     def update(self, v: JobView) -> None:
         """Read job ``v``'s view again (a new job, or one at a new eval checkpoint)."""
-        _, head, est, tail = _checkpoint_parts(v, v.evals_done)
         j = v.job_id
-        _PACK_ROW(self._rows_mv, j * N_JOB * 4, *head, 1.0 if v.status == RUNNING else 0.0, 0.0,
-                  v.gpus / self._total, est / (est + TIME_SCALE_H), 0.0, 0.0, 0.0, *tail)
+        _PACK_ROW(self._rows_mv, j * N_JOB * 4, *_row(v, self._total, 0.0, _NO_CLOCK))  # clock: at the next call
         self._at[j] = -1
 
     def moved(self, v: JobView) -> None:
