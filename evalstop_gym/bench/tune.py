@@ -88,6 +88,20 @@ def objective(arm: dict[str, dict[str, list]], none: dict[str, dict[str, list]],
     return (score if feasible else score + 1.0), feasible
 
 
+def _budget(budget: int | None) -> int:
+    budget = BUDGET if budget is None else budget
+    check_range("budget", budget, 1, 1000, integer=True)
+    return budget
+
+
+def _references(val: Sequence[Row], store: ResultStore, kw: dict) -> tuple:
+    """``(no stopper, EvalStop k=2, their runs on val)``: the arms the rule scores a trial against."""
+    from .arms import play
+
+    none, evalstop = builtin("srtf-est"), builtin("srtf-est", "evalstop", k=2)
+    return none, evalstop, play([none, evalstop], val, store, **kw)
+
+
 def _bar(total: int, progress: bool):
     import sys
 
@@ -104,16 +118,14 @@ def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None
     from .arms import play
 
     optuna = _optuna()
-    budget = BUDGET if budget is None else budget
-    check_range("budget", budget, 1, 1000, integer=True)
+    budget = _budget(budget)
     families = list(STOPPERS) if families is None else list(families)
     for f in families:
         if f not in STOPPERS:
             raise ConfigError("families", f, f"must be among {', '.join(STOPPERS)}")
     val = validation_rows(rows)
     kw = dict(backend=backend, workers=workers, ray_address=ray_address, progress=False)
-    none, evalstop = builtin("srtf-est"), builtin("srtf-est", "evalstop", k=2)
-    base = play([none, evalstop], val, store, **kw)
+    none, evalstop, base = _references(val, store, kw)
 
     # Every family's study is its own TPE sequence; round i asks each study for its trial i and plays all
     # of them in one sweep (one worker pool, longest runs first) before telling any result. Each study
@@ -170,14 +182,12 @@ def tune_learned(rows: Sequence[Row], store: ResultStore, train: Callable[[dict[
     from .policies import parse_policy
 
     optuna = _optuna()
-    budget = BUDGET if budget is None else budget
-    check_range("budget", budget, 1, 1000, integer=True)
+    budget = _budget(budget)
     val = [r for r in validation_rows(rows) if r.synthetic]
     if not val:
         raise ConfigError("rows", [r.name for r in rows], "hold no synthetic row, the only rows a saved model plays")
     kw = dict(backend=backend, workers=workers, ray_address=ray_address, progress=False)
-    none, evalstop = builtin("srtf-est"), builtin("srtf-est", "evalstop", k=2)
-    base = play([none, evalstop], val, store, **kw)
+    none, evalstop, base = _references(val, store, kw)
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
     trials = []
     bar = _bar(budget, progress)
