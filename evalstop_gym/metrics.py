@@ -42,6 +42,15 @@ METRIC_KEYS = (
 )
 
 
+def f1_counts(metrics) -> float | None:
+    """F1 of one episode from its counts, ``2 TP / (2 TP + FP + FN)``: the ``f1`` metric wherever that is
+    defined, 0 where a stopper stops no hacking run (``f1`` is undefined there), ``None`` only with no hacking
+    run and no stop. Selection rules average it over episodes, so a seed a detector fails on counts as 0."""
+    tp, fp, fn = metrics["true_positives"], metrics["false_positives"], metrics["false_negatives"]
+    den = 2 * tp + fp + fn
+    return 2 * tp / den if den else None
+
+
 def _ratio(num: float, den: float) -> float | None:
     return float(num / den) if den > 0 else None
 

@@ -17,7 +17,7 @@ from evalstop_gym.agents.combined import answer_checkpoints_with, learned_metric
 from evalstop_gym.agents.policy import LearnedPolicy, LearnedStop, policy_env  # noqa: E402
 from evalstop_gym.agents.seeds import VALIDATION_END, VALIDATION_FIRST  # noqa: E402
 from evalstop_gym.agents.selection import f1_counts, select  # noqa: E402
-from evalstop_gym.agents.targets import Setting, target_table, targets  # noqa: E402
+from evalstop_gym.agents.targets import Setting, hand_coded_point, target_table, targets  # noqa: E402
 from evalstop_gym.agents.verdicts import f1_verdict, judge, jct_verdict  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402
 from evalstop_gym.agents.wrappers import HandCodedStops  # noqa: E402
@@ -71,32 +71,57 @@ def stops_about_half(pol: LearnedPolicy) -> LearnedPolicy:
 
 
 # -- selection never sees a test seed -------------------------------------------------
-def test_selection_plays_validation_seeds_only_and_picks_by_the_rules(tmp_path, monkeypatch):
-    played = []
-    real = runner.execute
-    monkeypatch.setattr(runner, "execute", lambda spec: played.append(spec.config.seed) or real(spec))
-    sel = select(REALISTIC, seeds=3, out=tmp_path, registry=SMALL)
-    assert len(played) == 3 * 3 * 3 and min(played) >= VALIDATION_FIRST
-    assert sorted(set(played)) == [VALIDATION_FIRST, VALIDATION_FIRST + 1, VALIDATION_FIRST + 2]
-    # the choice, recomputed from the stored records: the lowest mean avg JCT; the highest mean F1 over srtf-est
+def test_selection_tunes_every_family_on_validation_seeds_only_and_picks_by_the_rules(tmp_path):
+    sel = select(REALISTIC, seeds=3, out=tmp_path, registry=SMALL, budget=4)
     recs = [json.loads(ln) for ln in (tmp_path / "runs.jsonl").read_text().splitlines()]
-    assert all(r["spec"]["workload"]["seed"] >= VALIDATION_FIRST for r in recs)
+    assert {r["spec"]["workload"]["seed"] for r in recs} == {VALIDATION_FIRST, VALIDATION_FIRST + 1, VALIDATION_FIRST + 2}
     by = {}
     for r in recs:
-        by.setdefault((r["spec"]["scheduler"], r["spec"]["stopper"]), []).append(r["metrics"])
-    jct = {k: np.mean([m["avg_jct_h"] for m in v]) for k, v in by.items()}
-    f1 = {k: np.mean([2 * m["true_positives"] / (2 * m["true_positives"] + m["false_positives"]
-                                                 + m["false_negatives"]) for m in v])
-          for k, v in by.items() if k[0] == "srtf-est" and k[1] != "none"}
-    best = min(jct, key=jct.get)
-    assert (sel.best_pair["scheduler"], sel.best_pair["stopper"]) == best
-    assert sel.best_pair["avg_jct_h"] == pytest.approx(jct[best])
-    assert (sel.best_detector["scheduler"], sel.best_detector["stopper"]) == max(f1, key=f1.get)
-    assert [r["stopper"] for r in sel.detectors] == sorted(["evalstop", "divergence"], key=lambda s: -f1[("srtf-est", s)])
-    # a second call reuses every run
-    played.clear()
-    again = select(REALISTIC, seeds=3, out=tmp_path, registry=SMALL)
-    assert played == [] and again.pairs == sel.pairs
+        key = (r["spec"]["scheduler"], r["spec"]["stopper"], json.dumps(r["spec"]["params"], sort_keys=True))
+        by.setdefault(key, {})[r["spec"]["workload"]["seed"]] = r["metrics"]
+    runs = {k: [v[s] for s in sorted(v)] for k, v in by.items()}
+
+    def of(t):
+        return runs[(t["scheduler"], t["stopper"], json.dumps(t["params"], sort_keys=True))]
+
+    # the JCT rule by hand: mean per-seed ratio to srtf-est alone, + 1 above srtf-est + evalstop k=2's mean regret
+    none = runs[("srtf-est", "none", "{}")]
+    cap = np.mean([m["delivered_quality_regret"] for m in runs[("srtf-est", "evalstop", '{"k": 2}')]])
+
+    def jct_rule(ms):
+        ratio = np.mean([m["avg_jct_h"] / n["avg_jct_h"] for m, n in zip(ms, none)])
+        return ratio + (np.mean([m["delivered_quality_regret"] for m in ms]) > cap + 1e-12)
+
+    pair = sel.tuning["pair"]["families"]
+    assert set(pair) == {"none", "evalstop", "divergence"}
+    for fam, best in pair.items():   # every family got the budget; its row is its best trial by the rule
+        assert len(best["every_trial"]) == 4 and {t["stopper"] for t in best["every_trial"]} == {fam}
+        assert [t["score"] for t in best["every_trial"]] == pytest.approx([jct_rule(of(t)) for t in best["every_trial"]])
+        assert best["score"] == min(t["score"] for t in best["every_trial"])
+    assert {t["scheduler"] for b in pair.values() for t in b["every_trial"]} <= set(SMALL.schedulers)
+    assert [r["rule_score"] for r in sel.pairs] == sorted(b["score"] for b in pair.values())
+    assert sel.best_pair["avg_jct_h"] == pytest.approx(np.mean([m["avg_jct_h"] for m in of(pair[sel.best_pair["stopper"]])]))
+
+    # the F1 rule by hand, over srtf-est only, every stopper but none
+    def f1(ms):
+        vals = [2 * m["true_positives"] / d for m in ms
+                if (d := 2 * m["true_positives"] + m["false_positives"] + m["false_negatives"])]
+        return np.mean(vals) if vals else 0.0
+
+    det = sel.tuning["detector"]["families"]
+    assert set(det) == {"evalstop", "divergence"}
+    for best in det.values():
+        assert {t["scheduler"] for t in best["every_trial"]} == {"srtf-est"}
+        assert [-t["score"] for t in best["every_trial"]] == pytest.approx([f1(of(t)) for t in best["every_trial"]])
+    assert sel.best_detector["f1"] == pytest.approx(max(-b["score"] for b in det.values()))
+    assert [r["stopper"] for r in sel.detectors] == sorted(det, key=lambda f: (det[f]["score"], det[f]["tie"]))
+    # the chosen arms carry their tuned parameters into the targets
+    point = hand_coded_point(sel.best_detector)
+    assert dict(point.params) == det[sel.best_detector["stopper"]]["params"]
+    # a second call replays the studies on the stored runs: nothing is played
+    stored = (tmp_path / "runs.jsonl").read_text()
+    again = select(REALISTIC, seeds=3, out=tmp_path, registry=SMALL, budget=4)
+    assert (tmp_path / "runs.jsonl").read_text() == stored and again.pairs == sel.pairs
 
 
 @pytest.mark.parametrize("first, seeds", [(0, 10), (VALIDATION_FIRST - 1, 2), (VALIDATION_END - 1, 2)])

@@ -10,7 +10,7 @@ from evalstop_gym.bench import suite as suite_mod  # noqa: E402
 from evalstop_gym.bench.arms import TUNED_BEST  # noqa: E402
 from evalstop_gym.bench.run import RESULTS_FILE, TUNE_FILE, run_bench  # noqa: E402
 from evalstop_gym.bench.suite import Row, suite_hash  # noqa: E402
-from evalstop_gym.bench.tune import objective  # noqa: E402
+from evalstop_gym.bench.tune import f1_objective, objective  # noqa: E402
 from evalstop_gym.seeds import VALIDATION  # noqa: E402
 
 TOY = (Row("toy-paper", jobs=30, gpus=16, seeds=(1000, 1001)),)
@@ -23,6 +23,30 @@ def test_the_rule_by_hand():
     assert objective(ok, none, cap) == (pytest.approx((0.5 + 0.75) / 2), True)
     bad = {"r": {"avg_jct_h": [5.0, 15.0], "delivered_quality_regret": [0.03, 0.04]}}
     assert objective(bad, none, cap) == (pytest.approx(1.625), False)
+
+
+def test_the_f1_rule_by_hand():
+    # per episode 2TP / (2TP + FP + FN): 6/8, 0/2 (stopped no hacking run: 0), none (no hacking run, no stop)
+    arm = {"r": {"true_positives": [3, 0, 0], "false_positives": [1, 0, 0], "false_negatives": [1, 2, 0],
+                 "compute_waste_gpu_h": [10.0, 20.0, 30.0]},
+           "s": {"true_positives": [1], "false_positives": [0], "false_negatives": [0], "compute_waste_gpu_h": [40.0]}}
+    assert f1_objective(arm, {}, {}) == (pytest.approx(-(0.75 + 0.0 + 1.0) / 3), True, pytest.approx(25.0))
+    nothing = {"r": {"true_positives": [0], "false_positives": [0], "false_negatives": [0], "compute_waste_gpu_h": [1.0]}}
+    assert f1_objective(nothing, {}, {}) == (0.0, True, 1.0)
+
+
+def test_rows_played_as_given_must_hold_validation_seeds(tmp_path):
+    from evalstop_gym.bench.tune import tune_families
+    from evalstop_gym.config import ConfigError
+    from evalstop_gym.experiments.runner import ResultStore
+
+    with pytest.raises(ConfigError, match="validation"):
+        tune_families(TOY, ResultStore(tmp_path / "t.jsonl"), budget=1, families=["none"], validation=None,
+                      progress=False)
+    with pytest.raises(ConfigError, match="schedulers"):
+        tune_families(TOY, ResultStore(tmp_path / "t.jsonl"), budget=1, families=["none"], schedulers=["nope"],
+                      progress=False)
+    assert not (tmp_path / "t.jsonl").exists() or not (tmp_path / "t.jsonl").read_text()
 
 
 def test_tune_gives_every_family_the_budget_on_validation_seeds_and_records_it(tmp_path, monkeypatch):

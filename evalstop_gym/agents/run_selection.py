@@ -15,7 +15,7 @@ workload, each run's stop-policy over the default base scheduler, as the
 ``targets`` protocol plays it on test seeds):
 
 * every run's mean F1 (per episode ``2 TP / (2 TP + FP + FN)``,
-  :func:`~evalstop_gym.agents.selection.f1_counts`) and mean compute waste;
+  :func:`~evalstop_gym.metrics.f1_counts`) and mean compute waste;
 * the best hand-coded detector on the same workloads
   (:func:`~evalstop_gym.agents.selection.best_detector`), the one a learned
   stop-policy is judged against;
@@ -46,12 +46,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from evalstop_gym.api import DEFAULT_SCHEDULER
 from evalstop_gym.config import ConfigError, WorkloadConfig
+from evalstop_gym.metrics import f1_counts
 
 from .combined import learned_metrics
 from .policy import LearnedPolicy
 from .saved import CONFIG_FILE, FINAL_FILE, MODEL_FILE, write_config
 from .seeds import VALIDATION_FIRST
-from .selection import best_detector, f1_counts
+from .selection import best_detector
 
 RUNS_DIR = "runs"
 SELECTION_DIR = "selection"      # the hand-coded detectors' validation runs (resumable sweep)
@@ -78,7 +79,7 @@ def choose(rows: Sequence[Mapping[str, Any]], max_waste: float) -> int:
 
 
 def validation_row(model_dir: Path, base: WorkloadConfig, seeds: Sequence[int], scheduler: str) -> dict[str, Any]:
-    """Mean F1 (:func:`~evalstop_gym.agents.selection.f1_counts`, undefined episodes dropped as the detectors'
+    """Mean F1 (:func:`~evalstop_gym.metrics.f1_counts`, undefined episodes dropped as the detectors'
     rows drop them), precision, recall and compute waste of a saved stop-policy over ``scheduler``."""
     from evalstop_gym.experiments.stats import summarize
     from evalstop_gym.workload import generate

@@ -1,26 +1,30 @@
-"""The hand-coded policies a learned one is judged against, chosen on validation seeds only.
+"""The hand-coded policies a learned one is judged against: tuned as the bench tunes, on validation seeds only.
 
     >>> from evalstop_gym.agents.selection import select
     >>> sel = select(WorkloadConfig(calibration="realistic"), out="results/targets")
     >>> sel.best_pair["arm"], sel.best_detector["arm"]
 
-Every registered base scheduler with every registered stopper (``none``
-included, each at its default parameters) plays the same validation workloads
-(seeds ``VALIDATION_FIRST ..``, :mod:`evalstop_gym.agents.seeds`; test seeds
-are refused). Two winners:
+Every policy family (each registered stopper, ``none`` included) gets the
+bench tuner's budget (:func:`evalstop_gym.bench.tune.tune_families`:
+:data:`~evalstop_gym.bench.tune.BUDGET` trials of TPE, seed 0, over the
+family's parameters in :data:`~evalstop_gym.bench.tune.SPACES`) on the same
+validation workloads (seeds ``VALIDATION_FIRST ..``,
+:mod:`evalstop_gym.agents.seeds`; test seeds are refused), by a rule fixed in
+code before anything is tuned. Two winners:
 
-* the **best pair**: the lowest average JCT, mean over the seeds (ties: fewer
-  preemptions, then registry order);
-* the **best detector**: among the stoppers over the default base scheduler
-  (``srtf-est``), the highest F1, mean over the seeds (ties: less compute waste).
+* the **best pair**: the scheduler (searched among every registered one) and
+  stopper parameters by the bench's rule (:data:`~evalstop_gym.bench.tune.JCT`:
+  the lowest mean ratio of average JCT to SRTF-Est's, among trials at no more
+  delivered-quality regret than SRTF-Est + EvalStop k=2);
+* the **best detector**: every stopper but ``none`` over the default base
+  scheduler (``srtf-est``), its parameters by the F1 rule
+  (:data:`~evalstop_gym.bench.tune.F1`: the highest mean F1 from counts,
+  :func:`evalstop_gym.metrics.f1_counts`; ties: less compute waste).
 
-F1 here is ``2 TP / (2 TP + FP + FN)`` per episode, the metrics' F1 wherever
-that is defined and 0 where a stopper stops no hacking run (the metrics leave
-it undefined there, which would drop exactly the seeds a detector fails on).
-
-Runs are a sweep of the experiment runner: appended to ``<out>/runs.jsonl``
-as they finish and reused by run id on the next call, so an interrupted
-selection resumes and a finished one costs nothing to repeat.
+Each table lists every family's best trial. Runs are a sweep of the experiment
+runner: appended to ``<out>/runs.jsonl`` as they finish and reused by run id on
+the next call, so an interrupted selection resumes and a finished one costs
+nothing to repeat (the studies are deterministic, so they replay on the stored runs).
 """
 
 from __future__ import annotations
@@ -34,18 +38,13 @@ from typing import Any, Mapping, Sequence
 from evalstop_gym.api import DEFAULT_SCHEDULER
 from evalstop_gym.config import ConfigError, WorkloadConfig, check_range
 
+from evalstop_gym.metrics import f1_counts  # noqa: F401  (the learned layer's F1 of one episode)
+
 from .seeds import VALIDATION_FIRST, check_validation_seeds
 
 RUNS_FILE = "runs.jsonl"
 PAIR_COLUMNS = ("avg_jct_h", "preemptions", "f1", "compute_waste_gpu_h", "delivered_quality_regret")
 DETECTOR_COLUMNS = ("f1", "precision", "recall", "compute_waste_gpu_h", "avg_jct_h")
-
-
-def f1_counts(metrics: Mapping[str, Any]) -> float | None:
-    """F1 of one episode from its counts: ``2 TP / (2 TP + FP + FN)``; ``None`` with no hacking run and no stop."""
-    tp, fp, fn = metrics["true_positives"], metrics["false_positives"], metrics["false_negatives"]
-    den = 2 * tp + fp + fn
-    return 2 * tp / den if den else None
 
 
 @dataclass
@@ -54,9 +53,11 @@ class Selection:
 
     base: WorkloadConfig
     seeds: list[int]
-    pairs: list[dict[str, Any]]        # scheduler x stopper rows, best (lowest avg JCT) first
-    detectors: list[dict[str, Any]]    # stoppers over ``scheduler``, best (highest F1) first
+    pairs: list[dict[str, Any]]        # each family's best trial by the JCT rule, best first
+    detectors: list[dict[str, Any]]    # each stopper's best trial over ``scheduler`` by the F1 rule, best first
     scheduler: str                     # the base scheduler of the detectors
+    budget: int                        # trials per family
+    tuning: dict[str, Any]             # "pair", "detector": the tuner's records, every trial included
     pair_table: str                    # Markdown
     detector_table: str
 
@@ -70,90 +71,102 @@ class Selection:
 
     def markdown(self) -> str:
         from evalstop_gym.agents.evaluate import base_text
+        from evalstop_gym.bench.tune import F1, JCT
 
         p, d = self.best_pair, self.best_detector
+        over = [r["arm"] for r in self.pairs if not r["feasible"]]
         return "\n".join([
             "## Hand-coded policies chosen on validation seeds", "",
             f"{base_text(self.base)}; validation seeds {self.seeds[0]}-{self.seeds[-1]} (n = {len(self.seeds)}); "
             "cells: mean ± std over seeds.", "",
-            f"Best scheduler x stopper pair (lowest average JCT): **{p['arm']}**, {p['avg_jct_h']:.3f} h, "
+            f"Every family tuned with {self.budget} trials (TPE, seed 0) on these workloads.", "",
+            f"Best scheduler x stopper pair ({JCT.text}): **{p['arm']}**, {p['avg_jct_h']:.3f} h, "
             f"{p['preemptions']:.1f} preemptions per episode.",
-            f"Best detector over {self.scheduler} (highest F1): **{d['arm']}**, F1 {d['f1']:.3f}, "
+            f"Best detector over {self.scheduler} ({F1.text}): **{d['arm']}**, F1 {d['f1']:.3f}, "
             f"waste {d['compute_waste_gpu_h']:.0f} GPU-h.", "",
-            f"### Every pair, by average JCT ({len(self.pairs)})", "", self.pair_table, "",
-            f"### Every stopper over {self.scheduler}, by F1", "", self.detector_table, ""])
-
-
-def candidate_points(registry=None, scheduler: str = DEFAULT_SCHEDULER):
-    """``(pairs, detectors)``: experiment points of every scheduler x stopper, and of every stopper but
-    ``none`` over ``scheduler`` (the detectors are a subset of the pairs, so they cost no extra runs)."""
-    from evalstop_gym.experiments.spec import Arm, Point, Registry
-
-    reg = registry or Registry.current()
-    if scheduler not in reg.schedulers:
-        raise ConfigError("scheduler", scheduler, f"must be one of {', '.join(reg.schedulers)}")
-    pairs = [Point.of(Arm(s if st == "none" else f"{s} + {st}", st), s) for s in reg.schedulers for st in reg.stoppers]
-    detectors = [p for p in pairs if p.scheduler == scheduler and p.stopper != "none"]
-    return pairs, detectors
+            *([f"Above the regret cap (each scored its ratio + 1): {', '.join(over)}.", ""] if over else []),
+            f"### Each family's best pair, best first ({len(self.pairs)})", "", self.pair_table, "",
+            f"### Each stopper's best over {self.scheduler}, best first", "", self.detector_table, ""])
 
 
 def select(base: WorkloadConfig | None = None, *, seeds: int = 10, first_seed: int = VALIDATION_FIRST,
            out: str | os.PathLike = "results/targets", workers: int = 1, scheduler: str = DEFAULT_SCHEDULER,
-           progress: bool = False, registry=None) -> Selection:
-    """Run (or reuse) every candidate on the validation seeds and choose the best pair and detector."""
-    from evalstop_gym.experiments.spec import Experiment
+           progress: bool = False, registry=None, budget: int | None = None) -> Selection:
+    """Tune (or replay the stored tuning of) every family on the validation seeds; choose the pair and detector."""
+    from evalstop_gym.bench.tune import BUDGET, JCT
     from evalstop_gym.experiments.tables import markdown_table
 
     base = base or WorkloadConfig()
-    pairs, detectors = candidate_points(registry, scheduler)
-    seed_list, results = _play(pairs, base, seeds, first_seed, out, workers, progress)
-    exp = Experiment("selection", "Selection", "", None, tuple(pairs), PAIR_COLUMNS, ())
-    pair_rows = rows_with_f1(exp, results, base, seed_list)
-    pair_rows.sort(key=lambda r: (r["avg_jct_h"], r["preemptions"]))   # stable: registry order breaks ties
-    det_exp, det_rows = _detector_rows(detectors, results, base, seed_list)
-    return Selection(base, seed_list, pair_rows, det_rows, scheduler, markdown_table(exp, pair_rows),
-                     markdown_table(det_exp, det_rows))
+    reg = _registry(registry, scheduler)
+    seed_list, exp, pair_rows, pair_tuning = _tuned(base, seeds, first_seed, out, workers, progress, budget, JCT,
+                                       list(reg.stoppers), reg.schedulers, PAIR_COLUMNS)
+    _, det_exp, det_rows, det_tuning = best_detectors(base, seeds=seeds, first_seed=first_seed, out=out, workers=workers,
+                                          scheduler=scheduler, progress=progress, registry=reg, budget=budget)
+    return Selection(base, seed_list, pair_rows, det_rows, scheduler, BUDGET if budget is None else budget,
+                     {"pair": pair_tuning, "detector": det_tuning}, markdown_table(exp, pair_rows), markdown_table(det_exp, det_rows))
+
+
+def best_detectors(base: WorkloadConfig, *, seeds: int = 10, first_seed: int = VALIDATION_FIRST,
+                   out: str | os.PathLike = "results/targets", workers: int = 1, scheduler: str = DEFAULT_SCHEDULER,
+                   progress: bool = False, registry=None, budget: int | None = None):
+    """``(seeds, experiment, rows, tuning)``: each stopper but ``none`` tuned over ``scheduler`` by the F1 rule, best first."""
+    from evalstop_gym.bench.tune import F1
+
+    reg = _registry(registry, scheduler)
+    families = [s for s in reg.stoppers if s != "none"]
+    return _tuned(base, seeds, first_seed, out, workers, progress, budget, F1, families, [scheduler],
+                  DETECTOR_COLUMNS)
 
 
 def best_detector(base: WorkloadConfig, *, seeds: int = 10, first_seed: int = VALIDATION_FIRST,
                   out: str | os.PathLike = "results/targets", scheduler: str = DEFAULT_SCHEDULER,
                   registry=None) -> dict[str, Any]:
-    """The best detector's row, as :func:`select` chooses it, running (or reusing) only the detectors."""
-    _, detectors = candidate_points(registry, scheduler)
-    seed_list, results = _play(detectors, base, seeds, first_seed, out, 1, False)
-    return _detector_rows(detectors, results, base, seed_list)[1][0]
+    """The best detector's row, as :func:`select` chooses it, tuning (or replaying) only the detectors."""
+    return best_detectors(base, seeds=seeds, first_seed=first_seed, out=out, scheduler=scheduler,
+                          registry=registry)[2][0]
 
 
-def _play(points, base: WorkloadConfig, seeds: int, first_seed: int, out, workers: int,
-          progress: bool) -> tuple[list[int], dict[str, Any]]:
-    """``(seeds, results by run id)`` of ``points`` on the validation seeds, run or reused from ``out``."""
-    from tqdm import tqdm
+def _registry(registry, scheduler: str):
+    from evalstop_gym.experiments.spec import Registry
 
-    from evalstop_gym.experiments.runner import ResultStore, RunSpec, exclusive, pending_specs, run_sweep
+    reg = registry or Registry.current()
+    if scheduler not in reg.schedulers:
+        raise ConfigError("scheduler", scheduler, f"must be one of {', '.join(reg.schedulers)}")
+    return reg
+
+
+def _tuned(base: WorkloadConfig, seeds: int, first_seed: int, out, workers: int, progress: bool,
+           budget: int | None, rule, families: Sequence[str], schedulers: Sequence[str], columns: Sequence[str]):
+    """``(seeds, experiment, rows, tuning)``: ``families`` tuned by ``rule`` on the validation seeds, each family's best
+    trial a row (by the rule, best first), its figures the means over the seeds."""
+    from evalstop_gym.bench.policies import builtin
+    from evalstop_gym.bench.suite import Row
+    from evalstop_gym.bench.tune import tune_families
+    from evalstop_gym.experiments.runner import ResultStore, exclusive
+    from evalstop_gym.experiments.spec import Arm, Experiment, Point
     from evalstop_gym.files import prepare_out
 
     check_range("validation_seeds", seeds, 1, integer=True)
     check_validation_seeds(first_seed, seeds)
     check_range("workers", workers, 1, integer=True)
     seed_list = list(range(first_seed, first_seed + seeds))
-    specs = [RunSpec.of(p, base, s) for p in points for s in seed_list]
     outdir = prepare_out(out)
     with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
         store = ResultStore(Path(outdir) / RUNS_FILE)
-        todo = len(pending_specs(specs, store))
-        with tqdm(total=todo, desc="selection", unit="run", file=sys.stderr, disable=not progress) as bar:
-            run_sweep(specs, store, workers=workers, on_done=bar.update)
-        return seed_list, store.metrics
-
-
-def _detector_rows(detectors, results, base: WorkloadConfig, seed_list):
-    """``(experiment, rows)`` of the detectors, best first: highest F1, then less compute waste."""
-    from evalstop_gym.experiments.spec import Experiment
-
-    det_exp = Experiment("detectors", "Detectors", "", None, tuple(detectors), DETECTOR_COLUMNS, ())
-    det_rows = rows_with_f1(det_exp, results, base, seed_list)
-    det_rows.sort(key=lambda r: (-(r["f1"] if r["f1"] is not None else -1.0), r["compute_waste_gpu_h"]))
-    return det_exp, det_rows
+        tuning = tune_families([Row.of_config("validation", base, seed_list)], store, budget=budget,
+                               families=families, schedulers=schedulers, rule=rule, validation=None,
+                               workers=workers, progress=progress)
+        results = store.metrics
+    best = sorted(tuning["families"].values(), key=lambda t: (t["score"], t["tie"]))   # stable: registry order
+    points = []
+    for t in best:
+        pol = builtin(t["scheduler"], t["stopper"], **t["params"])
+        points.append(Point.of(Arm(pol.label, pol.stopper, pol.params), pol.scheduler))
+    exp = Experiment(f"selection-{rule.name}", "Selection", "", None, tuple(points), tuple(columns), ())
+    rows = rows_with_f1(exp, results, base, seed_list)
+    for row, t in zip(rows, best):
+        row["rule_score"], row["feasible"] = t["score"], t["feasible"]
+    return seed_list, exp, rows, tuning
 
 
 def rows_with_f1(exp, results: Mapping[str, Mapping[str, Any]], base: WorkloadConfig,

@@ -8,8 +8,10 @@
 The protocol (``docs/evaluation.md``):
 
 1. **Selection, on validation seeds only** (:mod:`evalstop_gym.agents.selection`):
-   the scheduler x stopper pair with the lowest average JCT, and the stopper
-   with the highest F1 over the default base scheduler.
+   every policy family tuned with the bench tuner's budget, by rules fixed in
+   code: the scheduler x stopper pair by the bench's JCT rule (at no more
+   regret than SRTF-Est + EvalStop k=2), and the stopper with the highest F1
+   over the default base scheduler.
 2. **Targets, on held-out test seeds** (``0 ..``; every arm plays the same
    workloads, so arms pair per seed):
 
@@ -98,10 +100,10 @@ def learned_points(scheduler_model: str | None, stop_model: str | None, schedule
 
 
 def hand_coded_point(row: Mapping[str, Any]):
-    """The experiment point of a selection row."""
+    """The experiment point of a selection row (its tuned parameters included)."""
     from evalstop_gym.experiments.spec import Arm, Point
 
-    return Point.of(Arm(row["arm"], row["stopper"]), row["scheduler"])
+    return Point.of(Arm(row["arm"], row["stopper"], tuple(sorted(json.loads(row["params"]).items()))), row["scheduler"])
 
 
 def reference_point():

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from evalstop_gym.bench.score import ALPHA as BENCH_ALPHA
 
-from .selection import f1_counts
+from evalstop_gym.metrics import f1_counts
 
 TARGET_JCT_GAIN_PCT = 3.0                     # (a): average JCT at least this many percent lower
 ALPHA = BENCH_ALPHA                           # (a), (b): Holm-adjusted paired t-test p below this

@@ -12,7 +12,7 @@ import sys
 from typing import Sequence
 
 from ..experiments.runner import ResultStore, pending_specs, run_sweep
-from .play import METRICS, BenchSpec, learned_spec
+from .play import COUNTS, METRICS, BenchSpec, learned_spec
 from .policies import LEARNED_KIND, BenchPolicy, builtin
 from .suite import Row
 
@@ -33,7 +33,7 @@ def specs_of(policy: BenchPolicy, rows: Sequence[Row]) -> list:
 
 def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStore, *, backend: str, workers: int,
          ray_address: str | None, progress: bool, desc: str = "bench") -> dict[str, dict[str, dict[str, list]]]:
-    """Run what ``store`` lacks; return label -> row -> metric -> per-seed values."""
+    """Run what ``store`` lacks; return label -> row -> metric -> per-seed values (:data:`METRICS` and :data:`COUNTS`)."""
     from tqdm import tqdm
 
     by_policy = {p.label: specs_of(p, rows) for p in policies}
@@ -54,5 +54,5 @@ def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStor
             if p.kind == LEARNED_KIND and not r.synthetic:
                 continue
             runs = [store.metrics[next(specs).run_id] for _ in r.seeds]
-            table[r.name] = {m: [run.get(m) for run in runs] for m in METRICS}
+            table[r.name] = {m: [run.get(m) for run in runs] for m in METRICS + COUNTS}
     return out

@@ -23,6 +23,7 @@ from .suite import Row, Trace, curves_path
 # HIGHER_BETTER. RELATIVE ones are compared as a paired % change, the others as a paired difference.
 METRICS = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "makespan_h", "compute_waste_gpu_h", "gpu_hours",
            "precision", "recall", "f1", "fpr", "delivered_quality_regret", "preemptions")
+COUNTS = ("true_positives", "false_positives", "false_negatives")   # played too: selection rules read them
 HIGHER_BETTER = ("precision", "recall", "f1")
 RELATIVE = ("avg_jct_h", "p50_jct_h", "p99_jct_h", "makespan_h", "compute_waste_gpu_h", "gpu_hours")
 

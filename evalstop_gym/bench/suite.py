@@ -77,6 +77,13 @@ class Row:
     trace: Trace | None = None
     seeds: tuple[int, ...] = ()
     curves: str | None = None
+    base: WorkloadConfig | None = None   # a whole workload config instead of the fields above (:meth:`of_config`)
+
+    @classmethod
+    def of_config(cls, name: str, base: WorkloadConfig, seeds) -> "Row":
+        """A row that is ``base`` itself (only its seed changes): a world no suite field describes whole, such as
+        the one ``targets`` judges in. Not for suites: a suite's rows are their fields, so their hash says all."""
+        return cls(name, calibration=base.calibration, seeds=tuple(seeds), base=base)
 
     @property
     def synthetic(self) -> bool:
@@ -98,6 +105,8 @@ class Row:
 
     def config(self, seed: int) -> WorkloadConfig:
         """The row's workload config with ``seed`` (for a trace row: its :func:`~evalstop_gym.traces.trace_config`)."""
+        if self.base is not None:
+            return self.base.replace(seed=seed)
         fields: dict[str, Any] = {"calibration": self.calibration, "workload": self.workload, "jobs": self.jobs,
                                   "gpus": self.gpus, "load": self.load, "seed": seed}
         if self.noise is not None:
@@ -125,7 +134,7 @@ class Row:
         return out
 
 
-LATER_FIELDS = ("curves",)
+LATER_FIELDS = ("curves", "base")
 
 
 def cluster_spec(name: str):

@@ -10,12 +10,19 @@ runs (``tune.jsonl``). Trials play every playable row of the suite on
 :data:`VALIDATION_SEEDS` validation seeds each (:meth:`~.suite.Row.validation_seeds`,
 guarded by :func:`evalstop_gym.seeds.check_seeds`); no test seed is played.
 
-The selection rule, fixed here before anything is tuned (:data:`RULE`,
-:func:`objective`): the lowest mean per-workload ratio of average JCT to
-SRTF-Est without a stopper on the same workload, among trials whose mean
-delivered-quality regret is no worse than SRTF-Est + EvalStop k=2's on the
-same workloads; a trial above that regret scores its ratio + 1. The tuned
-best is the family whose best trial scores lowest.
+The selection rules, fixed here before anything is tuned (:class:`Rule`):
+
+* :data:`JCT` (the bench's, :data:`RULE`, :func:`objective`): the lowest mean
+  per-workload ratio of average JCT to SRTF-Est without a stopper on the same
+  workload, among trials whose mean delivered-quality regret is no worse than
+  SRTF-Est + EvalStop k=2's on the same workloads; a trial above that regret
+  scores its ratio + 1. The tuned best is the family whose best trial scores
+  lowest.
+* :data:`F1` (a detector's, for ``targets``' target (b), :func:`f1_objective`):
+  the highest mean per-episode F1 from counts (:func:`evalstop_gym.metrics.f1_counts`);
+  ties: less mean compute waste.
+
+Ties between trials of one family go to the earlier trial.
 
 A learned recipe is a family too (:func:`tune_learned`): its selection knob
 (:data:`LEARNED_SPACE`, the weight of time against delivered quality in its
@@ -26,10 +33,12 @@ ones), against the same reference arms on the same workloads.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..config import ConfigError, check_range
 from ..experiments.runner import ResultStore
+from .play import COUNTS
 from .policies import builtin
 from .suite import Row
 
@@ -88,6 +97,35 @@ def objective(arm: dict[str, dict[str, list]], none: dict[str, dict[str, list]],
     return (score if feasible else score + 1.0), feasible
 
 
+def f1_objective(arm: dict[str, dict[str, list]], none: dict[str, dict[str, list]],
+                 evalstop: dict[str, dict[str, list]]) -> tuple[float, bool, float]:
+    """The detector rule on row -> metric -> per-seed values: ``(-mean F1, True, mean waste)``; lower is better.
+
+    F1 is per episode from its counts (an episode with no hacking run and no stop has none and is left out;
+    with none at all the score is 0). The reference arms are not used: F1 is absolute."""
+    from ..metrics import f1_counts
+
+    runs = [dict(zip(COUNTS, c)) for row in arm.values() for c in zip(*(row[m] for m in COUNTS))]
+    f1 = [x for x in map(f1_counts, runs) if x is not None]
+    waste = [x for row in arm.values() for x in row["compute_waste_gpu_h"]]
+    return (-sum(f1) / len(f1) if f1 else 0.0), True, sum(waste) / len(waste)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A selection rule: its text (as results record it) and its score of a trial, ``(score, feasible, tie)``,
+    lower first on ``score`` then ``tie``."""
+
+    name: str
+    text: str
+    score: Callable[..., tuple[float, bool, float]]
+
+
+JCT = Rule("jct", RULE, lambda arm, none, evalstop: (*objective(arm, none, evalstop), 0.0))
+F1 = Rule("f1", "highest mean F1 per validation episode (from its counts: 0 where a stopper stops no hacking run); "
+          "ties: less mean compute waste", f1_objective)
+
+
 def _budget(budget: int | None) -> int:
     budget = BUDGET if budget is None else budget
     check_range("budget", budget, 1, 1000, integer=True)
@@ -111,19 +149,37 @@ def _bar(total: int, progress: bool):
 
 
 def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None = None, families: Sequence[str] | None = None,
-                  backend: str = "local", workers: int = 1, ray_address: str | None = None,
-                  progress: bool = True) -> dict[str, Any]:
-    """Tune every family with the same budget; return the tuned parameters and the best pair."""
+                  schedulers: Sequence[str] | None = None, rule: Rule = JCT,
+                  validation: int | None = VALIDATION_SEEDS, backend: str = "local", workers: int = 1,
+                  ray_address: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """Tune every family with the same budget by ``rule``; return each family's best trial and the best of them.
+
+    ``schedulers``: the base schedulers a trial may pick (default: every registered one). ``validation``:
+    validation seeds per row (:meth:`Row.validation_seeds`); ``None``: each row's own seeds, which must be
+    validation seeds (``targets`` plays its declared validation workloads so).
+    """
     from ..baselines import SCHEDULERS, STOPPERS, stopper_params
+    from ..seeds import check_seeds
     from .arms import play
 
     optuna = _optuna()
     budget = _budget(budget)
     families = list(STOPPERS) if families is None else list(families)
+    schedulers = list(SCHEDULERS) if schedulers is None else list(schedulers)
     for f in families:
         if f not in STOPPERS:
             raise ConfigError("families", f, f"must be among {', '.join(STOPPERS)}")
-    val = validation_rows(rows)
+    for name in schedulers:
+        if name not in SCHEDULERS:
+            raise ConfigError("schedulers", name, f"must be among {', '.join(SCHEDULERS)}")
+    if not families or not schedulers:
+        raise ConfigError("families" if not families else "schedulers", [], "must name at least one")
+    if validation is None:
+        val = list(rows)
+        for r in val:
+            check_seeds("validation", r.seeds)
+    else:
+        val = validation_rows(rows, validation)
     kw = dict(backend=backend, workers=workers, ray_address=ray_address, progress=False)
     none, evalstop, base = _references(val, store, kw)
 
@@ -137,34 +193,31 @@ def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None
         if unknown:
             raise ConfigError(f"SPACES[{fam!r}]", unknown, f"are not parameters of stopper {fam!r} (it takes: "
                                                            f"{', '.join(stopper_params(fam))})")
+    tried: dict[str, list[dict[str, Any]]] = {fam: [] for fam in families}
     bar = _bar(budget * len(families), progress)
     for _ in range(budget):
         asked = []
         for fam, study in studies.items():
             trial = study.ask()
-            sched = trial.suggest_categorical("scheduler", list(SCHEDULERS))
+            sched = trial.suggest_categorical("scheduler", schedulers)
             params = {k: (trial.suggest_int(k, lo, hi, step=step) if isinstance(step, int) else
                           round(trial.suggest_float(k, lo, hi, step=step), 6))   # 0.30000000000000004 -> 0.3
                       for k, (lo, hi, step) in spaces[fam].items()}
-            asked.append((fam, trial, params, builtin(sched, fam, **params)))
+            asked.append((fam, trial, sched, params, builtin(sched, fam, **params)))
         values = play([pol for *_, pol in asked], val, store, **kw)
-        for fam, trial, params, pol in asked:
-            score, feasible = objective(values[pol.label], base[none.label], base[evalstop.label])
-            trial.set_user_attr("feasible", feasible)
-            trial.set_user_attr("label", pol.label)
-            trial.set_user_attr("params", params)
+        for fam, trial, sched, params, pol in asked:
+            score, feasible, tie = rule.score(values[pol.label], base[none.label], base[evalstop.label])
             studies[fam].tell(trial, score)
+            tried[fam].append({"stopper": fam, "scheduler": sched, "params": params, "score": score, "tie": tie,
+                               "feasible": feasible, "label": pol.label})
         bar.update(len(asked))
     bar.close()
     out: dict[str, Any] = {}
-    for fam, study in studies.items():
-        best = study.best_trial
-        out[fam] = {"stopper": fam, "scheduler": best.params["scheduler"], "params": best.user_attrs["params"],
-                    "score": best.value,
-                    "feasible": best.user_attrs["feasible"], "label": best.user_attrs["label"],
-                    "searched": sorted(spaces[fam])}
-    best = min(out.values(), key=lambda f: f["score"])
-    return {"rule": RULE, "trials": budget, "validation_seeds_per_row": VALIDATION_SEEDS,
+    for fam, trials in tried.items():
+        out[fam] = {**min(trials, key=lambda t: (t["score"], t["tie"])), "searched": sorted(spaces[fam]),
+                    "every_trial": trials}
+    best = min(out.values(), key=lambda f: (f["score"], f["tie"]))
+    return {"rule": rule.text, "trials": budget, "validation_seeds_per_row": validation,
             "rows": [r.name for r in val], "families": out, "best": best}
 
 
