@@ -13,7 +13,9 @@ Then, in the same run: the share of an EvalStop-Cluster-v0 step spent
 building its observation and action mask (target <= 25%), and the per-env
 rate of ``SyncVectorEnv`` of 8 EvalStop-Cluster-v0 envs against 8 CartPole-v1
 envs, with the full per-step ``info`` and with ``step_info="lean"`` (target
->= 40% of CartPole's). To say where the time goes, the same run prints the
+>= 40% of CartPole's), and the same for the id's native vector env
+(``gym.make_vec(..., vectorization_mode="vector_entry_point")``,
+:class:`evalstop_gym.envs.vector.ClusterVectorEnv`), beside CartPole's own. To say where the time goes, the same run prints the
 share of a step spent in the simulator's event loop (``_advance``) and what
 ``SyncVectorEnv`` adds per env step to CartPole's and to the lean env's step.
 
@@ -29,6 +31,7 @@ import argparse
 import time
 
 import gymnasium as gym
+import numpy as np
 
 import evalstop_gym  # noqa: F401  (registers the EvalStop ids)
 
@@ -125,9 +128,10 @@ def build_share(seconds: float, seed: int = 0, parts: dict | None = None) -> flo
     return spent[0] / in_env
 
 
-def vector_rate(env_id: str, n: int, seconds: float, seed: int = 0, **kw) -> float:
-    """Per-env steps/s of ``SyncVectorEnv`` of ``n`` envs under random (masked) actions."""
-    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, **kw) for _ in range(n)])
+def vector_rate(env_id: str, n: int, seconds: float, seed: int = 0, mode: str = "sync", **kw) -> float:
+    """Per-env steps/s of ``gym.make_vec(env_id, n, vectorization_mode=mode)`` under random (masked) actions:
+    ``"sync"``, ``SyncVectorEnv`` of ``gym.make`` envs; ``"vector_entry_point"``, the id's own vector env."""
+    envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode, **kw)
     _, info = envs.reset(seed=seed)
     space = envs.single_action_space
     space.seed(seed)
@@ -135,8 +139,8 @@ def vector_rate(env_id: str, n: int, seconds: float, seed: int = 0, **kw) -> flo
     stop_at = clock() + seconds
     while clock() < stop_at:
         masks = info.get("action_mask")
-        actions = [space.sample(m.astype("int8")) for m in masks] if masks is not None else \
-            [space.sample() for _ in range(n)]
+        actions = np.array([space.sample(m.astype("int8")) for m in masks] if masks is not None else
+                           [space.sample() for _ in range(n)])   # an array, as a batched action space samples
         t = clock()
         _, _, _, _, info = envs.step(actions)  # autoreset: a finished env restarts on its next step
         in_env += clock() - t
@@ -166,11 +170,16 @@ def main(argv=None) -> None:
           f"(best of {a.repeat}; target <= 25%); in the same run the simulator and the reward's "
           f"time bookkeeping (_advance) {advance:.1%}")
     vec = {}
+    native = "vector_entry_point"
     for _ in range(a.repeat):  # interleaved, the best of each kept
         for label, env_id, kw in (("CartPole-v1", "CartPole-v1", {}),
                                   ("EvalStop-Cluster-v0", "EvalStop-Cluster-v0", {}),
                                   ("EvalStop-Cluster-v0, step_info='lean'", "EvalStop-Cluster-v0",
-                                   {"step_info": "lean"})):
+                                   {"step_info": "lean"}),
+                                  ("native: EvalStop-Cluster-v0", "EvalStop-Cluster-v0", {"mode": native}),
+                                  ("native: EvalStop-Cluster-v0, lean", "EvalStop-Cluster-v0",
+                                   {"mode": native, "step_info": "lean"}),
+                                  ("native: CartPole-v1 (NumPy)", "CartPole-v1", {"mode": native})):
             vec[label] = max(vec.get(label, 0.0), vector_rate(env_id, a.vector, a.seconds, **kw))
         for label, env_id, kw in (("CartPole-v1 (one env)", "CartPole-v1", {}),
                                   ("EvalStop-Cluster-v0, lean (one env)", "EvalStop-Cluster-v0",
@@ -178,7 +187,9 @@ def main(argv=None) -> None:
             env = gym.make(env_id, **kw)
             vec[label] = max(vec.get(label, 0.0), masked_steps_per_s(env, a.seconds))
             env.close()
-    print(f"\nSyncVectorEnv of {a.vector}, per env:")
+    print(f"\ngym.make_vec of {a.vector}, per env, against CartPole-v1's SyncVectorEnv (target >= 40%); "
+          "SyncVectorEnv unless marked native (the id's vector_entry_point: ClusterVectorEnv; CartPole's "
+          "NumPy CartPoleVectorEnv):")
     for label, r in vec.items():
         if "one env" not in label:
             print(f"{label:<38} {r:>10.0f} {r / vec['CartPole-v1']:>11.1%}")

@@ -15,8 +15,10 @@ chosen on validation seeds, each stopper at its shipped defaults: srtf-progress 
 0.0366; srtf-est + divergence, F1 0.762): the JCT-leaning pair meets (a), 5.25 h, -9.4% [-12.6, -6.2], no
 preemptions, regret 0.0242, and misses (b), F1 0.599; the quality-leaning pair misses (a), 9.24 h, +57.9%
 [+39.7, +76.1], at regret 0.0121, and (b), F1 0.768, +0.006 [-0.024, +0.035], p 0.67 (a tie), wasting 20.7%
-more. These comparators are not tuned with the bench's budget; against the tuned best of the leaderboard
-(docs/leaderboard.md) the learned stop-policies tie.
+more. Those comparators were each stopper at its shipped defaults. Re-run 2026-12-02 (27.3 min wall, both
+slow files at once) with the selection tuned with the bench's budget (pair: srtf-est + divergence tuned,
+6.63 h on the test seeds, regret 0.0181): the JCT-leaning pair misses (a) on quality (5.25 h, regret
+0.0242 against 0.0181); the other assertions held as written (4 passed, 2 xfailed).
 """
 
 from pathlib import Path
@@ -82,8 +84,9 @@ def test_target_b_stop_policy_f1_at_least_the_best_detectors_at_no_more_waste(ju
     assert j.b is not None and j.b.met, j.b
 
 
+@pytest.mark.xfail(strict=True, reason="target missed (measured 2026-12-02 against the pair tuned with the bench's "
+                                       "budget, 6.63 h on test seeds): 5.25 h, but regret 0.0242 against the pair's 0.0181")
 def test_target_a_jct_3_percent_below_the_best_pair_at_no_worse_quality(judged):
-    # met as measured on 2026-12-02: -9.4% [-12.6, -6.2], Holm p < 0.001, regret 0.0242 against 0.0366
     _, _, j = judged
     assert j.a is not None and j.a.met, j.a
 

@@ -83,6 +83,27 @@ def test_lean_step_info_plays_the_same_episode():
     assert "reward_terms" in full[-2][2]
 
 
+def test_no_step_info_plays_the_same_episode_with_masks_from_the_method():
+    full = play(gym.make("EvalStop-Cluster-v0", jobs=20), 5000)
+    env = gym.make("EvalStop-Cluster-v0", jobs=20, step_info="none")
+    obs, info = env.reset(seed=4)
+    assert "action_mask" in info          # reset's info is the full one in every mode
+    rng = np.random.default_rng(4)        # the same draws as play()
+    for t, (o, r, i) in enumerate(full):
+        assert np.array_equal(obs, o)
+        mask = env.unwrapped.action_masks()
+        assert np.array_equal(mask, i["action_mask"])
+        if t == len(full) - 1:
+            break
+        obs, reward, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        assert reward == full[t + 1][1]
+        if terminated or truncated:
+            assert set(info) == {"metrics"} and info["metrics"] == full[-1][2]["metrics"]
+        else:
+            assert info == {}
+    assert terminated
+
+
 def test_step_info_is_checked():
-    with pytest.raises(ConfigError, match="step_info='short' is invalid: must be one of full, lean"):
+    with pytest.raises(ConfigError, match="step_info='short' is invalid: must be one of full, lean, none"):
         gym.make("EvalStop-Cluster-v0", step_info="short")

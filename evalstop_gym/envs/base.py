@@ -53,7 +53,7 @@ TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops",
 # generator uses (seed) and (seed, 1), so these draws are independent of every score the agent saw
 CREDIT_STREAM = 2
 INVALID_ACTION_MODES = ("penalize", "raise")
-STEP_INFO_MODES = ("full", "lean")
+STEP_INFO_MODES = ("full", "lean", "none")
 # default truncation: steps per job of the episode. A hand-coded scheduler takes about 12 steps per job
 # on EvalStop-Cluster-v0, a uniformly random agent without masks about 120 (94% of them invalid no-ops)
 STEPS_PER_JOB = 500
@@ -266,9 +266,11 @@ class SimEnv(gym.Env):
     * ``reward_weights``: overrides of :data:`DEFAULT_REWARD_WEIGHTS`;
     * ``step_info``: ``"full"`` (default: every step's ``info`` holds ``decision``,
       ``time_h``, ``decision_job``, ``action_mask``, ``reward_terms`` and
-      ``invalid_action``) or ``"lean"`` (only ``action_mask``, and at the end of an
+      ``invalid_action``), ``"lean"`` (only ``action_mask``, and at the end of an
       episode ``metrics`` or ``truncation``): fewer keys for a vector env to merge
-      at every step (``SyncVectorEnv`` merges ``info`` key by key);
+      at every step (``SyncVectorEnv`` merges ``info`` key by key), or ``"none"``
+      (only the end's ``metrics`` or ``truncation``; masks from :meth:`action_masks`,
+      as MaskablePPO reads them). ``reset`` returns the full info in every mode;
     * ``queue_load``: waiting jobs per GPU that the ``queue_h`` reward term charges every GPU-hour
       held (``None``, default: the episode's own queue, ``waiting jobs / cluster GPUs`` at each
       instant); a fixed load stands in for the cluster a one-job training episode leaves out;
@@ -487,12 +489,12 @@ class SimEnv(gym.Env):
         reward = float(reward)
         terminated = self._kind == DONE
         truncated = not terminated and self._limit is not None and self._steps >= self._limit
-        if self.step_info == "lean":
-            info = {"action_mask": self.action_masks()}
+        if self.step_info == "full":
+            info = self._info(terminated)
+        else:
+            info = {"action_mask": self.action_masks()} if self.step_info == "lean" else {}
             if terminated:
                 info["metrics"] = compute_metrics(self._sim.outcome())
-        else:
-            info = self._info(terminated)
         if truncated:
             self._truncated = True
             c = self._sim.cluster

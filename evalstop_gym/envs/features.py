@@ -201,7 +201,18 @@ class JobTable:
     def __init__(self, slots: int, n_extra: int):
         self.slots = slots
         self._buf = np.zeros(slots * N_JOB + n_extra, np.float32)
+        self._copy = True       # an observation is a fresh array (write_into: the buffer itself)
         self._rows = np.zeros((0, N_JOB), np.float32)
+        self._views_of_buffers()
+
+    def write_into(self, buf: np.ndarray) -> None:
+        """Build every observation in ``buf`` (float32, C-contiguous, the observation's length; a row of a
+        vector env's batch) and return ``buf`` itself instead of a copy: its caller copies it out."""
+        if buf.dtype != np.float32 or buf.shape != self._buf.shape or not buf.flags.c_contiguous:
+            raise ValueError(f"write_into needs a C-contiguous float32 array of shape {self._buf.shape}, "
+                             f"got {buf.dtype} {buf.shape}")
+        buf[:] = self._buf
+        self._buf, self._copy = buf, False
         self._views_of_buffers()
 
     def _views_of_buffers(self) -> None:
@@ -270,7 +281,7 @@ class JobTable:
         if extra != self._extra:
             self._pack_extra(mv, self.slots * n * 4, *extra)
             self._extra = extra
-        return self._buf.copy()
+        return self._buf.copy() if self._copy else self._buf
 
 
 def cluster_row(cluster: ClusterView, shown_running: int = 0, shown_waiting: int = 0,

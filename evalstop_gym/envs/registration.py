@@ -25,13 +25,19 @@ ENVS = {
 }
 
 
+# ``gym.make_vec(id, num_envs=N)`` builds these (``vectorization_mode="sync"`` still gives SyncVectorEnv)
+VECTOR_ENVS = {
+    "EvalStop-Cluster-v0": "evalstop_gym.envs.vector:ClusterVectorEnv",
+}
+
+
 def register_envs() -> None:
     """Register every EvalStop env id once; calling it again changes nothing."""
     import gymnasium as gym
 
     for env_id, entry_point in ENVS.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point)
+            gym.register(id=env_id, entry_point=entry_point, vector_entry_point=VECTOR_ENVS.get(env_id))
 
 
 def register_when_gymnasium_loads() -> None:
