@@ -16,7 +16,8 @@ from evalstop_gym import ConfigError, WorkloadConfig, simulate  # noqa: E402
 from evalstop_gym.agents.combined import answer_checkpoints_with, learned_metrics  # noqa: E402
 from evalstop_gym.agents.policy import LearnedPolicy, LearnedStop, policy_env  # noqa: E402
 from evalstop_gym.agents.seeds import VALIDATION_END, VALIDATION_FIRST  # noqa: E402
-from evalstop_gym.agents.selection import f1_counts, select  # noqa: E402
+from evalstop_gym.agents.selection import select  # noqa: E402
+from evalstop_gym.metrics import f1_counts  # noqa: E402
 from evalstop_gym.agents.targets import Setting, hand_coded_point, target_table, targets  # noqa: E402
 from evalstop_gym.agents.verdicts import f1_verdict, judge, jct_verdict  # noqa: E402
 from evalstop_gym.agents.train import train  # noqa: E402

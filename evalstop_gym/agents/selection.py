@@ -37,8 +37,7 @@ from typing import Any, Mapping, Sequence
 
 from evalstop_gym.api import DEFAULT_SCHEDULER
 from evalstop_gym.config import ConfigError, WorkloadConfig, check_range
-
-from evalstop_gym.metrics import f1_counts  # noqa: F401  (the learned layer's F1 of one episode)
+from evalstop_gym.metrics import f1_counts
 
 from .seeds import VALIDATION_FIRST, check_validation_seeds
 
@@ -99,17 +98,20 @@ def select(base: WorkloadConfig | None = None, *, seeds: int = 10, first_seed: i
     base = base or WorkloadConfig()
     reg = _registry(registry, scheduler)
     seed_list, exp, pair_rows, pair_tuning = _tuned(base, seeds, first_seed, out, workers, progress, budget, JCT,
-                                       list(reg.stoppers), reg.schedulers, PAIR_COLUMNS)
-    _, det_exp, det_rows, det_tuning = best_detectors(base, seeds=seeds, first_seed=first_seed, out=out, workers=workers,
-                                          scheduler=scheduler, progress=progress, registry=reg, budget=budget)
+                                                    list(reg.stoppers), reg.schedulers, PAIR_COLUMNS)
+    _, det_exp, det_rows, det_tuning = best_detectors(base, seeds=seeds, first_seed=first_seed, out=out,
+                                                      workers=workers, scheduler=scheduler, progress=progress,
+                                                      registry=reg, budget=budget)
     return Selection(base, seed_list, pair_rows, det_rows, scheduler, BUDGET if budget is None else budget,
-                     {"pair": pair_tuning, "detector": det_tuning}, markdown_table(exp, pair_rows), markdown_table(det_exp, det_rows))
+                     {"pair": pair_tuning, "detector": det_tuning}, markdown_table(exp, pair_rows),
+                     markdown_table(det_exp, det_rows))
 
 
 def best_detectors(base: WorkloadConfig, *, seeds: int = 10, first_seed: int = VALIDATION_FIRST,
                    out: str | os.PathLike = "results/targets", workers: int = 1, scheduler: str = DEFAULT_SCHEDULER,
                    progress: bool = False, registry=None, budget: int | None = None):
-    """``(seeds, experiment, rows, tuning)``: each stopper but ``none`` tuned over ``scheduler`` by the F1 rule, best first."""
+    """``(seeds, experiment, rows, tuning)``: each stopper but ``none`` tuned over ``scheduler`` by the F1 rule,
+    best first."""
     from evalstop_gym.bench.tune import F1
 
     reg = _registry(registry, scheduler)

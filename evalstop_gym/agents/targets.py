@@ -387,7 +387,8 @@ def _arm_table(exp, results, cfg: WorkloadConfig, seeds: Sequence[int]) -> str:
 # -- command line (`evalstop-gym targets`) -------------------------------------------
 HELP = "judge learned models against the best hand-coded policies (chosen on validation seeds)"
 DESCRIPTION = ("Tune every hand-coded policy family with the bench's budget on validation seeds and choose the "
-               "best scheduler x stopper pair (the bench's JCT rule) and detector (F1), then compare a learned scheduler + stop-policy and a learned stop-policy with "
+               "best scheduler x stopper pair (the bench's JCT rule) and detector (F1), then compare a learned "
+               "scheduler + stop-policy and a learned stop-policy with "
                "them on held-out test seeds, paired per seed, with a met / missed verdict per target "
                "(docs/evaluation.md). Without models, prints the selection only. Runs are kept in "
                "OUT/runs.jsonl and reused.")

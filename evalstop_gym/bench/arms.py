@@ -33,7 +33,7 @@ def specs_of(policy: BenchPolicy, rows: Sequence[Row]) -> list:
 
 def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStore, *, backend: str, workers: int,
          ray_address: str | None, progress: bool, desc: str = "bench") -> dict[str, dict[str, dict[str, list]]]:
-    """Run what ``store`` lacks; return label -> row -> metric -> per-seed values (:data:`METRICS` and :data:`COUNTS`)."""
+    """Run what ``store`` lacks; return label -> row -> metric -> per-seed values (:data:`METRICS`, :data:`COUNTS`)."""
     from tqdm import tqdm
 
     by_policy = {p.label: specs_of(p, rows) for p in policies}

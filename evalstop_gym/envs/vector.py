@@ -90,11 +90,7 @@ class ClusterVectorEnv(VectorEnv):
                 rewards[i], term[i], trunc[i] = 0.0, False, False
             else:
                 _, rewards[i], term[i], trunc[i], info = env.step(a)
-            if info or not self._lean:
-                infos = self._merge(infos, info, i, env)
-            else:
-                w = self._width
-                self._masks_mv[i * w:(i + 1) * w] = env._mask
+            infos = self._merge(infos, info, i, env)
         np.logical_or(term, trunc, out=autoreset)
         return (self._out(self._obs), self._out(rewards), self._out(term), self._out(trunc),
                 self._finish(infos))
@@ -104,10 +100,9 @@ class ClusterVectorEnv(VectorEnv):
         if self._lean:
             w = self._width
             self._masks_mv[i * w:(i + 1) * w] = env._mask
-            info = {k: v for k, v in info.items() if k != "action_mask"}
-            if not info:
-                return infos
-        return self._add_info(infos, info, i)
+            if "action_mask" in info:   # a reset's info (the envs' steps give none)
+                info = {k: v for k, v in info.items() if k != "action_mask"}
+        return self._add_info(infos, info, i) if info else infos
 
     def _finish(self, infos: dict) -> dict:
         if self._lean:
