@@ -1,4 +1,4 @@
-"""A saved model on the bench: loaded and played by the learned layer's provider, on synthetic rows only."""
+"""A saved model on the bench: loaded and played by the learned layer's provider, on the synthetic rows whose cluster it runs on."""
 
 import pytest
 
@@ -89,3 +89,31 @@ def test_leaderboard_run_learned_trains_a_recipe_once_and_lists_it(tmp_path, mon
     stamp = (model / "model.zip").stat().st_mtime_ns
     assert regen.regenerate(tmp_path / "lb", **kw) == board and (model / "model.zip").stat().st_mtime_ns == stamp
     suite_hash.cache_clear()
+
+
+def test_a_learned_scheduler_plays_the_rows_whose_cluster_it_runs_on(model_dir, tmp_path, monkeypatch):
+    """A scheduler trained on nodes of 8 GPUs (the realistic world's cluster) is refused by the flat pool (its
+    observations lack the node block); the bench plays it on the nodes rows only, and the page says how many."""
+    from evalstop_gym.bench.arms import rows_of
+    from evalstop_gym.envs.adapter import CLUSTER_ID
+
+    sched = tmp_path / "tiny-scheduler"
+    train(CLUSTER_ID, "maskable-ppo", out=sched, timesteps=64, n_envs=1, calibration="realistic",
+          overrides={**TINY, "n_steps": 64, "batch_size": 32, "env_kwargs": {"jobs": 10}}, echo=lambda _: None)
+    rows = (TOY[0], Row("toy-nodes", calibration="realistic", jobs=20, seeds=(1000,)))
+    p, stop = parse_policy(str(sched)), parse_policy(str(model_dir))
+    assert p.scheduler == "learned" and [r.name for r in rows_of(p, rows)] == ["toy-nodes"]
+    assert [r.name for r in rows_of(stop, rows)] == ["toy-paper", "toy-nodes"]   # a stop-policy runs on both
+    assert {s.config.seed for s in specs_of(p, rows)} == {1000} and len(specs_of(p, rows)) == 1
+    monkeypatch.setitem(suite_mod.SUITES, "toy2", rows)
+    suite_hash.cache_clear()
+    out = run_bench([str(sched), str(model_dir)], suite_name="toy2", out=tmp_path / "b", progress=False,
+                    echo=lambda _t: None)
+    suite_hash.cache_clear()
+    cards = {c["label"]: c for c in out["policies"]}
+    assert list(cards[p.label]["per_row"]) == ["toy-nodes"]
+    assert cards[p.label]["vs"][NO_STOPPER]["aggregate"]["avg_jct_h"]["n"] == 1
+    assert list(cards[stop.label]["per_row"]) == ["toy-paper", "toy-nodes"]
+    board = res.leaderboard([tmp_path / "b" / "results.json"])
+    assert "Rows played: " in board and f"{p.label}: 1" in board and f"{stop.label}: 3" not in board
+    assert f"{stop.label}: 2" in board

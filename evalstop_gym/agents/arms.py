@@ -28,6 +28,13 @@ class SB3Arms:
 
         LearnedPolicy.load(model)
 
+    def cannot_run(self, spec: Any) -> str | None:
+        from evalstop_gym.workload import generate
+
+        from .evaluate import cannot_run
+
+        return cannot_run(dict(spec.params), generate(spec.config))
+
     def run(self, specs: Sequence[Any], store: Any, limit: int | None = None,
             on_done: Callable[[], None] | None = None) -> int:
         from .evaluate import run_learned_specs

@@ -50,6 +50,21 @@ def loaded(path: str):
     return _LOADED.get(path) or _LOADED.setdefault(path, LearnedPolicy.load(path))
 
 
+def cannot_run(params: dict[str, Any], workload) -> str | None:
+    """Why the models of a learned arm (its ``params``: ``model``, optionally ``stop_model``) cannot run on
+    ``workload``'s cluster (their inputs would change shape: a learned scheduler trained on nodes, on the flat
+    pool), or ``None``."""
+    from .policy import policy_env
+
+    for key in ("model", "stop_model"):
+        if key in params:
+            try:
+                policy_env(loaded(params[key]), workload)[0].close()
+            except ConfigError as e:
+                return e.allowed
+    return None
+
+
 def run_learned(spec) -> dict[str, Any]:
     """Metrics of one learned run (a :class:`~evalstop_gym.experiments.runner.RunSpec` with stopper ``learned``)."""
     from evalstop_gym.workload import generate

@@ -167,13 +167,13 @@ def play(setting: Setting, points: Sequence, base: WorkloadConfig, seeds: Sequen
     from evalstop_gym.experiments.runner import RunSpec, pending_specs, run_sweep
     from evalstop_gym.experiments.spec import LEARNED
 
-    from .evaluate import learned_on, run_learned_specs
+    from .evaluate import cannot_run, learned_on, run_learned_specs
 
     first = setting.workload(base, seeds[0])
     runs: Runs = {}
     for p in points:
         if p.stopper == LEARNED:
-            why = cannot_run(p, first)
+            why = cannot_run(dict(p.params), first)
             if why is not None:
                 runs[p] = why
     todo = [p for p in points if p not in runs]
@@ -195,21 +195,6 @@ def play(setting: Setting, points: Sequence, base: WorkloadConfig, seeds: Sequen
     for p in todo:
         runs[p] = [store.metrics[s.run_id] for s in specs[p]]
     return runs
-
-
-def cannot_run(point, workload) -> str | None:
-    """Why a learned point's models cannot run on ``workload`` (their inputs would change shape), or ``None``."""
-    from .combined import policy_env
-    from .evaluate import loaded
-
-    params = dict(point.params)
-    for key in ("model", "stop_model"):
-        if key in params:
-            try:
-                policy_env(loaded(params[key]), workload)[0].close()
-            except ConfigError as e:
-                return e.allowed
-    return None
 
 
 # -- the report ----------------------------------------------------------------------

@@ -24,11 +24,20 @@ def references() -> dict[str, BenchPolicy]:
     return {NO_STOPPER: builtin("srtf-est"), EVALSTOP_K2: builtin("srtf-est", "evalstop", k=2)}
 
 
+def rows_of(policy: BenchPolicy, rows: Sequence[Row]) -> list[Row]:
+    """The rows ``policy`` plays: all of them, or for a saved model the synthetic ones (:attr:`Row.synthetic`)
+    whose cluster it runs on (a learned scheduler trained on nodes does not run on the flat pool)."""
+    if policy.kind != LEARNED_KIND:
+        return list(rows)
+    from ..experiments.learned import provider
+
+    return [r for r in rows if r.synthetic and provider().cannot_run(learned_spec(policy, r, r.seeds[0])) is None]
+
+
 def specs_of(policy: BenchPolicy, rows: Sequence[Row]) -> list:
-    """Every run of ``policy`` on ``rows`` (a saved model: synthetic rows only, :attr:`Row.synthetic`)."""
-    if policy.kind == LEARNED_KIND:
-        return [learned_spec(policy, r, s) for r in rows if r.synthetic for s in r.seeds]
-    return [BenchSpec.make(policy, r, s) for r in rows for s in r.seeds]
+    """Every run of ``policy`` on the rows of ``rows`` it plays (:func:`rows_of`)."""
+    make = learned_spec if policy.kind == LEARNED_KIND else BenchSpec.make
+    return [make(policy, r, s) for r in rows_of(policy, rows) for s in r.seeds]
 
 
 def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStore, *, backend: str, workers: int,
@@ -36,7 +45,8 @@ def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStor
     """Run what ``store`` lacks; return label -> row -> metric -> per-seed values (:data:`METRICS`, :data:`COUNTS`)."""
     from tqdm import tqdm
 
-    by_policy = {p.label: specs_of(p, rows) for p in policies}
+    played = {p.label: rows_of(p, rows) for p in policies}
+    by_policy = {p.label: specs_of(p, played[p.label]) for p in policies}
     hand = [s for p in policies if p.kind != LEARNED_KIND for s in by_policy[p.label]]
     learned = [s for p in policies if p.kind == LEARNED_KIND for s in by_policy[p.label]]
     todo = len(pending_specs(hand + learned, store))
@@ -50,9 +60,7 @@ def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStor
     for p in policies:
         specs = iter(by_policy[p.label])
         table = out.setdefault(p.label, {})
-        for r in rows:
-            if p.kind == LEARNED_KIND and not r.synthetic:
-                continue
+        for r in played[p.label]:
             runs = [store.metrics[next(specs).run_id] for _ in r.seeds]
             table[r.name] = {m: [run.get(m) for run in runs] for m in METRICS + COUNTS}
     return out

@@ -124,5 +124,5 @@ class BenchSpec(RunSpec):
 
 
 def learned_spec(policy: BenchPolicy, row: Row, seed: int) -> RunSpec:
-    """A saved model's run: a plain spec the learned provider plays (synthetic rows only)."""
+    """A saved model's run: a plain spec the learned provider plays (:func:`~.arms.rows_of`: the rows it runs on)."""
     return RunSpec(policy.scheduler, policy.stopper, policy.params, row.config(seed))

@@ -7,7 +7,7 @@ Stages, each a ``bench`` of its own folder under ``OUT`` (docs/bench.md, *Regene
    the budget);
 2. ``scored/``: ``bench --tuned tuned/results.json`` of every family's tuned pair and every built-in
    pair at its defaults (:func:`builtin_pairs`): one sweep, the reference arms played once;
-3. ``learned/`` (``learned=True`` only): the shipped learned stop-policy recipes (:data:`LEARNED_RECIPES`)
+3. ``learned/`` (``learned=True`` only): the shipped learned recipes (:data:`LEARNED_RECIPES`: stop-policies, schedulers)
    trained with the documented ``evalstop-gym train`` commands into ``learned/models/`` (a folder
    holding its ``model.zip`` is reused); the learned family :data:`LEARNED_FAMILY` tuned with the
    families' budget (:func:`~.tune.tune_learned`, each trial a training run, :func:`train_trial`); then
@@ -45,14 +45,15 @@ class Recipe:
     hyperparams: str      # a file under evalstop_gym/agents/hyperparams/ (or an absolute path)
 
 
-# The realistic world's stop-policy recipes of docs/learned.md. Its scheduler recipes (maskable-ppo-realistic*.yml,
-# over these) are left out: a learned scheduler trained on nodes of 8 GPUs does not load on a flat pool (the paper
-# rows' default cluster: SlotScorerPolicy's state_dict has 34 node features where the flat pool gives 32, a
-# RuntimeError in agents/networks.transfer), and it costs about 12 CPU seconds per 200-job episode here
-# (35 s at 600 jobs), some 10 CPU minutes per model on the nine rows it can play, in this process.
+# The realistic world's recipes of docs/learned.md: its two stop-policies, then its two learned schedulers, each
+# over one of them (``stop_model: runs/stop-realistic[-quality]``, the one trained just before in this folder). A
+# scheduler trained on nodes of 8 GPUs plays the rows whose cluster it runs on (bench.arms.rows_of: nodes, not the
+# flat pool, whose observations lack the node block); about 12 CPU seconds per 200-job episode here.
 LEARNED_RECIPES: tuple[Recipe, ...] = (
     Recipe("stop-realistic", "EvalStop-StopControl-v0", "ppo", "ppo-realistic.yml"),
     Recipe("stop-realistic-quality", "EvalStop-StopControl-v0", "ppo", "ppo-realistic-quality.yml"),
+    Recipe("scheduler-realistic", "EvalStop-Cluster-v0", "maskable-ppo", "maskable-ppo-realistic.yml"),
+    Recipe("scheduler-realistic-quality", "EvalStop-Cluster-v0", "maskable-ppo", "maskable-ppo-realistic-quality.yml"),
 )
 # The learned family tuned with the hand-coded families' budget (tune.tune_learned): ppo-realistic.yml with its
 # time weight searched; the two recipes above are two points of it (w = 1 and w = 0.175).

@@ -191,12 +191,15 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
                   f"{_knobs(b['params'])} (score {b['score']:.4f}), scored as **{b['label']}**. Trials: "
                   + "; ".join(f"{_knobs(t['params'])}: {t['score']:.4f}{'' if t['feasible'] else ' (above the regret cap)'}"
                               for t in learned_tuning["every_trial"]) + ".", ""]
-    if any(card["kind"] == LEARNED_KIND for card, _ in entries):
-        lines += ["A saved model plays the synthetic rows only: its changes are paired with the references on "
-                  "those rows, its means are over them.", ""]
+    models = [card for card, _ in entries if card["kind"] == LEARNED_KIND]
+    if models:
+        lines += ["A saved model plays the synthetic rows whose cluster it runs on (a learned scheduler trained on "
+                  "nodes of GPUs does not run on the flat pool): its changes are paired with the references on "
+                  "those rows, its means are over them. Rows played: "
+                  + "; ".join(f"{c['label']}: {len(c['per_row'])}" for c in models) + ".", ""]
     else:
         lines += ["No learned policy is listed: none of these results files scores a saved model. "
-                  "`evalstop-gym bench --policy MODEL_FOLDER` scores one (synthetic rows only) against the "
+                  "`evalstop-gym bench --policy MODEL_FOLDER` scores one (on the synthetic rows it runs on) against the "
                   "same references.", ""]
     lines += ["| # | policy | avg JCT h | " + " | ".join(f"JCT vs {r}" for r in refs)
               + " | waste GPU-h | F1 | FPR | regret | preemptions | verdicts (JCT) | command |",

@@ -33,6 +33,10 @@ class LearnedArms(Protocol):
     def check_model(self, model: str) -> None:
         """Raise ``ConfigError`` unless the saved model loads (before any run starts)."""
 
+    def cannot_run(self, spec: Any) -> str | None:
+        """Why the arm of ``spec`` (a run spec) cannot play its workload's cluster (a model trained on nodes,
+        on the flat pool), or ``None``."""
+
     def run(self, specs: Sequence[Any], store: Any, limit: int | None = None,
             on_done: Callable[[], None] | None = None) -> int:
         """Run the specs in this process, add each record to ``store``; return how many ran."""
