@@ -102,9 +102,9 @@ _NO_CLOCK = (0.0, 0.0, 0.0)
 
 def _row(v: JobView, total_gpus: int, decision: float, clock: tuple[float, float, float]) -> tuple:
     """One job's row in :data:`JOB_FEATURES` order, with its decision flag and clock columns as given."""
-    _, head, est, tail = _checkpoint_parts(v, v.evals_done)
-    return (*head, 1.0 if v.status == RUNNING else 0.0, decision, v.gpus / total_gpus, est / (est + TIME_SCALE_H),
-            *clock, *tail)
+    est = v.est_length_h
+    return (*_HEAD[v.job_type], 1.0 if v.status == RUNNING else 0.0, decision, v.gpus / total_gpus,
+            est / (est + TIME_SCALE_H), *clock, *_tail(v, v.evals_done))
 
 
 def _clock_part(v: JobView) -> tuple[float, float, float]:
@@ -120,35 +120,61 @@ def _clock_part(v: JobView) -> tuple[float, float, float]:
     return att / (att + ts), rem / (rem + ts), wait / (wait + ts)
 
 
-def _checkpoint_parts(v: JobView, n: int) -> tuple:
-    """``(evals seen, the row's head, the estimate in hours, the row's tail)``: what stays the same
-    between two eval checkpoints of ``v`` (``n`` evals seen)."""
-    scores = v.eval_scores
-    lo_s, hi_s = SCORE_RANGE
+# the head of a row (present, the job type one-hot) by job type
+_HEAD = {t: (1.0, *_ONE_HOT[t]) for t in JOB_TYPES}
+_LO, _HI = SCORE_RANGE
+
+
+def _tail(v: JobView, n: int) -> tuple:
+    """The columns of ``v``'s row from ``progress`` on (``n`` evals seen): what stays the same between two of
+    its eval checkpoints. Clipping is written out (``lo if x < lo else hi if x > hi else x``, as :func:`_clip`):
+    this runs at every checkpoint of every job."""
+    lo, hi = _LO, _HI
     if n:
-        last = _clip(scores[-1], lo_s, hi_s)
-        best = _clip(max(scores), lo_s, hi_s)
-        d = [_clip(scores[-i] - scores[-i - 1], -1.0, 1.0) if n > i else 0.0 for i in (1, 2, 3)]
-        losses = v.train_losses
-        prev = losses[-2] if n > 1 else 0.0
-        loss_trend = _clip((losses[-1] - prev) / abs(prev), -1.0, 1.0) if n > 1 and prev != 0.0 else 0.0
+        scores = v.eval_scores
+        s = scores[-1]
+        last = lo if s < lo else hi if s > hi else s
+        b = max(scores)
+        best = lo if b < lo else hi if b > hi else b
+        d1 = d2 = d3 = 0.0
+        if n > 1:
+            x = s - scores[-2]
+            d1 = -1.0 if x < -1.0 else 1.0 if x > 1.0 else x
+            if n > 2:
+                x = scores[-2] - scores[-3]
+                d2 = -1.0 if x < -1.0 else 1.0 if x > 1.0 else x
+                if n > 3:
+                    x = scores[-3] - scores[-4]
+                    d3 = -1.0 if x < -1.0 else 1.0 if x > 1.0 else x
+            losses = v.train_losses
+            prev = losses[-2]
+            if prev != 0.0:
+                x = (losses[-1] - prev) / abs(prev)
+                loss_trend = -1.0 if x < -1.0 else 1.0 if x > 1.0 else x
+            else:
+                loss_trend = 0.0
+        else:
+            loss_trend = 0.0
         proxy = v.proxy_rewards
-        proxy_trend = _clip(proxy[-1] - proxy[-2], -1.0, 1.0) if len(proxy) > 1 else 0.0
+        if len(proxy) > 1:
+            x = proxy[-1] - proxy[-2]
+            proxy_trend = -1.0 if x < -1.0 else 1.0 if x > 1.0 else x
+        else:
+            proxy_trend = 0.0
+        items = v.eval_items
+        if items > 0:
+            p = 0.0 if s < 0.0 else 1.0 if s > 1.0 else s
+            se = (p * (1.0 - p) / items) ** 0.5
+        else:
+            se = 0.0
+        has = 1.0
     else:
-        last = best = 0.0
-        d = [0.0, 0.0, 0.0]
-        loss_trend = proxy_trend = 0.0
+        last = best = d1 = d2 = d3 = loss_trend = proxy_trend = se = has = 0.0
+        items = v.eval_items
     cd = v.consecutive_declines
-    items = v.eval_items
-    if items > 0 and n:
-        p = _clip(scores[-1], 0.0, 1.0)
-        se = (p * (1.0 - p) / items) ** 0.5
-    else:
-        se = 0.0
-    tail = (n / v.evals_total, 1.0 if n else 0.0, last, best, best - last, d[0], d[1], d[2],
+    return (n / v.evals_total, has, last, best, best - last, d1, d2, d3,
             (cd if cd < MAX_DECLINES else MAX_DECLINES) / MAX_DECLINES, loss_trend, proxy_trend,
             items / (items + ITEMS_SCALE), se)
-    return n, (1.0, *_ONE_HOT[v.job_type]), v.est_length_h, tail
 
 
 def job_rows(views: Sequence[JobView], slots: int, total_gpus: int,
