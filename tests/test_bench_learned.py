@@ -106,6 +106,7 @@ def test_a_learned_scheduler_plays_the_rows_whose_cluster_it_runs_on(model_dir, 
     assert [r.name for r in rows_of(stop, rows)] == ["toy-paper", "toy-nodes"]   # a stop-policy runs on both
     assert {s.config.seed for s in specs_of(p, rows)} == {1000} and len(specs_of(p, rows)) == 1
     monkeypatch.setitem(suite_mod.SUITES, "toy2", rows)
+    monkeypatch.setitem(suite_mod.SUITES, "toy", TOY)
     suite_hash.cache_clear()
     out = run_bench([str(sched), str(model_dir)], suite_name="toy2", out=tmp_path / "b", progress=False,
                     echo=lambda _t: None)
@@ -117,3 +118,6 @@ def test_a_learned_scheduler_plays_the_rows_whose_cluster_it_runs_on(model_dir, 
     board = res.leaderboard([tmp_path / "b" / "results.json"])
     assert "Rows played: " in board and f"{p.label}: 1" in board and f"{stop.label}: 3" not in board
     assert f"{stop.label}: 2" in board
+    # on the flat pool alone it plays nothing: one error naming the model and the learned layer's reason
+    with pytest.raises(ConfigError, match=r"plays none of the rows \['toy-paper'\]: .*node"):
+        run_bench([str(sched)], suite_name="toy", out=tmp_path / "c", progress=False, echo=lambda _t: None)

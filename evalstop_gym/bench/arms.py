@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Sequence
 
+from ..config import ConfigError
 from ..experiments.runner import ResultStore, pending_specs, run_sweep
 from .play import COUNTS, METRICS, BenchSpec, learned_spec
 from .policies import LEARNED_KIND, BenchPolicy, builtin
@@ -34,6 +35,16 @@ def rows_of(policy: BenchPolicy, rows: Sequence[Row]) -> list[Row]:
     return [r for r in rows if r.synthetic and provider().cannot_run(learned_spec(policy, r, r.seeds[0])) is None]
 
 
+def why_not(policy: BenchPolicy, rows: Sequence[Row]) -> str:
+    """Why a saved model plays none of ``rows`` (the learned layer's reason on the first synthetic one)."""
+    from ..experiments.learned import provider
+
+    synthetic = [r for r in rows if r.synthetic]
+    if not synthetic:
+        return "a saved model plays synthetic rows only (no trace, no logged curves)"
+    return provider().cannot_run(learned_spec(policy, synthetic[0], synthetic[0].seeds[0])) or "no reason given"
+
+
 def specs_of(policy: BenchPolicy, rows: Sequence[Row]) -> list:
     """Every run of ``policy`` on the rows of ``rows`` it plays (:func:`rows_of`)."""
     make = learned_spec if policy.kind == LEARNED_KIND else BenchSpec.make
@@ -46,6 +57,9 @@ def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStor
     from tqdm import tqdm
 
     played = {p.label: rows_of(p, rows) for p in policies}
+    for p in policies:
+        if not played[p.label]:
+            raise ConfigError("policy", p.text, f"plays none of the rows {[r.name for r in rows]}: {why_not(p, rows)}")
     by_policy = {p.label: specs_of(p, played[p.label]) for p in policies}
     hand = [s for p in policies if p.kind != LEARNED_KIND for s in by_policy[p.label]]
     learned = [s for p in policies if p.kind == LEARNED_KIND for s in by_policy[p.label]]
