@@ -12,22 +12,27 @@ ratio to CartPole; the target is >= 10% of CartPole.
 Then, in the same run: the share of an EvalStop-Cluster-v0 step spent
 building its observation and action mask (target <= 25%), and the per-env
 rate of ``SyncVectorEnv`` of 8 EvalStop-Cluster-v0 envs against 8 CartPole-v1
-envs, with the full per-step ``info`` and with ``step_info="lean"`` (target
+envs, with the full per-step ``info``, with ``step_info="lean"`` and with
+``step_info="none"`` and the masks asked for by ``envs.call("action_masks")`` (target
 >= 40% of CartPole's), and the same for the id's native vector env
 (``gym.make_vec(..., vectorization_mode="vector_entry_point")``,
 :class:`evalstop_gym.envs.vector.ClusterVectorEnv`), beside CartPole's own. To say where the time goes, the same run prints the
 share of a step spent in the simulator's event loop (``_advance``) and what
 ``SyncVectorEnv`` adds per env step to CartPole's and to the lean env's step.
 
-    python benchmarks/bench_env.py [--seconds 3] [--repeat 3] [--cluster nodes8,two-types] [--vector 8]
+    python benchmarks/bench_env.py [--seconds 3] [--repeat 3] [--cluster nodes8,two-types] [--vector 8] [--floor]
 
 ``--cluster``: also measure both EvalStop envs on these clusters (presets or
 spec files, ``gym.make(..., cluster=...)``), labelled ``ID [cluster]``.
+``--floor``: then measure the build share and the lean SyncVectorEnv rate again
+with the observation reduced to one copy of its buffer (:func:`observation_copy_only`),
+a lower bound on what any faster observation code could reach.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import gymnasium as gym
@@ -139,23 +144,56 @@ def build_share(seconds: float, seed: int = 0, parts: dict | None = None) -> flo
 
 def vector_rate(env_id: str, n: int, seconds: float, seed: int = 0, mode: str = "sync", **kw) -> float:
     """Per-env steps/s of ``gym.make_vec(env_id, n, vectorization_mode=mode)`` under random (masked) actions:
-    ``"sync"``, ``SyncVectorEnv`` of ``gym.make`` envs; ``"vector_entry_point"``, the id's own vector env."""
+    ``"sync"``, ``SyncVectorEnv`` of ``gym.make`` envs; ``"vector_entry_point"``, the id's own vector env.
+    With ``step_info="none"`` the masks come from ``envs.call("action_masks")`` (as sb3-contrib's
+    ``get_action_masks`` asks a vector env for them), timed with the step."""
     envs = gym.make_vec(env_id, num_envs=n, vectorization_mode=mode, **kw)
     _, info = envs.reset(seed=seed)
     space = envs.single_action_space
     space.seed(seed)
+    by_call = kw.get("step_info") == "none"
     clock, steps, in_env = time.perf_counter, 0, 0.0
+    masks = envs.call("action_masks") if by_call else info.get("action_mask")
     stop_at = clock() + seconds
     while clock() < stop_at:
-        masks = info.get("action_mask")
         actions = np.array([space.sample(m.astype("int8")) for m in masks] if masks is not None else
                            [space.sample() for _ in range(n)])   # an array, as a batched action space samples
         t = clock()
         _, _, _, _, info = envs.step(actions)  # autoreset: a finished env restarts on its next step
+        masks = envs.call("action_masks") if by_call else info.get("action_mask")
         in_env += clock() - t
         steps += n
     envs.close()
     return steps / in_env / n
+
+
+@contextlib.contextmanager
+def observation_copy_only():
+    """EvalStop-Cluster-v0 with its observation reduced to one copy of the kept buffer: no rows, clock
+    columns or cluster features are computed (the values are wrong; the episode is not, since the random
+    actions follow the masks). Bounds the two observation targets from below: what they would read if
+    building the observation cost nothing but its copy."""
+    from evalstop_gym.envs.cluster_env import ClusterEnv
+    observe = ClusterEnv._observe
+    ClusterEnv._observe = lambda self: self._table._buf.copy()
+    try:
+        yield
+    finally:
+        ClusterEnv._observe = observe
+
+
+def floor(seconds: float, repeat: int, n: int) -> tuple[float, float]:
+    """Under :func:`observation_copy_only`: the build share (best of ``repeat``) and SyncVectorEnv of ``n``
+    lean envs' per-env rate as a fraction of CartPole's (best of each, interleaved)."""
+    best = {"CartPole-v1": 0.0, "EvalStop-Cluster-v0": 0.0}
+    share = 1.0
+    for _ in range(repeat):
+        best["CartPole-v1"] = max(best["CartPole-v1"], vector_rate("CartPole-v1", n, seconds))
+        with observation_copy_only():
+            share = min(share, build_share(seconds))
+            best["EvalStop-Cluster-v0"] = max(best["EvalStop-Cluster-v0"],
+                                              vector_rate("EvalStop-Cluster-v0", n, seconds, step_info="lean"))
+    return share, best["EvalStop-Cluster-v0"] / best["CartPole-v1"]
 
 
 def main(argv=None) -> None:
@@ -164,6 +202,8 @@ def main(argv=None) -> None:
     p.add_argument("--repeat", type=int, default=3, help="measurements per env (the best is kept)")
     p.add_argument("--cluster", default="", help="comma-separated cluster presets or spec files to add")
     p.add_argument("--vector", type=int, default=8, help="envs per SyncVectorEnv (default 8)")
+    p.add_argument("--floor", action="store_true",
+                   help="also measure both observation targets with the observation reduced to its copy")
     a = p.parse_args(argv)
     rates = measure(a.seconds, a.repeat, clusters=tuple(c for c in a.cluster.split(",") if c))
     base = rates["CartPole-v1"]
@@ -186,6 +226,8 @@ def main(argv=None) -> None:
                                   ("EvalStop-Cluster-v0", "EvalStop-Cluster-v0", {}),
                                   ("EvalStop-Cluster-v0, step_info='lean'", "EvalStop-Cluster-v0",
                                    {"step_info": "lean"}),
+                                  ("EvalStop-Cluster-v0, 'none', masks by call", "EvalStop-Cluster-v0",
+                                   {"step_info": "none"}),
                                   ("native: EvalStop-Cluster-v0", "EvalStop-Cluster-v0", {"mode": native}),
                                   ("native: EvalStop-Cluster-v0, lean", "EvalStop-Cluster-v0",
                                    {"mode": native, "step_info": "lean"}),
@@ -202,7 +244,7 @@ def main(argv=None) -> None:
           "NumPy CartPoleVectorEnv):")
     for label, r in vec.items():
         if "one env" not in label:
-            print(f"{label:<38} {r:>10.0f} {r / vec['CartPole-v1']:>11.1%}")
+            print(f"{label:<44} {r:>10.0f} {r / vec['CartPole-v1']:>11.1%}")
     # what SyncVectorEnv adds to each env step (stacking, info merging, autoreset), from the same run
     for name, one, many in (("CartPole-v1", "CartPole-v1 (one env)", "CartPole-v1"),
                             ("EvalStop-Cluster-v0, lean", "EvalStop-Cluster-v0, lean (one env)",
@@ -210,6 +252,11 @@ def main(argv=None) -> None:
         alone, in_vec = 1e6 / vec[one], 1e6 / (vec[many] * a.vector)
         print(f"{name}: {alone:.1f} us per step alone, {in_vec:.1f} us per env step in the vector env "
               f"({in_vec - alone:.1f} us of vector overhead)")
+    if a.floor:
+        share, ratio = floor(a.seconds, a.repeat, a.vector)
+        print(f"\nWith the observation reduced to one copy of its buffer (no rows, clock columns or cluster "
+              f"features; values wrong, episodes the same): build share {share:.1%} (target <= 25%), "
+              f"SyncVectorEnv of {a.vector} lean {ratio:.1%} of CartPole's per-env rate (target >= 40%)")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ def test_envs_reach_one_percent_of_cartpole():
 
 
 def test_observation_share_and_vector_rate_stay_near_their_measured_values():
-    """Measured on an idle 2-core machine (bench_env.py, 2026-12-02, docs/mdp.md): building observations and
-    masks 42.7% of a step, the lean vector env 29.4% of CartPole's per-env rate; at load average 17-20 earlier,
+    """Measured on an idle 2-core machine (bench_env.py, 2026-12-03, docs/mdp.md): building observations and
+    masks 42.5% of a step, the lean vector env 33.1% of CartPole's per-env rate; at load average 17-20 earlier,
     42-51% and 18-28%. Floors well outside that spread: at most 70% and at least 8%. About 8 s."""
     bench = load_bench()
     share = min(bench.build_share(0.5) for _ in range(3))
@@ -41,7 +41,7 @@ def test_observation_share_and_vector_rate_stay_near_their_measured_values():
 
 
 def test_native_vector_env_is_faster_than_sync_vector_env():
-    """Measured idle (2026-12-02): ClusterVectorEnv lean 42.1% of CartPole's SyncVectorEnv, SyncVectorEnv lean 30.4%.
+    """Measured idle (2026-12-03): ClusterVectorEnv lean 45.3% of CartPole's SyncVectorEnv, SyncVectorEnv lean 33.1%.
     Loose: the native one is not slower than SyncVectorEnv of the same lean envs (best of 3, interleaved)."""
     bench = load_bench()
     best = {"sync": 0.0, "vector_entry_point": 0.0}

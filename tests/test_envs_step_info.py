@@ -14,7 +14,7 @@ import pytest
 
 import evalstop_gym  # noqa: F401
 from evalstop_gym.config import ConfigError
-from evalstop_gym.envs.features import cluster_row, observation, topology_row
+from evalstop_gym.envs.features import TIME_SCALE_H, _clock_part, cluster_row, observation, topology_row
 from evalstop_gym.view import RUNNING
 
 
@@ -70,6 +70,31 @@ def test_kept_rows_equal_the_observation_built_from_scratch(kw):
         if terminated or truncated:
             break
     assert terminated and steps > 1000
+
+
+def clock_columns_from_properties(v):
+    """A row's clock columns from the view's public properties (attained_h, waiting_h), in float64."""
+    est, att, wait = v.est_length_h, v.attained_h, max(v.waiting_h, 0.0)
+    rem = est - att if est > att else 0.0
+    return tuple(x / (x + TIME_SCALE_H) for x in (att, rem, wait))
+
+
+def test_clock_columns_read_from_the_views_fields_equal_the_properties():
+    """_clock_part reads a view's tick fields in one pass; every shown job at every step of a long episode
+    (running, waiting, resumed after preemption) gets the values the public properties give."""
+    env = gym.make("EvalStop-Cluster-v0", jobs=150, load=2.0)
+    inner = env.unwrapped
+    obs, info = env.reset(seed=5)
+    rng = np.random.default_rng(5)
+    checked = set()
+    for _ in range(20000):
+        for v in inner.window:
+            assert _clock_part(v) == clock_columns_from_properties(v)
+            checked.add((v.status, v.attained_ticks > 0))
+        obs, _, terminated, truncated, info = env.step(int(rng.choice(np.flatnonzero(info["action_mask"]))))
+        if terminated or truncated:
+            break
+    assert checked == {("running", True), ("waiting", True), ("waiting", False), ("running", False)}
 
 
 def test_lean_step_info_plays_the_same_episode():

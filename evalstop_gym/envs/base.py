@@ -237,8 +237,13 @@ def with_topology(spec, slots: int, lo: np.ndarray, hi: np.ndarray) -> tuple[np.
     return np.concatenate([lo, tlo]), np.concatenate([hi, thi])
 
 
+_INT_TYPES = frozenset({int, np.int64, np.int32, np.intp})  # the usual actions' types: checked first, by type
+
+
 def as_int(action: Any) -> int | None:
     """An action as a Python int, or None if it is not an integer scalar."""
+    if type(action) in _INT_TYPES:
+        return int(action)
     if isinstance(action, (bool, np.bool_)):
         return None
     if isinstance(action, (int, np.integer)):
@@ -477,13 +482,15 @@ class SimEnv(gym.Env):
         n = self._n_jobs
         w = self.reward_weights  # read as the step happens: a caller may change a weight between steps
         terms = self._terms
-        self._terms = [0.0] * len(TERMS)
         # reward = the sum over terms, in TERMS order then "invalid", of weight * (term / jobs); a hidden-truth
-        # term counts only while weighted. A term that is 0 adds an exact 0 to the sum, so it is skipped
+        # term counts only while weighted. A term that is 0 adds an exact 0 to the sum, so it is skipped (and
+        # a step that changed no term, most sub-steps of a scheduling decision, keeps its list of zeros)
         reward = 0
-        for k, x in zip(TERMS, terms):
-            if x:
-                reward += w[k] * (x / n)
+        if any(terms):
+            self._terms = [0.0] * len(TERMS)
+            for k, x in zip(TERMS, terms):
+                if x:
+                    reward += w[k] * (x / n)
         if invalid:
             reward += w["invalid"] * 1.0
         reward = float(reward)

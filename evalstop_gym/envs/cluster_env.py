@@ -64,6 +64,7 @@ class ClusterEnv(SimEnv):
     def _begin_episode(self) -> None:
         sim = self._sim
         self._started_at = [-1] * self._n_jobs  # job id -> tick the agent last started it
+        self._last_start = -1                      # the tick of the agent's last start
         self._placements: dict[int, tuple] = {}    # job id -> nodes asked for by request_placement
         self._wakeup_h = -math.inf                 # the pending wake-up timer's time
         self._table.reset(sim.views, sim.cluster.total_gpus)  # rows kept between steps (features.JobTable)
@@ -93,7 +94,7 @@ class ClusterEnv(SimEnv):
                     self._preempted(v)
                 else:
                     sim.start(v.job_id, self._placements.pop(v.job_id, None))
-                    self._started_at[v.job_id] = sim.cluster.now_ticks
+                    self._started_at[v.job_id] = self._last_start = sim.cluster.now_ticks
                 self._table.moved(v)
                 if self._recorder is not None:
                     self._recorder.update(sim.cluster)
@@ -147,13 +148,21 @@ class ClusterEnv(SimEnv):
         kind = self._kind
         slots = self.slots
         if kind == SCHEDULE:
-            self._ids, self._n_run = ids, r = window_ids(c, slots)
-            running, waiting, now, fit = c.running, c.waiting, c.now_ticks, c.largest_fit()
-            started, gpus = self._started_at, self._job_gpus
+            running, waiting = c.running, c.waiting
+            r = len(running)
+            if r + len(waiting) <= slots:  # window_ids' usual case, without its call: every active job, in order
+                ids = [*running, *waiting]
+            else:
+                ids, r = window_ids(c, slots)
+            self._ids, self._n_run = ids, r
+            now, fit, gpus = c.now_ticks, c.largest_fit(), self._job_gpus
             # commit needs a running job, an empty queue or a pending wake-up; a job started at this instant
-            # cannot be preempted in it; a waiting one starts if it fits
+            # cannot be preempted in it (no running job was unless the last start was now); a waiting one
+            # starts if it fits
+            started = self._started_at
             self._mask = (bytes((1 if running or not waiting or self._wakeup_h > c.now_h else 0, 0,
-                                 *[started[j] != now for j in ids[:r]], *[gpus[j] <= fit for j in ids[r:]]))
+                                 *([True] * r if self._last_start != now else [started[j] != now for j in ids[:r]]),
+                                 *[gpus[j] <= fit for j in ids[r:]]))
                           .ljust(SLOT0 + slots, b"\0"))
         elif kind == EVAL:
             v = self._sim.decision_job

@@ -94,26 +94,34 @@ def _clip(x: float, lo: float, hi: float) -> float:
 def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
     """The features of one job, in :data:`JOB_FEATURES` order (plain floats), built from scratch
     (:class:`JobTable` keeps the rows of a whole episode and gives the same values)."""
-    return [*_row(v, total_gpus, 1.0 if decision else 0.0, _clock_part(v))]
+    return [*_head(v, total_gpus, 1.0 if decision else 0.0), *_clock_part(v), *_tail(v, v.evals_done)]
 
 
-_NO_CLOCK = (0.0, 0.0, 0.0)
-
-
-def _row(v: JobView, total_gpus: int, decision: float, clock: tuple[float, float, float]) -> tuple:
-    """One job's row in :data:`JOB_FEATURES` order, with its decision flag and clock columns as given."""
+def _head(v: JobView, total_gpus: int, decision: float) -> tuple:
+    """The columns of ``v``'s row before its clock columns, with its decision flag as given: what changes
+    only when the job starts or is preempted."""
     est = v.est_length_h
     return (*_HEAD[v.job_type], 1.0 if v.status == RUNNING else 0.0, decision, v.gpus / total_gpus,
-            est / (est + TIME_SCALE_H), *clock, *_tail(v, v.evals_done))
+            est / (est + TIME_SCALE_H))
 
 
 def _clock_part(v: JobView) -> tuple[float, float, float]:
     """The columns of ``v``'s row that move with the clock: squashed attained, remaining estimate and
-    waiting hours."""
+    waiting hours.
+
+    Attained and waiting ticks are :attr:`JobView.attained_ticks` and :attr:`JobView.waiting_ticks`, the
+    same integer operations read from the view's fields in one pass instead of three property calls:
+    this runs for every shown job at every instant (``tests/test_envs_step_info.py`` checks it against
+    the properties)."""
     ts = TIME_SCALE_H
     est = v.est_length_h
-    att = v.attained_ticks / TICKS_PER_HOUR  # = v.attained_h, v.waiting_h: the same operations, fewer calls
-    wait = v.waiting_ticks / TICKS_PER_HOUR
+    now = v._cluster.now_ticks
+    a = v._service_ticks
+    since = v._run_since_ticks
+    if since is not None:
+        a += now - since
+    att = a / TICKS_PER_HOUR
+    wait = (now - v.submit_ticks - a) / TICKS_PER_HOUR
     if wait < 0.0:  # float noise at the instant a job starts
         wait = 0.0
     rem = est - att if est > att else 0.0
@@ -202,20 +210,26 @@ def observation(views: Sequence[JobView], slots: int, total_gpus: int, cluster: 
 _RUNNING = list(JOB_FEATURES).index("running")
 _DECISION = list(JOB_FEATURES).index("decision")
 _TIMED = list(JOB_FEATURES).index("attained")
-if list(JOB_FEATURES)[_TIMED:_TIMED + 3] != ["attained", "remaining_est", "waiting"]:
-    raise RuntimeError("JobTable writes attained, remaining_est and waiting as three adjacent columns")
+if list(JOB_FEATURES)[_TIMED:_TIMED + 3] != ["attained", "remaining_est", "waiting"] or _RUNNING >= _TIMED:
+    raise RuntimeError("JobTable writes attained, remaining_est and waiting as three adjacent columns after running")
 
-
-_PACK_ROW = struct.Struct(f"={N_JOB}f").pack_into  # one row into a float32 buffer (a C cast, as NumPy's)
+# a row's bytes (float32, native order; float64 -> float32 by a C cast, as NumPy's): the columns before the
+# clock columns, the clock columns, the columns after them
+_PACK_HEAD = struct.Struct(f"={_TIMED}f").pack
+_PACK_CLOCK = struct.Struct("=3f").pack
+_PACK_TAIL = struct.Struct(f"={N_JOB - _TIMED - 3}f").pack
+_F32 = {x: struct.pack("=f", x) for x in (0.0, 1.0)}
+_ROW_BYTES = 4 * N_JOB
 
 
 class JobTable:
     """The job rows of one episode, kept per job and read again only where a job changed.
 
-    Each job's row is kept (float32); its clock columns (:func:`_clock_part`: attained, remaining
-    estimate, waiting) are computed once per instant and job, for the jobs shown. An observation copies
-    the rows of the shown jobs into its slots (one memory copy each), zeroes the slots emptied since the
-    last one and writes the ``extra`` (cluster) features only if they changed.
+    Each job's row is kept as float32 bytes: the columns before its clock columns (:func:`_clock_part`:
+    attained, remaining estimate, waiting), those, and the columns after them. The clock columns are
+    computed once per instant and job, for the jobs shown. An observation joins the rows of the shown
+    jobs and writes them into its slots in one memory copy, zeroes the slots emptied since the last one
+    and writes the ``extra`` (cluster) features only if they changed.
 
     The driver calls :meth:`update` when a job reaches an eval checkpoint and :meth:`moved` when it
     starts or is preempted. Jobs that arrived since the last observation are read from their views:
@@ -228,7 +242,6 @@ class JobTable:
         self.slots = slots
         self._buf = np.zeros(slots * N_JOB + n_extra, np.float32)
         self._copy = True       # an observation is a fresh array (write_into: the buffer itself)
-        self._rows = np.zeros((0, N_JOB), np.float32)
         self._views_of_buffers()
 
     def write_into(self, buf: np.ndarray) -> None:
@@ -242,14 +255,14 @@ class JobTable:
         self._views_of_buffers()
 
     def _views_of_buffers(self) -> None:
-        # flat float32 memoryviews: a value or a row is written without a NumPy call; the extra features are
-        # packed by a Struct (float64 -> float32 by a C cast, as NumPy's)
+        # the buffer as flat float32 values and as bytes: a value or the shown rows are written without a
+        # NumPy call; the extra features are packed by a Struct (float64 -> float32 by a C cast, as NumPy's)
         self._mv = memoryview(self._buf)
-        self._rows_mv = memoryview(self._rows.reshape(-1))
+        self._bytes = self._mv.cast("B")
         self._pack_extra = struct.Struct(f"={len(self._buf) - self.slots * N_JOB}f").pack_into
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_mv", "_rows_mv", "_pack_extra")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_mv", "_bytes", "_pack_extra")}
 
     def __setstate__(self, state: dict) -> None:  # memoryviews and bound methods of a Struct do not pickle
         self.__dict__.update(state)
@@ -259,24 +272,28 @@ class JobTable:
         """A new episode over ``views`` (the simulator's list of job views, ``None`` before arrival)."""
         n = len(views)
         self._views, self._total = views, total_gpus
-        self._rows = np.zeros((n, N_JOB), np.float32)
+        self._head = [b""] * n  # per job: the bytes of the columns before the clock columns, decision 0
+        self._tail = [b""] * n  # the bytes of the columns after them
+        self._row = [b""] * n   # the whole row, clock columns as at _at
         self._at = [-1] * n     # the tick at which each job's clock columns were computed (-1: to compute)
-        self._shown = 0         # slots holding a job
+        self._shown = 0         # bytes of the buffer holding rows
         self._extra: list[float] = []
         self._arrived = 0
         self._buf[:] = 0.0
-        self._views_of_buffers()
 
     def update(self, v: JobView) -> None:
         """Read job ``v``'s view again (a new job, or one at a new eval checkpoint)."""
         j = v.job_id
-        _PACK_ROW(self._rows_mv, j * N_JOB * 4, *_row(v, self._total, 0.0, _NO_CLOCK))  # clock: at the next call
-        self._at[j] = -1
+        if not self._head[j] or v.status != RUNNING:  # new (a job at a checkpoint runs: its head is kept by moved)
+            self._head[j] = _PACK_HEAD(*_head(v, self._total, 0.0))
+        self._tail[j] = _PACK_TAIL(*_tail(v, len(v.eval_scores)))
+        self._at[j] = -1  # clock columns: at the next call
 
     def moved(self, v: JobView) -> None:
         """Job ``v`` started or was preempted."""
-        j = v.job_id
-        self._rows_mv[j * N_JOB + _RUNNING] = 1.0 if v.status == RUNNING else 0.0
+        j, c = v.job_id, 4 * _RUNNING
+        h = self._head[j]
+        self._head[j] = h[:c] + _F32[1.0 if v.status == RUNNING else 0.0] + h[c + 4:]
         self._at[j] = -1
 
     def __call__(self, cluster: ClusterView, ids: list[int], extra: list[float],
@@ -289,23 +306,20 @@ class JobTable:
             for j in islice(reversed(waiting), arrived - self._arrived):
                 self.update(views[j])
             self._arrived = arrived
-        mv, rows, now, at, n = self._mv, self._rows_mv, cluster.now_ticks, self._at, N_JOB
-        o = 0
+        now, at, row = cluster.now_ticks, self._at, self._row
         for j in ids:
-            r = j * n
             if at[j] != now:
                 at[j] = now
-                c = r + _TIMED
-                rows[c], rows[c + 1], rows[c + 2] = _clock_part(views[j])
-            mv[o:o + n] = rows[r:r + n]
-            o += n
+                row[j] = self._head[j] + _PACK_CLOCK(*_clock_part(views[j])) + self._tail[j]
+        o = _ROW_BYTES * len(ids)
+        self._bytes[:o] = b"".join([row[j] for j in ids])
         if o < self._shown:
-            self._buf[o:self._shown] = 0.0
+            self._bytes[o:self._shown] = bytes(self._shown - o)
         self._shown = o
         if decision:
-            mv[_DECISION] = 1.0
+            self._mv[_DECISION] = 1.0
         if extra != self._extra:
-            self._pack_extra(mv, self.slots * n * 4, *extra)
+            self._pack_extra(self._mv, self.slots * _ROW_BYTES, *extra)
             self._extra = extra
         return self._buf.copy() if self._copy else self._buf
 
