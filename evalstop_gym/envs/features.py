@@ -87,10 +87,6 @@ def cluster_bounds() -> tuple[np.ndarray, np.ndarray]:
     return np.array(lo, np.float32), np.array(hi, np.float32)
 
 
-def _clip(x: float, lo: float, hi: float) -> float:
-    return lo if x < lo else hi if x > hi else x
-
-
 def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
     """The features of one job, in :data:`JOB_FEATURES` order (plain floats), built from scratch
     (:class:`JobTable` keeps the rows of a whole episode and gives the same values)."""
@@ -135,7 +131,7 @@ _LO, _HI = SCORE_RANGE
 
 def _tail(v: JobView, n: int) -> tuple:
     """The columns of ``v``'s row from ``progress`` on (``n`` evals seen): what stays the same between two of
-    its eval checkpoints. Clipping is written out (``lo if x < lo else hi if x > hi else x``, as :func:`_clip`):
+    its eval checkpoints. Clipping is written out (``lo if x < lo else hi if x > hi else x``):
     this runs at every checkpoint of every job."""
     lo, hi = _LO, _HI
     if n:
