@@ -45,6 +45,12 @@ ENVS = {
     "EvalStop-Cluster-v0": {},
     "EvalStop-StopControl-v0": {},
 }
+# label -> (id, kwargs): one-job episodes of the realistic world, as the stop-policy recipes train on
+# (agents/hyperparams/ppo-realistic*.yml: jobs 1), where each reset draws a workload and builds a simulator
+LABELLED = {
+    "EvalStop-StopControl-v0 [jobs=1, realistic]": ("EvalStop-StopControl-v0",
+                                                    {"jobs": 1, "calibration": "realistic"}),
+}
 
 
 def masked_steps_per_s(env: gym.Env, seconds: float, seed: int = 0) -> float:
@@ -78,10 +84,11 @@ def measure(seconds: float = 3.0, repeat: int = 3, envs: dict | None = None,
             clusters: tuple[str, ...] = ()) -> dict[str, float]:
     """Best steps/s of each env over ``repeat`` runs, interleaved so load drifts hit all alike.
 
-    Each of ``clusters`` adds the EvalStop envs made on that cluster, keyed ``"ID [cluster]"``.
+    ``envs`` (id -> kwargs): default :data:`ENVS` and the :data:`LABELLED` ones. Each of ``clusters`` adds the EvalStop envs made on that cluster, keyed ``"ID [cluster]"``.
     """
-    envs = envs or ENVS
-    made = {env_id: gym.make(env_id, **kw) for env_id, kw in envs.items()}
+    made = {env_id: gym.make(env_id, **kw) for env_id, kw in (envs or ENVS).items()}
+    if envs is None:
+        made.update({label: gym.make(env_id, **kw) for label, (env_id, kw) in LABELLED.items()})
     for c in clusters:
         for env_id in ("EvalStop-Cluster-v0", "EvalStop-StopControl-v0"):
             made[f"{env_id} [{c}]"] = gym.make(env_id, cluster=c)
@@ -207,9 +214,9 @@ def main(argv=None) -> None:
     a = p.parse_args(argv)
     rates = measure(a.seconds, a.repeat, clusters=tuple(c for c in a.cluster.split(",") if c))
     base = rates["CartPole-v1"]
-    print(f"{'env':<38} {'steps/s':>10} {'vs CartPole':>12}")
+    print(f"{'env':<44} {'steps/s':>10} {'vs CartPole':>12}")
     for env_id, r in rates.items():
-        print(f"{env_id:<38} {r:>10.0f} {r / base:>11.1%}")
+        print(f"{env_id:<44} {r:>10.0f} {r / base:>11.1%}")
     shares = []
     for _ in range(a.repeat):
         parts: dict = {}

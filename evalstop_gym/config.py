@@ -7,6 +7,7 @@ naming the field, the value and what is allowed.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -364,6 +365,11 @@ class WorkloadConfig:
         nested model: ``replace(**{"curves.hack_peak": (0.6, 0.9)})``. A new
         ``cluster`` without ``gpus`` brings its own GPU count.
         """
+        if changes.keys() == {"seed"}:  # a new episode's seed (each reset): every other field is already checked
+            check_range("seed", changes["seed"], 0, 2**63 - 1, integer=True)
+            out = copy.copy(self)
+            object.__setattr__(out, "seed", changes["seed"])
+            return out
         changes = dict(changes)
         for key in [k for k in changes if "." in k]:
             outer, inner = key.split(".", 1)

@@ -172,6 +172,8 @@ def generate(cfg: WorkloadConfig) -> Workload:
     for i, t in enumerate(JOB_TYPES):
         m = cfg.job_types[t]
         idx = np.flatnonzero(job_type == i)
+        if not idx.size:  # no job of this type: the draws below would take nothing from rng
+            continue
         gpus[idx] = rng.choice(np.array(m.gpu_choices), size=idx.size, p=np.array(m.gpu_probs))
         length[idx] = np.clip(m.median_h * np.exp(m.sigma * rng.standard_normal(idx.size)), m.min_h, m.max_h)
     submit = np.cumsum(rng.exponential(1.0 / offered_rate(cfg), size=n))

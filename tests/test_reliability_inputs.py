@@ -312,3 +312,21 @@ def test_train_tensorboard_into_a_file_is_one_line_before_training(capsys, tmp_p
     one_line(capsys, ["train", "--env", "EvalStop-StopControl-v0", "--algo", "ppo", "--out", str(tmp_path / "m"),
                       "--tensorboard", blocker, "--timesteps", "64"], "tensorboard=", "cannot write there")
     assert not (tmp_path / "m" / "model.zip").exists()
+
+
+@pytest.mark.parametrize("base", [WorkloadConfig(), WorkloadConfig(calibration="realistic", jobs=1, mix={"rlhf": 1.0}),
+                                  WorkloadConfig(cluster="two-types", gpus=64)])
+def test_a_new_seed_alone_gives_the_fully_checked_config(base):
+    """replace(seed=...) alone (each env reset) skips re-checking the other fields; the config is the one
+    dataclasses.replace builds and checks, and a bad seed is the same one-line error."""
+    import dataclasses
+
+    for seed in (0, 1, 2**63 - 1):
+        fast = base.replace(seed=seed)
+        assert fast == dataclasses.replace(base, seed=seed) and fast.seed == seed and base.seed == 0
+        assert type(fast) is WorkloadConfig and fast.job_types is base.job_types
+    for seed, needle in ((-1, "seed=-1"), (2**63, "seed="), (1.5, "seed=1.5"), ("3", "seed='3'")):
+        with pytest.raises(ConfigError, match=needle):
+            base.replace(seed=seed)
+        with pytest.raises(ConfigError, match=needle):
+            dataclasses.replace(base, seed=seed)
