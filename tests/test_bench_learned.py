@@ -118,7 +118,11 @@ def test_a_learned_scheduler_plays_the_rows_whose_cluster_it_runs_on(model_dir, 
     board = res.leaderboard([tmp_path / "b" / "results.json"])
     assert "Rows played: " in board and f"{p.label}: 1" in board and f"{stop.label}: 3" not in board
     assert f"{stop.label}: 2" in board
-    assert f"| {p.label} (*1 of 2 rows*)" in board and f"| {stop.label} (*2 of" not in board   # a subset is marked
+    assert f"| - | {p.label} (*1 of 2 rows*)" in board and f"| {stop.label} (*2 of" not in board   # marked, unranked
+    table = [ln for ln in board.splitlines() if ln.startswith("| ") and " | `evalstop-gym bench" in ln]
+    ranks = [ln.split(" | ")[0][2:] for ln in table]
+    assert ranks == [*map(str, range(1, len(table))), "-"], ranks   # full-suite policies ranked, then the subset
+    assert f"| {stop.label} |" in "".join(table[:-1])
     # on the flat pool alone it plays nothing: one error naming the model and the learned layer's reason
     with pytest.raises(ConfigError, match=r"plays none of the rows \['toy-paper'\]: .*node"):
         run_bench([str(sched)], suite_name="toy", out=tmp_path / "c", progress=False, echo=lambda _t: None)

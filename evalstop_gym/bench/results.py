@@ -177,7 +177,8 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
              "t-intervals (JCT: % change); a verdict against a reference needs Holm-adjusted p < 0.05 over the "
              "policy's headline tests, otherwise it is a tie. Ranked by JCT change vs no stopper, first the policies "
              f"whose delivered-quality regret is not significantly worse than {EVALSTOP_K2}'s (the quality bar the "
-             "tuner selects by), then the rest (marked *below the bar*).", ""]
+             "tuner selects by), then the rest (marked *below the bar*); policies scored on fewer rows than the suite "
+             "follow, unranked.", ""]
     if tuning:
         lines += [f"Tuned best: **{tuning['best']['label']}**, chosen on validation seeds by the rule fixed in "
                   f"`evalstop_gym/bench/tune.py` ({tuning['trials']} trials per family, {len(tuning['families'])} "
@@ -193,11 +194,14 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
                   + "; ".join(f"{_knobs(t['params'])}: {t['score']:.4f}{'' if t['feasible'] else ' (above the regret cap)'}"
                               for t in learned_tuning["every_trial"]) + ".", ""]
     models = [card for card, _ in entries if card["kind"] == LEARNED_KIND]
+    ranked = [e for e in entries if len(e[0]["per_row"]) == n_rows]
+    subset = [e for e in entries if len(e[0]["per_row"]) < n_rows]
     if models:
         lines += ["A saved model plays the synthetic rows whose cluster it runs on (a learned scheduler trained on "
                   "nodes of GPUs does not run on the flat pool): its changes are paired with the references on "
-                  "those rows, its means are over them, and its rank (marked *n of N rows*) compares changes "
-                  "measured on other workloads than the full-suite policies'. Rows played: "
+                  "those rows and its means are over them. One that plays fewer rows than the suite (marked *n of "
+                  "N rows*) is measured on other workloads than the full-suite policies, so it is listed after "
+                  "them, in the same order but without a rank. Rows played: "
                   + "; ".join(f"{c['label']}: {len(c['per_row'])}" for c in models) + ".", ""]
     else:
         lines += ["No learned policy is listed: none of these results files scores a saved model. "
@@ -206,14 +210,14 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
     lines += ["| # | policy | avg JCT h | " + " | ".join(f"JCT vs {r}" for r in refs)
               + " | waste GPU-h | F1 | FPR | regret | preemptions | verdicts (JCT) | command |",
               "|---:|---|---:|" + "---|" * len(refs) + "---:|---:|---:|---:|---:|---|---|"]
-    for i, (card, command) in enumerate(entries, 1):
+    for rank, (card, command) in [*enumerate(ranked, 1), *(("-", e) for e in subset)]:
         agg = card["aggregate"]
         jct = " | ".join(change_text(card["vs"][r]["aggregate"]["avg_jct_h"]) if r in card["vs"] else "-"
                          for r in refs)
         v = ", ".join(f"{x['reference']}: {x['verdict']}" for x in card["verdicts"] if x["metric"] == "avg_jct_h")
         below = " (*below the bar*)" if quality_worse(card) else ""
         part = f" (*{len(card['per_row'])} of {n_rows} rows*)" if len(card["per_row"]) < n_rows else ""
-        lines.append(f"| {i} | {card['label']}{part}{below} | {_num(agg['avg_jct_h'])} | {jct} | {_num(agg['compute_waste_gpu_h'])} "
+        lines.append(f"| {rank} | {card['label']}{part}{below} | {_num(agg['avg_jct_h'])} | {jct} | {_num(agg['compute_waste_gpu_h'])} "
                      f"| {_num(agg['f1'])} | {_num(agg['fpr'])} | {_num(agg['delivered_quality_regret'])} | "
                      f"{_num(agg['preemptions'])} | {v} | `{command}` |")
     lines += ["", "The results files, and the commands that wrote them:", ""]
