@@ -193,7 +193,7 @@ def job_rows(views: Sequence[JobView], slots: int, total_gpus: int,
 def observation(views: Sequence[JobView], slots: int, total_gpus: int, cluster: list[float],
                 decision_id: int | None = None) -> np.ndarray:
     """``slots`` job rows (empty rows all 0) then the ``cluster`` features, as one float32 vector
-    (:class:`ObservationWriter` keeps one between steps)."""
+    (:class:`JobTable` keeps the rows between steps)."""
     obs = np.zeros(slots * N_JOB + len(cluster), np.float32)
     rows = job_rows(views, slots, total_gpus, decision_id)
     obs[:len(rows)] = rows
