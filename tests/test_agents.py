@@ -205,10 +205,11 @@ def test_slot_scorer_is_permutation_equivariant_and_round_trips(tmp_path):
         again.predict(obs, action_masks=mask, deterministic=True)[0]
 
 
-def test_train_on_two_subprocess_workers_with_tensorboard_logs(tmp_path, monkeypatch):
+def test_train_on_two_subprocess_workers_with_tensorboard_logs(tmp_path):
     """Two SubprocVecEnv workers play the documented seeds: the model equals the one trained on the same
-    two envs in this process (DummyVecEnv), weight for weight; TensorBoard gets the training scalars."""
-    import stable_baselines3.common.vec_env as vec_env
+    two envs in this process (the recipe key vec_env: in-process, SB3's DummyVecEnv), weight for weight, and
+    that run's CPU seconds are its own process's, not counted again per env; TensorBoard gets the training
+    scalars."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     tiny = {"n_steps": 128, "batch_size": 64, "n_epochs": 1, "eval_freq": 256, "n_eval_episodes": 1,
@@ -224,10 +225,11 @@ def test_train_on_two_subprocess_workers_with_tensorboard_logs(tmp_path, monkeyp
     assert {"rollout/ep_rew_mean", "train/loss", "eval/mean_reward"} <= set(acc.Tags()["scalars"])
     assert [e.step for e in acc.Scalars("train/loss")][-1] == 512     # 2 workers x 128 steps x 2 rollouts
 
-    monkeypatch.setattr(vec_env, "SubprocVecEnv", vec_env.DummyVecEnv)
     inline = train(STOP_CONTROL_ID, "ppo", out=tmp_path / "inline", timesteps=512, n_envs=2, seed=3,
-                   overrides=tiny, echo=lambda _: None)
+                   overrides={**tiny, "vec_env": "in-process"}, echo=lambda _: None)
+    assert inline["hyperparams"]["evalstop-gym.vec_env"] == "in-process"
     assert inline["validation_rounds"] == config["validation_rounds"]
+    assert inline["cpu_seconds"] <= 1.5 * inline["wall_seconds"] + 1.0, inline   # one process: not 3x its own
     a, b = (LearnedPolicy.load(tmp_path / d).model.policy.state_dict() for d in ("m", "inline"))
     for name in a:
         np.testing.assert_array_equal(a[name].numpy(), b[name].numpy(), err_msg=name)

@@ -81,6 +81,8 @@ GOOD_ENTRY = "EvalStop-StopControl-v0:\n  n_timesteps: 10\n  n_envs: 1\n"
      "evalstop-gym.EvalStop-StopControl-v0.gamma=5 is invalid: unknown key: the evalstop-gym section takes"),
     ("ppo", "evalstop-gym:\n  EvalStop-StopControl-v0:\n    eval_workload: {speed: 2}\n",
      "eval_workload.speed=2 is invalid: unknown keyword"),
+    ("ppo", "evalstop-gym:\n  EvalStop-StopControl-v0:\n    vec_env: threads\n",
+     "evalstop-gym.EvalStop-StopControl-v0.vec_env='threads' is invalid: must be one of subprocess, in-process"),
 ])
 def test_hyperparameter_values_are_checked_before_training(capsys, tmp_path, algo, lines, needle):
     bad = tmp_path / "mine.yml"

@@ -17,6 +17,7 @@ reads (it looks up the env id only)::
         torch_threads: 1
         run_seeds: 3                   # stop-policies: train run seeds seed..seed+2, keep one (validation)
         select_seeds: 10               # validation workloads that choice plays (used with run_seeds > 1)
+        vec_env: in-process            # the training envs' vector env: subprocess (default) or in-process
 
 Every key and value is checked before any training starts: an unknown key, a
 key of another algorithm, a value out of range or of the wrong type, or a
@@ -81,6 +82,14 @@ def _flag(name: str, value: Any) -> None:
         raise ConfigError(name, value, "must be true or false")
 
 
+VEC_ENVS = ("subprocess", "in-process")   # SB3's SubprocVecEnv (one worker per env) or DummyVecEnv
+
+
+def _vec_env(name: str, value: Any) -> None:
+    if value not in VEC_ENVS:
+        raise ConfigError(name, value, f"must be one of {', '.join(VEC_ENVS)}")
+
+
 def _train_freq(name: str, value: Any) -> None:
     if isinstance(value, list) and len(value) == 2 and value[1] in ("step", "episode"):
         value = value[0]
@@ -105,10 +114,10 @@ CHECKS: dict[str, Callable[[str, Any], None]] = {
     # the project section
     "eval_freq": _number(1, integer=True), "n_eval_episodes": _number(1, 1000, integer=True),
     "torch_threads": _number(1, 256, integer=True), "run_seeds": _number(1, 64, integer=True),
-    "select_seeds": _number(1, 1000, integer=True),
+    "select_seeds": _number(1, 1000, integer=True), "vec_env": _vec_env,
 }
 SELECTION_KEYS = ("run_seeds", "select_seeds")   # how many runs and which one is kept (run_selection.py)
-PROJECT_KEYS = ("eval_workload", "eval_freq", "n_eval_episodes", "torch_threads", *SELECTION_KEYS)
+PROJECT_KEYS = ("eval_workload", "eval_freq", "n_eval_episodes", "torch_threads", *SELECTION_KEYS, "vec_env")
 
 
 @dataclasses.dataclass
@@ -131,6 +140,7 @@ class Recipe:
     torch_threads: int
     run_seeds: int                    # training runs, one kept (:mod:`evalstop_gym.agents.run_selection`)
     select_seeds: int                 # validation workloads that keep it
+    vec_env: str                      # "subprocess" (SubprocVecEnv for n_envs > 1) or "in-process" (DummyVecEnv)
     algo_kwargs: dict[str, Any]       # as written; see :func:`algo_kwargs`
     raw: dict[str, Any]
 
@@ -347,4 +357,4 @@ def load_recipe(algo: str, env_id: str, path: str | os.PathLike | None = None,
     return Recipe(path, env_id, algo, n_timesteps, n_envs, policy, dict(policy_kwargs), wrappers, settings,
                   train_wl, dict(eval_wl), int(own.get("eval_freq", 10_000)), int(own.get("n_eval_episodes", 2)),
                   int(own.get("torch_threads", 1)), int(own.get("run_seeds", 1)), int(own.get("select_seeds", 10)),
-                  kwargs, {**entry, **{f"{PROJECT_SECTION}.{k}": v for k, v in own.items()}})
+                  own.get("vec_env", VEC_ENVS[0]), kwargs, {**entry, **{f"{PROJECT_SECTION}.{k}": v for k, v in own.items()}})

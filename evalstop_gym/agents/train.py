@@ -6,7 +6,9 @@
 Hyperparameters come from ``evalstop_gym/agents/hyperparams/<algo>.yml`` in RL Zoo's
 format (:mod:`evalstop_gym.agents.hparams`), so the same files also run under rl_zoo3's
 own ``train`` / ``enjoy`` scripts. Training runs on ``n_envs``
-``SubprocVecEnv`` workers; an EvalCallback (MaskableEvalCallback for
+``SubprocVecEnv`` workers, or with ``vec_env: in-process`` in the recipe's
+``evalstop-gym`` section on ``n_envs`` envs in this process (``DummyVecEnv``:
+the same runs, without the pipes); an EvalCallback (MaskableEvalCallback for
 MaskablePPO) scores the policy on fixed validation seeds and ``model.zip`` is
 the best of those rounds. Seeds: :mod:`evalstop_gym.agents.seeds` (training, validation
 and held-out test seeds are disjoint). Everything needed to rebuild the env
@@ -225,7 +227,7 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
     torch.set_num_threads(recipe.torch_threads)
     fns = [functools.partial(make_env, env_id, env_kwargs, train_wl, wrappers, train_first(seed, r), n_envs, True,
                              str(outdir / str(r))) for r in range(n_envs)]
-    venv = SubprocVecEnv(fns) if n_envs > 1 else DummyVecEnv(fns)
+    venv = SubprocVecEnv(fns) if n_envs > 1 and recipe.vec_env == "subprocess" else DummyVecEnv(fns)
     eval_env = DummyVecEnv([functools.partial(make_env, env_id, env_kwargs, eval_wl, wrappers, VALIDATION_FIRST,
                                               1, True)])
     t0, cpu0 = time.time(), time.process_time()
@@ -248,7 +250,7 @@ def _train_one(recipe, wrappers: list, outdir: Path, seed: int, *, timesteps: in
                 warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
                 model.learn(timesteps, callback=[callback, progress_callback(timesteps, progress)],
                             tb_log_name=f"{algo}-{env_id}-seed{seed}")
-            worker_cpu = sum(venv.env_method("process_cpu_seconds")) if n_envs > 1 else 0.0
+            worker_cpu = sum(venv.env_method("process_cpu_seconds")) if isinstance(venv, SubprocVecEnv) else 0.0
             timesteps = int(model.num_timesteps)   # what was trained, whatever was planned
         except BaseException:
             # interrupted inside a step (Ctrl-C, a test's time limit) SB3 would wait in close() for
@@ -349,7 +351,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "workload seeds (default %(default)s)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder for model.zip and config.json")
     p.add_argument("--n-envs", type=int, default=None, metavar="N",
-                   help="SubprocVecEnv workers (default: n_envs of the hyperparameter file, 2)")
+                   help="training envs: SubprocVecEnv workers, or envs in this process with the recipe's vec_env: "
+                        "in-process (default: n_envs of the hyperparameter file, 2)")
     p.add_argument("--tensorboard", default=None, metavar="DIR",
                    help="write TensorBoard logs there (default OUT/tensorboard/)")
     p.add_argument("--hyperparams", default=None, metavar="FILE",
