@@ -148,14 +148,8 @@ class ClusterEnv(SimEnv):
         kind = self._kind
         slots = self.slots
         if kind == SCHEDULE:
-            running, waiting = c.running, c.waiting
-            r = len(running)
-            if r + len(waiting) <= slots:  # window_ids' usual case, without its call: every active job, in order
-                ids = [*running, *waiting]
-            else:
-                ids, r = window_ids(c, slots)
-            self._ids, self._n_run = ids, r
-            now, fit, gpus = c.now_ticks, c.largest_fit(), self._job_gpus
+            self._ids, self._n_run = ids, r = window_ids(c, slots)
+            running, waiting, now, fit, gpus = c.running, c.waiting, c.now_ticks, c.largest_fit(), self._job_gpus
             # commit needs a running job, an empty queue or a pending wake-up; a job started at this instant
             # cannot be preempted in it (no running job was unless the last start was now); a waiting one
             # starts if it fits

@@ -280,7 +280,7 @@ class JobTable:
     def update(self, v: JobView) -> None:
         """Read job ``v``'s view again (a new job, or one at a new eval checkpoint)."""
         j = v.job_id
-        if not self._head[j] or v.status != RUNNING:  # new (a job at a checkpoint runs: its head is kept by moved)
+        if not self._head[j]:  # a new job; at a checkpoint a job runs, and moved() keeps its head
             self._head[j] = _PACK_HEAD(*_head(v, self._total, 0.0))
         self._tail[j] = _PACK_TAIL(*_tail(v, len(v.eval_scores)))
         self._at[j] = -1  # clock columns: at the next call
