@@ -38,6 +38,11 @@ gradients before the optimizer step and cancels its log, eval and save; the
 weights, the checkpoints and the record stay as they were. A shared ``live``
 stopper is the caller's to save and restore (:meth:`LiveStopper.state`).
 
+Several processes (``torchrun``, DDP): every rank runs the callback; at each
+eval the ranks take process 0's score, loss and proxy (a broadcast), so each
+rank's stopper sees the same history and stops at the same eval; only process 0
+writes ``evalstop.json``.
+
 A NaN or infinite score follows ``on_nonfinite``
 (:data:`~evalstop_gym.integrations.live.NONFINITE`, default ``"stop"``: the run
 stops and keeps its best finite checkpoint).
@@ -184,6 +189,7 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         proxy = None
         if self.proxy_metric:   # an eval metric, else the training logs' latest (TRL logs ``reward`` there)
             proxy = metrics.get(self.proxy_metric, latest_logged(self.proxy_metric, state.log_history))
+        score, loss, proxy = from_rank_zero([_plain(score), _plain(loss), _plain(proxy)])
         stop = self.live.update(self.job, score, eval_items=self.eval_items, loss=loss, proxy=proxy,
                                 progress=progress, step=step)
         finite = isinstance(score, (int, float)) and math.isfinite(score)
@@ -245,6 +251,23 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         with open(path + ".tmp", "w") as f:   # a whole file or the last one: a kill never leaves half a record
             json.dump(record, f, indent=1)
         os.replace(path + ".tmp", path)
+
+
+def from_rank_zero(values: list) -> list:
+    """``values`` as process 0 has them when ``torch.distributed`` runs several processes (else unchanged): every
+    rank then feeds its stopper the same eval and, the stoppers being deterministic, makes the same decision."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return values
+    box = [values]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _plain(value):
+    """A metric as a Python number (a numpy or torch scalar too), so it crosses processes as plain data."""
+    return value.item() if hasattr(value, "item") else value
 
 
 def _checkpoint_at(output_dir: str, step: int) -> tuple[str | None, str | None]:
