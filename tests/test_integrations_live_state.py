@@ -124,3 +124,17 @@ def test_restore_refuses_another_stoppers_state():
     b.update("x", 0.1)
     with pytest.raises(ConfigError, match="fresh"):
         b.restore(a.state())
+
+
+def test_the_shared_options_reach_the_stopper_through_every_integration():
+    """``min_delta`` and ``warmup`` are the stoppers' own parameters; each integration hands them over."""
+    from evalstop_gym.integrations import EvalStopPruner, EvalStopCallback
+
+    cb = EvalStopCallback(k=2, min_delta=0.05, warmup=3)
+    assert (cb.live.policy.min_delta, cb.live.policy.warmup) == (0.05, 3)
+    pruner = EvalStopPruner("patience", patience=1, warmup=2)
+    assert pruner.params["warmup"] == 2
+    s = live_stopper("evalstop", k=1, min_delta=0.05, warmup=2)
+    assert not s.update("j", 0.5) and not s.update("j", 0.3)      # eval 2 is in the warm-up
+    assert not s.update("j", 0.27)                                 # a fall of 0.03 is no decline
+    assert s.update("j", 0.2)                                      # a fall of 0.07 is

@@ -140,6 +140,16 @@ def test_misaligned_saves_are_warned_and_the_nearest_checkpoint_named_as_such(tm
                     "nearest_checkpoint": str(tmp_path / "checkpoint-4")}
 
 
+def test_eval_on_start_is_warned_and_its_best_named_as_having_no_checkpoint(tmp_path):
+    # the initial model (0.9 at step 0) stays the best; declines at 2 (0.1) and, after 0.3, at 6 and 8: stop at 8
+    with pytest.warns(UserWarning, match="eval_on_start judges the initial model"):
+        toy_trainer(tmp_path, [EvalStopCallback(k=2)], [0.9, 0.1, 0.3, 0.2, 0.1, 0.5], max_steps=16,
+                    eval_on_start=True).train()
+    r = record(tmp_path)
+    assert r["stopped_at_step"] == 8 and r["best"]["step"] == 0 and r["best"]["checkpoint"] is None
+    assert r["best"]["nearest_checkpoint"] == str(tmp_path / "checkpoint-8")   # the only one rotation left
+
+
 def test_a_stopper_that_cannot_fire_within_the_run_is_warned(tmp_path):
     # 8 steps, evals every 2: evals at 2, 4, 6 are judged (8 ends the run); k=3 needs 4
     with pytest.warns(UserWarning, match="needs 4 evals to stop a run; this run plans 3"):

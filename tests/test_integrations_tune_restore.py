@@ -113,3 +113,12 @@ def test_tuner_restore_resumes_the_scheduler(tmp_path):
         assert not result.error and result.metrics["step"] == 5   # stopped at 5, as the uninterrupted run
     finally:
         ray.shutdown()
+
+
+def test_the_shared_options_reach_the_tune_stoppers():
+    s = TuneStopper("eval_reward", k=1, min_delta=0.05, warmup=1)
+    assert not s("t", {"eval_reward": 0.5}) and not s("t", {"eval_reward": 0.47})   # warm-up, then 0.03: no decline
+    assert s("t", {"eval_reward": 0.4})
+    sched = EvalStopScheduler("eval_reward", k=1, warmup=2)
+    assert [sched.on_trial_result(None, trial("t"), {"eval_reward": x}) for x in (0.5, 0.4, 0.3)] == \
+        [TrialScheduler.CONTINUE, TrialScheduler.CONTINUE, TrialScheduler.STOP]

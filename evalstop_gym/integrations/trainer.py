@@ -218,6 +218,10 @@ class EvalStopCallback(TrainerCallback, ExportableState):
             warnings.warn(f"eval_steps={state.eval_steps} is not a multiple of save_steps={state.save_steps}: evals "
                           f"between saves have no checkpoint, so the best eval may have none (evalstop.json then "
                           f"names the nearest saved one); set save_steps to a divisor of eval_steps", stacklevel=2)
+        if getattr(args, "eval_on_start", False):
+            warnings.warn("eval_on_start judges the initial model at step 0, which has no checkpoint: if it stays the "
+                          "best, evalstop.json names the nearest saved checkpoint instead (save the initial model "
+                          "yourself to keep it)", stacklevel=2)
         if evals_by_steps and state.max_steps:
             # the eval at the last step ends the run and is not judged
             self.live.warn_if_short((state.max_steps - 1) // state.eval_steps)
