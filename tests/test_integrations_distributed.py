@@ -21,10 +21,14 @@ class Box:
 
 def one_rank(rank, world, port, out):
     import torch.distributed as dist
+    from accelerate import PartialState
 
     from evalstop_gym.integrations import EvalStopCallback
 
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    # the environment torchrun gives each process; accelerate (the Trainer's process layer) starts gloo from it
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    assert PartialState(cpu=True).num_processes == world
     try:
         cb = EvalStopCallback(k=2)
         args = Box(metric_for_best_model=None)

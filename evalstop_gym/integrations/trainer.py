@@ -39,7 +39,7 @@ weights, the checkpoints and the record stay as they were. A shared ``live``
 stopper is the caller's to save and restore (:meth:`LiveStopper.state`).
 
 Several processes (``torchrun``, DDP): every rank runs the callback; at each
-eval the ranks take process 0's score, loss and proxy (a broadcast), so each
+eval the ranks take process 0's score, loss and proxy (accelerate's broadcast), so each
 rank's stopper sees the same history and stops at the same eval; only process 0
 writes ``evalstop.json``.
 
@@ -258,15 +258,15 @@ class EvalStopCallback(TrainerCallback, ExportableState):
 
 
 def from_rank_zero(values: list) -> list:
-    """``values`` as process 0 has them when ``torch.distributed`` runs several processes (else unchanged): every
-    rank then feeds its stopper the same eval and, the stoppers being deterministic, makes the same decision."""
-    import torch.distributed as dist
+    """``values`` as process 0 has them when the run has several processes (else unchanged): every rank then
+    feeds its stopper the same eval and, the stoppers being deterministic, makes the same decision. Through
+    accelerate, the Trainer's own process layer (torch.distributed, XLA)."""
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    if PartialState().num_processes == 1:
         return values
-    box = [values]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+    return broadcast_object_list([values], from_process=0)[0]
 
 
 def _plain(value):
