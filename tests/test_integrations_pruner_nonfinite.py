@@ -68,3 +68,9 @@ def test_mode_follows_the_study_direction():
     study = run(pruner, [3.0, 2.0, 2.5, 2.7, 1.0], direction="minimize")
     assert study.trials[0].state == optuna.trial.TrialState.PRUNED and study.trials[0].last_step == 4
     assert pruner.best(study, 0).score == 2.0
+
+
+def test_a_stopper_that_cannot_fire_within_n_steps_is_warned():
+    # reports at steps 1..3, the last not judged: 2 judged reports; EvalStop k=2 needs 3
+    with pytest.warns(UserWarning, match="needs 3 evals to stop a run; this run plans 2"):
+        EvalStopPruner("evalstop", k=2, n_steps=3)

@@ -122,3 +122,8 @@ def test_the_shared_options_reach_the_tune_stoppers():
     sched = EvalStopScheduler("eval_reward", k=1, warmup=2)
     assert [sched.on_trial_result(None, trial("t"), {"eval_reward": x}) for x in (0.5, 0.4, 0.3)] == \
         [TrialScheduler.CONTINUE, TrialScheduler.CONTINUE, TrialScheduler.STOP]
+
+
+def test_a_stopper_that_cannot_fire_within_max_t_is_warned():
+    with pytest.warns(UserWarning, match="needs 4 evals to stop a run; this run plans 3"):
+        TuneStopper("eval_reward", k=3, max_t=4)

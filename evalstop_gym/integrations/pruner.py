@@ -55,7 +55,9 @@ class EvalStopPruner(BasePruner):
         if n_steps is not None:
             check_range("n_steps", n_steps, 1, integer=True)
         params["on_nonfinite"] = on_nonfinite
-        LiveStopper(stopper, **params)   # a bad name or parameter fails here, not at the first report
+        probe = LiveStopper(stopper, **params)   # a bad name or parameter fails here, not at the first report
+        if n_steps is not None:
+            probe.warn_if_short(n_steps - 1)   # reports at steps 1..n_steps; the last one is not judged
         self.stopper, self.params, self.eval_items, self.n_steps = stopper, params, eval_items, n_steps
         # study name -> (its storage, its id, its live stopper): a reused name with another storage or id is new
         self._lives: dict[str, tuple[weakref.ref, int, LiveStopper]] = {}

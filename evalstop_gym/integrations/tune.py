@@ -87,6 +87,8 @@ class ResultReader:
         self._warned = False
         if metric is not None and live is None:
             self._live()   # a bad stopper name or parameter fails here, not at the first result
+        if max_t is not None and self.live is not None:
+            self.live.warn_if_short(int(max_t) - 1)   # one eval per unit of time_attr at most; the last not judged
 
     def _live(self) -> LiveStopper:
         """The shared live stopper, made once the metric is known."""
