@@ -36,8 +36,9 @@ declines) is Tune's to keep: ``CheckpointConfig(checkpoint_score_attribute=metri
 checkpoint_score_order=mode, num_to_keep=1)`` keeps the checkpoint reported
 with the highest (``min``: lowest) score, and ``result.best_checkpoints`` of
 the trial's :class:`ray.tune.Result` gives it. Report the metric with every
-checkpoint: Tune ranks a checkpoint without it by a missing score and may keep
-it over the best, so a checkpoint result without the metric gets a warning. On
+checkpoint: Tune scores a checkpoint without it as ``-inf``, which
+``checkpoint_score_order="min"`` turns into the best, so a checkpoint result
+without the metric gets a warning. On
 equal scores Tune keeps the latest checkpoint where ``LiveStopper.best`` names
 the first. Needs the ``ray`` extra.
 """
