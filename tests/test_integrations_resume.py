@@ -98,13 +98,16 @@ def test_a_relaunched_stopped_run_trains_nothing_and_deletes_nothing(tmp_path):
     import torch
     from transformers import GPT2LMHeadModel
 
-    toy_trainer(tmp_path, [EvalStopCallback(k=2)], SCRIPT, max_steps=16).train()
+    # an eval and a save at every step: stop at step 5, keep checkpoint-3; the relaunch resumes from
+    # checkpoint-3, and its one step (4) would be an eval and a save step
+    toy_trainer(tmp_path, [EvalStopCallback(k=2)], SCRIPT, max_steps=16, eval_steps=1).train()
+    assert record(tmp_path)["stopped_at_step"] == 5 and checkpoints(tmp_path) == [3]
     before = (tmp_path / "evalstop.json").read_text()
-    again = toy_trainer(tmp_path, [EvalStopCallback(k=2)], SCRIPT, max_steps=16)
-    again.train(resume_from_checkpoint=True)      # resumes from checkpoint-6, the only one kept
+    again = toy_trainer(tmp_path, [EvalStopCallback(k=2)], SCRIPT, max_steps=16, eval_steps=1)
+    again.train(resume_from_checkpoint=True)
     assert again.compute_metrics.calls == 0       # not one eval
-    assert checkpoints(tmp_path) == [6] and (tmp_path / "evalstop.json").read_text() == before
-    saved = GPT2LMHeadModel.from_pretrained(tmp_path / "checkpoint-6")
+    assert checkpoints(tmp_path) == [3] and (tmp_path / "evalstop.json").read_text() == before
+    saved = GPT2LMHeadModel.from_pretrained(tmp_path / "checkpoint-3")
     for a, b in zip(again.model.state_dict().values(), saved.state_dict().values()):
         assert torch.equal(a, b)                  # the one step the Trainer cannot skip changed no weight
 
