@@ -29,8 +29,8 @@ from tqdm import tqdm
 
 from ..config import ConfigError, UsageError, WorkloadConfig, check_range
 from ..files import prepare_out, write_atomic
-from .runner import (BACKENDS, ResultStore, RunSpec, describe_config, exclusive, export_parquet, pending_specs,
-                     run_sweep)
+from .runner import BACKENDS, ResultStore, RunSpec, describe_config, exclusive, pending_specs, run_sweep
+from .runs_table import export_parquet
 from .spec import EXPERIMENTS, LEARNED, Experiment, build_suite
 from .tables import aggregate, claim_verdicts, claims_table, console_text, csv_table, markdown_table
 
@@ -138,6 +138,19 @@ def summary_text(outdir: Path, manifest: Mapping[str, Any]) -> str:
         parts += ["## Compared with the paper", "", claims_table(verdicts, with_experiment=True), ""]
     parts += [(outdir / f"{n}.md").read_text(encoding="utf-8") for n in names]
     return "\n".join(parts)
+
+
+def folder_specs(experiments: Sequence[Experiment], manifest: Mapping[str, Any], base: WorkloadConfig,
+                 seed_list: Sequence[int]) -> dict[str, list[RunSpec]]:
+    """Each experiment of the folder (these, and those its manifest keeps from earlier runs) with its runs'
+    specs: what fills the ``experiments`` column of ``runs.parquet``."""
+    world, mine = manifest["world"], {e.name for e in experiments}
+    kept = [n for n in manifest["experiments"] if n not in mine]
+    if kept:
+        experiments = [*experiments, *build_suite(kept, base_scheduler=world["base_scheduler"],
+                                                   detectors=world["detectors"])]
+    return {e.name: [RunSpec.of(p, base, s) for p in e.points for s in seed_list]
+            for e in sorted(experiments, key=lambda e: list(EXPERIMENTS).index(e.name))}
 
 
 @dataclass
@@ -250,9 +263,9 @@ def _run_and_write(experiments, specs, outdir: Path, manifest: dict[str, Any], b
             new += provider().run(pending_specs(learned, store), store,
                                limit=None if max_runs is None else max_runs - new, on_done=bar.update)
     result = SuiteResult(experiments, new, todo - new)
-    runs, table = outdir / RUNS_FILE, outdir / TABLE_FILE
-    if runs.exists() and (not table.exists() or table.stat().st_mtime_ns < runs.stat().st_mtime_ns):
-        export_parquet(runs, table)    # the table is older than the records (or missing): bring it up to date
+    if (outdir / RUNS_FILE).exists():   # every reproduce rewrites the table: its experiments column may change
+        export_parquet(outdir / RUNS_FILE, outdir / TABLE_FILE,
+                       experiments=folder_specs(experiments, manifest, base, seed_list))
     if not result.complete:
         echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
         return result
