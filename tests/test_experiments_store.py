@@ -134,3 +134,26 @@ def test_query_prints_csv(folder, capsys):
     n = len(json.loads("[" + ",".join(
         line for line in (folder / "runs.jsonl").read_text().splitlines()) + "]"))
     assert capsys.readouterr().out == f"n,ids\n{n},{n}\n"
+
+
+def inline_queries():
+    """Every `evalstop-gym query "..."` written inline in the docs' prose (the README's placeholder aside)."""
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for code in re.findall(r"`(evalstop-gym query [^`]*)`", path.read_text(encoding="utf-8")):
+            argv = shlex.split(code)[1:]
+            if argv[-1] != "SQL":
+                found.append(pytest.param(argv, id=f"{path.name}:{argv[-1][:40]}"))
+    return found
+
+
+def test_the_docs_have_inline_queries():
+    assert inline_queries()
+
+
+@pytest.mark.parametrize("argv", inline_queries())
+def test_every_inline_query_of_the_docs_runs_on_a_results_folder(argv, folder, capsys):
+    """Their figures come from the full run; here each must run and return rows on a small one."""
+    pytest.importorskip("duckdb")
+    assert main([*argv, "--runs", str(folder / "runs.parquet")]) == 0
+    assert len(capsys.readouterr().out.splitlines()) > 2
