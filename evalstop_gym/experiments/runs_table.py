@@ -127,6 +127,11 @@ def row_metrics(row: Mapping[str, Any]) -> dict[str, Any]:
     return metrics
 
 
+def described(spec: RunSpec) -> dict[str, Any]:
+    """``spec.describe()`` as its JSONL record holds it (plain JSON values: lists, not tuples)."""
+    return json.loads(json.dumps(spec.describe()))
+
+
 def export_parquet(jsonl: str | os.PathLike, parquet: str | os.PathLike | None = None, *,
                    experiments: Mapping[str, Iterable[RunSpec]] | None = None) -> Path:
     """Write the checksummed records of ``jsonl`` as a Parquet table (default: beside it, ``.parquet``).
@@ -142,13 +147,13 @@ def export_parquet(jsonl: str | os.PathLike, parquet: str | os.PathLike | None =
     import pyarrow.parquet as pq
 
     member: dict[str, list[str]] = {}
-    described: dict[str, dict[str, Any]] = {}
+    setups: dict[str, RunSpec] = {}
     for name, specs in (experiments or {}).items():
         for spec in specs:
             names = member.setdefault(spec.run_id, [])
             if name not in names:
                 names.append(name)
-            described.setdefault(spec.run_id, spec.describe())
+            setups.setdefault(spec.run_id, spec)
     src = Path(jsonl)
     dst = src.with_suffix(".parquet") if parquet is None else Path(parquet)
     rows = []
@@ -160,8 +165,8 @@ def export_parquet(jsonl: str | os.PathLike, parquet: str | os.PathLike | None =
                 continue       # a partial last line or a bad record: ResultStore reports those
             if record_problem(rec) is None:
                 rid = rec["run_id"]
-                if rid in described:
-                    rec = {**rec, "spec": json.loads(json.dumps(described[rid]))}   # plain JSON values
+                if rid in setups:
+                    rec = {**rec, "spec": described(setups[rid])}
                 rows.append(table_row(rec, member.get(rid, ())))
     tmp = dst.with_name(dst.name + ".tmp")
     pq.write_table(pa.Table.from_pylist(rows, schema=schema()), tmp)
@@ -173,12 +178,8 @@ def _key(row: Mapping[str, Any]) -> tuple:
     return tuple(row.get(c) for c in SPEC_COLUMNS)
 
 
-def table_rows(parquet: str | os.PathLike, name: str, *, base: WorkloadConfig | None = None, seeds: int = 10,
-               first_seed: int = 0, base_scheduler: str | None = None,
-               detectors: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Experiment ``name``'s aggregated rows rebuilt from ``runs.parquet`` alone (arguments as given to
-    ``reproduce``): each run is found by its setup columns (:data:`SPEC_COLUMNS`); a run that is missing, or
-    that two rows match, is a :class:`~evalstop_gym.config.UsageError`."""
+def _rebuilt(parquet: str | os.PathLike, name: str, base: WorkloadConfig | None = None, seeds: int = 10,
+             first_seed: int = 0, base_scheduler: str | None = None, detectors: Sequence[str] | None = None):
     import pyarrow.parquet as pq
 
     from ..config import UsageError
@@ -190,23 +191,29 @@ def table_rows(parquet: str | os.PathLike, name: str, *, base: WorkloadConfig | 
     for row in pq.read_table(parquet).to_pylist():
         by_key.setdefault(_key(row), []).append(row)
     (exp,) = build_suite([name], base_scheduler=base_scheduler, detectors=detectors)
-    seed_list = range(first_seed, first_seed + seeds)
+    seed_list = list(range(first_seed, first_seed + seeds))
     results = {}
     for point in exp.points:
         for seed in seed_list:
             spec = RunSpec.of(point, base, seed)
-            found = by_key.get(_key(spec_row(json.loads(json.dumps(spec.describe())))), [])
+            found = by_key.get(_key(spec_row(described(spec))), [])
             if len(found) != 1:
                 raise UsageError(f"{parquet}: {len(found)} rows for {name}'s {point.arm!r} "
                                  f"(x={point.x!r}) on seed {seed}; expected exactly one")
             results[spec.run_id] = row_metrics(found[0])
-    return aggregate(exp, results, base, list(seed_list))
+    return exp, aggregate(exp, results, base, seed_list)
+
+
+def table_rows(parquet: str | os.PathLike, name: str, **suite: Any) -> list[dict[str, Any]]:
+    """Experiment ``name``'s aggregated rows rebuilt from ``runs.parquet`` alone. ``suite``: what was given to
+    ``reproduce`` (``base``, ``seeds``, ``first_seed``, ``base_scheduler``, ``detectors``). Each run is found by
+    its setup columns (:data:`SPEC_COLUMNS`), not its run id; a run that is missing, or that two rows match, is
+    a :class:`~evalstop_gym.config.UsageError`."""
+    return _rebuilt(parquet, name, **suite)[1]
 
 
 def markdown_from_parquet(parquet: str | os.PathLike, name: str, **suite: Any) -> str:
     """Experiment ``name``'s Markdown table rebuilt from ``runs.parquet`` alone (:func:`table_rows`)."""
-    from .spec import build_suite
     from .tables import markdown_table
 
-    (exp,) = build_suite([name], base_scheduler=suite.get("base_scheduler"), detectors=suite.get("detectors"))
-    return markdown_table(exp, table_rows(parquet, name, **suite))
+    return markdown_table(*_rebuilt(parquet, name, **suite))
