@@ -10,6 +10,10 @@
 # It refuses, in one line and before installing anything, a Python whose packages the system
 # manages (PEP 668: an EXTERNALLY-MANAGED marker outside a virtual environment).
 # INSTALL_DRY_RUN=1 checks and says where it would install, and installs nothing.
+#
+# On a Python that already has this checkout installed (editable) with every requirement of
+# evalstop-gym[all] at an allowed version (tools/install_check.py reads them from pyproject.toml), it
+# says so and runs no pip: a second run takes seconds. INSTALL_FORCE=1 runs pip anyway.
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-python3}"
@@ -27,6 +31,10 @@ print(f"{sys.executable} (packages go to {sysconfig.get_path('purelib')})")
 EOF
 ); then
     exit 1
+fi
+if [[ "${INSTALL_FORCE:-0}" != 1 ]] && "$PY" tools/install_check.py "$PWD" >/dev/null 2>&1; then
+    echo "install.sh: evalstop-gym[all] is installed in $TARGET with every requirement met: nothing to do"
+    exit 0
 fi
 echo "install.sh: installing evalstop-gym[all] into $TARGET"
 if [[ "${INSTALL_DRY_RUN:-0}" == 1 ]]; then

@@ -19,6 +19,7 @@ EXTRA_OF = {
     "rl_zoo3": "zoo",
     "transformers": "live", "trl": "live", "datasets": "live", "accelerate": "live", "tokenizers": "live",
     "optuna": "live",
+    "duckdb": "query",
 }
 
 

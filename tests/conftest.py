@@ -5,14 +5,22 @@ learned-policy layer or the curve generator) get the ``torch`` marker, so CI
 can run them a second time under ``ATEN_CPU_CAPABILITY=default`` (plain,
 non-vectorised CPU kernels): an assertion that holds only for one CPU's
 rounding then fails on every machine, not just on someone else's.
+
+Under CI (``$CI`` set, as every CI service sets it) a default test (not marked ``slow``) that takes more
+than ``$EVALSTOP_GYM_TEST_LIMIT_S`` seconds (default 60), its setup and teardown included, fails: a test
+that grew slow fails where it grew, instead of turning the whole run red on a busier machine later.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
+
+CI_TEST_LIMIT_S = 60.0
+_spent = pytest.StashKey[float]()
 
 _TORCH_USERS = re.compile(r"\b(torch|stable_baselines3|sb3_contrib|agents|overopt)\b")
 _seen: dict[Path, bool] = {}
@@ -28,6 +36,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if _uses_torch(Path(str(item.fspath))):
             item.add_marker(pytest.mark.torch)
+
+
+def _limit_s() -> float | None:
+    if not os.environ.get("CI"):
+        return None
+    text = os.environ.get("EVALSTOP_GYM_TEST_LIMIT_S", "")
+    try:
+        return float(text) if text else CI_TEST_LIMIT_S
+    except ValueError:
+        raise pytest.UsageError(f"EVALSTOP_GYM_TEST_LIMIT_S={text!r} is invalid: must be a number of seconds")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    limit = _limit_s()
+    if limit is None or item.get_closest_marker("slow") is not None:
+        return
+    before = item.stash.get(_spent, 0.0)
+    spent = item.stash[_spent] = before + report.duration
+    if report.passed and spent > limit >= before:   # once per test, in the phase that crossed the limit
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} took {spent:.1f} s (setup, run and teardown so far), over the "
+                           f"{limit:g} s a default test may take in CI: make it cheaper, or mark it slow "
+                           "(docs/testing.md)")
 
 
 @pytest.fixture(autouse=True, scope="session")

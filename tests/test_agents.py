@@ -21,17 +21,28 @@ from evalstop_gym import ConfigError, simulate  # noqa: E402
 from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID, PolicyAgent, rollout  # noqa: E402
 from evalstop_gym.envs.features import JOB_FEATURES  # noqa: E402
 
-# a PPO run small enough for the test suite: 16k steps of one-job episodes at a higher learning
-# rate than the recipe's, one validation round
+# a PPO run that learns something (slow: 16k steps of one-job episodes at a higher learning rate than the
+# recipe's, one validation round), and a tiny one for the tests of what a saved model is (1,024 steps)
 SHORT_PPO = {"n_steps": 512, "batch_size": 128, "n_epochs": 10, "learning_rate": 1e-3, "eval_freq": 16384,
              "n_eval_episodes": 1, "eval_workload": {"noise": 0.05, "jobs": 30}}
+TINY_STEPS = 1024
+TINY_PPO = {**SHORT_PPO, "n_epochs": 2, "eval_freq": TINY_STEPS}
+
+
+def _train_stop_model(tmp_path_factory, timesteps, overrides):
+    out = tmp_path_factory.mktemp("stop-model")
+    return out, train(STOP_CONTROL_ID, "ppo", out=out, timesteps=timesteps, seed=0, n_envs=1, overrides=overrides,
+                      echo=lambda _: None)
 
 
 @pytest.fixture(scope="module")
 def stop_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("stop-model")
-    return out, train(STOP_CONTROL_ID, "ppo", out=out, timesteps=16384, seed=0, n_envs=1, overrides=SHORT_PPO,
-                      echo=lambda _: None)
+    return _train_stop_model(tmp_path_factory, TINY_STEPS, TINY_PPO)
+
+
+@pytest.fixture(scope="module")
+def trained_stop_model(tmp_path_factory):
+    return _train_stop_model(tmp_path_factory, 16384, SHORT_PPO)
 
 
 def test_maskable_ppo_on_subproc_vec_env_reads_masks_from_the_env():
@@ -40,8 +51,9 @@ def test_maskable_ppo_on_subproc_vec_env_reads_masks_from_the_env():
     from stable_baselines3.common.vec_env import SubprocVecEnv
 
     wrappers = [("HandCodedStops", {"work_conserving": True, "preempt": False})]
+    # fork: the workers start with this process's imports instead of importing torch again (seconds each)
     venv = SubprocVecEnv([lambda r=r: make_env(CLUSTER_ID, {"slots": 12}, {"jobs": 12}, wrappers, 100 + r, 2)
-                          for r in range(2)])
+                          for r in range(2)], start_method="fork")
     try:
         venv.reset()
         masks = get_action_masks(venv)
@@ -51,15 +63,17 @@ def test_maskable_ppo_on_subproc_vec_env_reads_masks_from_the_env():
             assert mask[1] == 0 and mask.any()
             assert not (mask[0] and mask[2:].any())
         # the env raises on any masked-out action, so a finished run proves every action honoured the masks
+        # one rollout of 2 x 128 steps and one update: every action of it went through the workers' masks
         model = MaskablePPO("MlpPolicy", venv, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu")
-        model.learn(384)
-        assert model.num_timesteps >= 384
+        model.learn(256)
+        assert model.num_timesteps == 256
     finally:
         venv.close()
 
 
-def test_short_training_beats_a_random_policy_on_fixed_seeds(stop_model):
-    path, _ = stop_model
+@pytest.mark.slow   # 14 s alone at load 1 on 2 cores, several times that on a busy machine
+def test_short_training_beats_a_random_policy_on_fixed_seeds(trained_stop_model):
+    path, _ = trained_stop_model
     pol = LearnedPolicy.load(path)
     rng = np.random.default_rng(0)
     learned, random_ = [], []
@@ -112,7 +126,7 @@ def test_config_records_what_rebuilds_and_reproduces_the_run(stop_model):
     assert config["env_id"] == STOP_CONTROL_ID and config["algo"] == "ppo" and config["seed"] == 0
     assert config["env_wrapper"] == [["JobFeatures", {}]]
     assert config["observation_space"]["shape"] == [len(STOP_FEATURES)]
-    assert config["hyperparams"]["n_steps"] == 512 and config["timesteps"] == 16384
+    assert config["hyperparams"]["n_steps"] == 512 and config["timesteps"] == TINY_STEPS
     assert {"stable-baselines3", "sb3-contrib", "torch", "gymnasium"} <= set(config["versions"])
     assert config["seeds"]["validation"] == [VALIDATION_FIRST]
     assert config["cpu_seconds"] > 0 and config["validation_rounds"]

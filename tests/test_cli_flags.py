@@ -403,19 +403,26 @@ def test_reproduce_backend_and_workers_reach_the_runner(capsys, in_tmp, default_
     assert asked == [("local", 1, None)]
 
 
-def test_reproduce_out_and_progress(capsys, in_tmp):
+def test_reproduce_out_and_progress(capsys, in_tmp, monkeypatch):
+    import sys
+
     argv = [a for a in REPRO if a != "--no-progress"]
+    assert main([*argv, "--out", "piped"]) == 0
+    assert "reproduce" not in capsys.readouterr().err   # stderr is not a terminal: no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     assert main([*argv, "--out", "here"]) == 0
     err = capsys.readouterr().err
     assert "reproduce: 100%" in err                   # the progress bar, on stderr
     assert (in_tmp / "here" / "E5.csv").is_file() and not (in_tmp / "results").exists()
-    assert main([*argv, "--out", "there", "--no-progress"]) == 0
-    assert "reproduce" not in capsys.readouterr().err
-    assert outputs(in_tmp / "here") == outputs(in_tmp / "there")
+    for flag, out in (("--no-progress", "there"), ("--quiet", "quiet")):
+        assert main([*argv, "--out", out, flag]) == 0
+        assert "reproduce" not in capsys.readouterr().err
+        assert outputs(in_tmp / "here") == outputs(in_tmp / out)
 
 
 def test_every_reproduce_flag_has_a_case():
     covered = {*REPRODUCE_CASES, *WORKLOAD_FLAGS, "--backend", "--workers", "--ray-address", "--out", "--no-progress",
                "--force",   # tests/test_results_worlds.py
+               "--quiet", "--strict",   # tests/test_experiments_verdicts.py
                "--model", *CLUSTER_FLAGS}
     assert flags_of("reproduce") <= covered, flags_of("reproduce") - covered

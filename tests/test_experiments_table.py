@@ -11,7 +11,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from evalstop_gym.config import WorkloadConfig  # noqa: E402
 from evalstop_gym.experiments import reproduce  # noqa: E402
-from evalstop_gym.experiments.runner import export_parquet  # noqa: E402
+from evalstop_gym.experiments.runs_table import export_parquet  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_the_table_holds_every_record_with_its_spec_and_metrics(folder):
         assert row["stopper"] == rec["spec"]["stopper"] and json.loads(row["params"]) == rec["spec"]["params"]
         assert row["workload.seed"] == rec["spec"]["workload"]["seed"] and row["workload.jobs"] == 20
         assert row["avg_jct_h"] == rec["metrics"]["avg_jct_h"] and row["checksum"] == rec["checksum"]
-        assert "jobs_detail" not in row
+        assert row["job_jct_h"] == rec["metrics"]["jobs_detail"]["jct_h"] and row["experiments"] == ["E5"]
 
 
 def mean_jct_by_stopper(folder):

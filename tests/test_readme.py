@@ -26,18 +26,28 @@ def test_short_with_the_two_commands_and_ci_runs_the_test_one():
     assert TEST in ci
 
 
-def test_every_python_block_runs_in_order(tmp_path):
-    """In a fresh interpreter (the policy example registers a scheduler), from an empty folder."""
-    code = "\n".join(blocks("python"))
-    assert "gym.make(" in code and "class LargestFirst(Scheduler)" in code
+# what each Python block prints, in order: the quick start 2 numbers, simulate 4, the live stopper 2 (its best
+# eval: index 2, score 0.66), the added policy 2
+PRINTS = [2, 4, 2, 2]
+
+
+@pytest.mark.parametrize("number", range(len(PRINTS)))
+def test_every_python_block_runs_alone(tmp_path, number):
+    """Each block pasted alone into a fresh interpreter, from an empty folder: it brings its own imports."""
+    code = blocks("python")[number]
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert r.returncode == 0, r.stderr
     printed = r.stdout.split()
-    # quick start 2, simulate 4, the live stopper 2, the added policy 2: numbers, not NaN
-    assert len(printed) == 2 + 4 + 2 + 2 and all(float(x) == float(x) for x in printed)
-    assert printed[6:8] == ["2", "0.66"]                                  # the live stop's best eval
+    assert len(printed) == PRINTS[number] and all(float(x) == float(x) for x in printed)   # numbers, not NaN
+    if "live_stopper" in code:
+        assert printed == ["2", "0.66"]
     assert not list(tmp_path.iterdir())                                     # nothing written
+
+
+def test_the_blocks_are_the_ones_counted():
+    code = blocks("python")
+    assert len(code) == len(PRINTS) and "gym.make(" in code[0] and "class LargestFirst(Scheduler)" in code[-1]
 
 
 def commands():
@@ -84,3 +94,12 @@ def test_the_docs_index_reaches_every_docs_page():
     linked = set(re.findall(r"\]\(([a-z_]+\.md)\)", index))
     pages = {p.name for p in (ROOT / "docs").glob("*.md")} - {"index.md"}
     assert pages <= linked, pages - linked
+
+
+def test_the_index_names_the_current_bench_suite():
+    from evalstop_gym.bench.suite import DEFAULT_SUITE, SUITES
+
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"suite (v\d+)", index))
+    assert named == {DEFAULT_SUITE}, named
+    assert DEFAULT_SUITE == list(SUITES)[-1]           # the newest suite is the default the pages describe

@@ -30,6 +30,8 @@ def add_parser(sub) -> None:
     p.add_argument("--no-classifier", action="store_true", help="single-feature AUCs only (no scikit-learn)")
     p.add_argument("--features", action="store_true", help="also list every feature's AUC")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar on stderr (also off when stderr is not a terminal)")
     p.set_defaults(func=run)
 
 
@@ -49,6 +51,7 @@ def parse_seeds(text: str) -> range:
 def run(args: argparse.Namespace) -> int:
     from .. import audit as au
     from ..config import WorkloadConfig
+    from ..experiments.progress import progress_bar
 
     if args.curves is not None:
         runs = au.log_runs(args.curves, evals=args.evals_per_job)
@@ -60,10 +63,13 @@ def run(args: argparse.Namespace) -> int:
             kw["noise"] = args.noise
         cfg = WorkloadConfig(**kw)
         seeds = parse_seeds(args.seeds)
-        runs = au.world_runs(cfg, seeds)
+        runs = au.world_runs(cfg, progress_bar(len(seeds), "audit: workloads", "seed", not args.quiet, seeds))
         what = (f"calibration {args.calibration}, {args.workload}, {args.jobs} jobs x seeds "
                 f"{seeds.start}-{seeds.stop - 1}, noise {cfg.noise:g}")
-    rows = au.audit(runs, classifier=not args.no_classifier)
+    # one (job type, eval) at a time, in au.audit's order: the classifier's cross-validation is the long part
+    steps = [(t, i) for t in au.JOB_TYPES if t in runs for i in au.AUDIT_EVALS]
+    rows = [r for t, i in progress_bar(len(steps), "audit: classifiers", "step", not args.quiet, steps)
+            for r in au.audit({t: runs[t]}, evals=(i,), classifier=not args.no_classifier)]
     if args.json:
         print(json.dumps({"source": what, "best_early_auc": au.best_early_auc(rows),
                           "rows": [{**{k: getattr(r, k) for k in ("job_type", "eval", "runs", "hacking",

@@ -48,7 +48,11 @@ def add_parser(sub) -> None:
     p.add_argument("--scale", default="default", metavar="NAME",
                    help="size of the base workload: default (--jobs, --gpus) or large (5,000 jobs on "
                         "1,024 GPUs, replacing --jobs and --gpus; about 1,600 runs with 10 seeds; docs/scale.md)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 if a claim differs from the paper in a way the docs do not explain (the verdict "
+                        "block at the end lists them)")
+    p.add_argument("--no-progress", "--quiet", dest="no_progress", action="store_true",
+                   help="no progress bar (also off when stderr is not a terminal)")
     add_workload_flags(p)
     p.set_defaults(func=run)
 
@@ -66,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     base = WorkloadConfig(**wl)
     out = default_out(base, args.scale) if args.out is None else args.out
     try:
-        reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=out,
+        result = reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=out,
                   base=base, backend=args.backend, workers=args.workers,
                   base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
                   progress=not args.no_progress, model=args.model, ray_address=args.ray_address,
@@ -78,4 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\ninterrupted: finished runs are kept in {out}/runs.jsonl; run the same command again "
               "to resume", file=sys.stderr)
         return 130
+    if args.strict and result.unexpected:
+        print(f"reproduce --strict: {result.unexpected} claims differ unexpectedly (listed above)", file=sys.stderr)
+        return 1
     return 0

@@ -2,6 +2,7 @@
 
 * :mod:`.spec`: experiments as data, built against the policy registry;
 * :mod:`.runner`: local process pool or Ray, JSONL results, resume;
+* :mod:`.runs_table`: ``runs.parquet`` under its declared schema, and tables rebuilt from it;
 * :mod:`.stats`: mean and spread over seeds, paired tests;
 * :mod:`.tables` / :mod:`.plots`: Markdown, CSV, PNG;
 * :mod:`.suite`: the whole pipeline, :func:`reproduce`.
@@ -14,7 +15,7 @@ import importlib
 _EXPORTS = {
     "EXPERIMENTS": "spec", "Experiment": "spec", "Point": "spec", "Registry": "spec", "build_suite": "spec",
     "parse_names": "spec", "ResultStore": "runner", "RunSpec": "runner", "run_sweep": "runner",
-    "reproduce": "suite",
+    "reproduce": "suite", "markdown_from_parquet": "runs_table", "table_rows": "runs_table",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -65,9 +65,9 @@ class RunSpec:
         return execute(self)
 
     def describe(self) -> dict[str, Any]:
-        """The spec as plain JSON: policy and the workload's scalar fields."""
+        """The spec as plain JSON: policy, the workload's scalar fields and the world it is drawn from."""
         return {"scheduler": self.scheduler, "stopper": self.stopper, "params": dict(self.params),
-                "workload": describe_config(self.config)}
+                "workload": {**describe_config(self.config), **describe_world(self.config)}}
 
 
 def describe_config(config: WorkloadConfig) -> dict[str, Any]:
@@ -77,6 +77,17 @@ def describe_config(config: WorkloadConfig) -> dict[str, Any]:
     if config.cluster is not None:
         cfg["cluster"] = config.cluster.describe()
     return cfg
+
+
+def describe_world(config: WorkloadConfig) -> dict[str, Any]:
+    """The curve and world models a workload is drawn from, as flat ``curves.<field>`` / ``world.<field>``
+    keys (plain JSON values: a range is a list): what tells E8's peak ranges and E10's worlds apart."""
+    out = {}
+    for prefix, model in (("curves", config.curves), ("world", config.world)):
+        for f in fields(model):
+            value = getattr(model, f.name)
+            out[f"{prefix}.{f.name}"] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -242,47 +253,6 @@ class ResultStore:
             raise UsageError(f"cannot append to {self.path} ({e.strerror or e}); the {len(self)} runs "
                              "recorded so far are kept: fix that and run the same command again to resume") from None
         self.metrics[run_id] = metrics
-
-
-def table_row(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's record as one flat row: ids, the policy, ``workload.<field>`` columns and every scalar
-    metric under its own name (per-job lists and nested values left out or as JSON text)."""
-    spec = rec.get("spec", {})
-    row: dict[str, Any] = {"run_id": rec["run_id"], "code": rec.get("code"), "checksum": rec.get("checksum"),
-                           "scheduler": spec.get("scheduler"), "stopper": spec.get("stopper"),
-                           "params": json.dumps(spec.get("params", {}), sort_keys=True)}
-    for k, v in spec.get("workload", {}).items():
-        row[f"workload.{k}"] = json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
-    row.update((k, v) for k, v in rec["metrics"].items() if k != JOBS_KEY)
-    return row
-
-
-def export_parquet(jsonl: str | os.PathLike, parquet: str | os.PathLike | None = None) -> Path:
-    """Write the checksummed records of ``jsonl`` as a Parquet table (default: beside it, ``.parquet``).
-
-    The JSONL file stays the record of truth, appended run by run; the table is a snapshot of it,
-    written to a temporary file and renamed over the old one, so a kill at any moment leaves the
-    previous table or the new one, never a part. Records that fail their checks are left out, as a
-    resume leaves them out. Needs pyarrow (the ``experiments`` extra).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    src = Path(jsonl)
-    dst = src.with_suffix(".parquet") if parquet is None else Path(parquet)
-    rows = []
-    with open(src, "rb") as f:
-        for line in f:
-            try:
-                rec = json.loads(line, parse_constant=_refuse_constant)
-            except ValueError:
-                continue       # a partial last line or a bad record: ResultStore reports those
-            if record_problem(rec) is None:
-                rows.append(table_row(rec))
-    tmp = dst.with_name(dst.name + ".tmp")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
-    os.replace(tmp, dst)
-    return dst
 
 
 def _refuse_constant(name: str):

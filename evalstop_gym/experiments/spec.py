@@ -104,7 +104,9 @@ class Claim:
     """A claim of the paper (or of the calibration), our target for it, and the rows it covers.
 
     ``each``: one verdict per matching row; otherwise one verdict over all
-    matching rows (it holds if every row meets every check).
+    matching rows (it holds if every row meets every check). ``differs``: why
+    our model is known not to meet it, as the docs explain (empty: a claim
+    that does not hold is a surprise, and ``reproduce --strict`` fails).
     """
 
     text: str
@@ -113,6 +115,7 @@ class Claim:
     checks: tuple[Check, ...]
     each: bool = False
     source: str = "target"
+    differs: str = ""
 
 
 @dataclass(frozen=True)
@@ -286,7 +289,10 @@ def _e3(c: _Context) -> Experiment:
                   source="paper"),
             Claim("at sigma 0.10: precision >= 0.95 with recall >= 0.90", "beyond the paper (k=2 degrades)",
                   lambda r: r["stopper"] != "none" and r["x"] == 0.10,
-                  (Check("precision", ">=", 0.95), Check("recall", ">=", 0.90)), each=True),
+                  (Check("precision", ">=", 0.95), Check("recall", ">=", 0.90)), each=True,
+                  differs="in the paper world at sigma 0.10 no detector at its defaults keeps both; smoothed "
+                          "does as a setting (window 6, threshold 0), and one set of defaults cannot serve the "
+                          "paper and the realistic world (docs/detectors.md, paper world at eval noise 0.10)"),
         ),
         plot_refs=(("precision", 0.91, "paper, sigma <= 0.05"),))
 
@@ -355,7 +361,11 @@ def _e8(c: _Context) -> Experiment:
         claims=(Claim("recall >= 0.95 together with a waste cut near the paper's 22% (<= 30%)",
                       "99% recall, 22% waste cut", _is("evalstop"),
                       (Check("recall", ">=", 0.95), Check("waste_cut_pct", "<=", 30.0)), each=True,
-                      source="paper"),),
+                      source="paper",
+                      differs="in our model k=2 catches a hacking run about 2 evals after its peak, freeing most "
+                              "of its later GPU-hours: with early peaks recall is high and the waste cut far above "
+                              "22%; peaks late enough for a cut near 22% leave k=2 too few evals to see two "
+                              "declines, so recall falls (docs/results.md, compared with the paper)"),),
         plot_refs=(("recall", 0.99, "paper"), ("jct_gain_pct", 9.0, "paper"), ("waste_cut_pct", 22.0, "paper")))
 
 
@@ -382,7 +392,10 @@ def _e9(c: _Context) -> Experiment:
         ("avg_jct_h", *IMPROVEMENT, "fragmentation_gpus", "spread_lost_gpu_h", "utilization"),
         ("avg_jct_h", "jct_gain_pct", "spread_lost_gpu_h"),
         claims=(Claim("EvalStop k=2 improves average JCT on every cluster", "9-25% on every base (flat pool)",
-                      _is("evalstop"), (Check("jct_gain_pct", ">", 0.0), *_significant("jct_gain"))),))
+                      _is("evalstop"), (Check("jct_gain_pct", ">", 0.0), *_significant("jct_gain")),
+                      differs="under spread placement large RLHF jobs that land across nodes run at 0.23 of "
+                              "their speed on some seeds, so that row's per-seed gain varies widely and may miss "
+                              "significance over 10 seeds (docs/results.md, E9)"),))
 
 
 # worlds a detector was not written for (realistic-world knobs; the realistic values are in the comments)

@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from tqdm import tqdm
-
 from ..config import ConfigError, UsageError, WorkloadConfig, check_range
 from ..files import prepare_out, write_atomic
-from .runner import (BACKENDS, ResultStore, RunSpec, describe_config, exclusive, export_parquet, pending_specs,
-                     run_sweep)
+from .progress import progress_bar
+from .runner import BACKENDS, ResultStore, RunSpec, describe_config, exclusive, pending_specs, run_sweep
+from .runs_table import export_parquet
 from .spec import EXPERIMENTS, LEARNED, Experiment, build_suite
-from .tables import aggregate, claim_verdicts, claims_table, console_text, csv_table, markdown_table
+from .tables import (UNEXPECTED, aggregate, claim_verdicts, claims_table, console_text, csv_table, markdown_table,
+                     verdict_block, verdict_of)
 
 RUNS_FILE = "runs.jsonl"
 TABLE_FILE = "runs.parquet"   # the same records as a table for pandas / SQL (a snapshot, rewritten atomically)
@@ -128,16 +128,35 @@ def claim_folder(outdir: Path, world: dict[str, Any], force: bool,
     return manifest
 
 
+def folder_experiments(outdir: Path, manifest: Mapping[str, Any]) -> list[str]:
+    """The experiments whose tables the folder holds, in the suite's order."""
+    return [n for n in EXPERIMENTS if n in manifest["experiments"] and (outdir / f"{n}.md").is_file()]
+
+
 def summary_text(outdir: Path, manifest: Mapping[str, Any]) -> str:
     """``summary.md`` from the folder's experiments (in the suite's order): every claim, then each
     experiment's Markdown file as written."""
-    names = [n for n in EXPERIMENTS if n in manifest["experiments"] and (outdir / f"{n}.md").is_file()]
+    names = folder_experiments(outdir, manifest)
     verdicts = [v for n in names for v in manifest["experiments"][n]]
     parts = ["# evalstop-gym reproduce: summary", ""]
     if verdicts:
-        parts += ["## Compared with the paper", "", claims_table(verdicts, with_experiment=True), ""]
+        parts += ["## Compared with the paper", "", "```text", verdict_block(verdicts), "```", "",
+                  claims_table(verdicts, with_experiment=True), ""]
     parts += [(outdir / f"{n}.md").read_text(encoding="utf-8") for n in names]
     return "\n".join(parts)
+
+
+def folder_specs(experiments: Sequence[Experiment], manifest: Mapping[str, Any], base: WorkloadConfig,
+                 seed_list: Sequence[int]) -> dict[str, list[RunSpec]]:
+    """Each experiment of the folder (these, and those its manifest keeps from earlier runs) with its runs'
+    specs: what fills the ``experiments`` column of ``runs.parquet``."""
+    world, mine = manifest["world"], {e.name for e in experiments}
+    kept = [n for n in manifest["experiments"] if n not in mine]
+    if kept:
+        experiments = [*experiments, *build_suite(kept, base_scheduler=world["base_scheduler"],
+                                                   detectors=world["detectors"])]
+    return {e.name: [RunSpec.of(p, base, s) for p in e.points for s in seed_list]
+            for e in sorted(experiments, key=lambda e: list(EXPERIMENTS).index(e.name))}
 
 
 @dataclass
@@ -147,6 +166,7 @@ class SuiteResult:
     remaining: int                     # runs still missing (a ``max_runs`` stop): no tables written
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     verdicts: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    unexpected: int = 0                # claims of the folder that differ unexpectedly (``--strict`` fails on them)
 
     @property
     def complete(self) -> bool:
@@ -240,8 +260,7 @@ def _run_and_write(experiments, specs, outdir: Path, manifest: dict[str, Any], b
     if todo < distinct:
         print(f"reproduce: reusing {distinct - todo} of {distinct} runs already finished in "
               f"{outdir / RUNS_FILE}; {todo} to run", file=sys.stderr)
-    with tqdm(total=min(todo, max_runs or todo), desc="reproduce", unit="run", file=sys.stderr,
-              disable=not progress) as bar:
+    with progress_bar(min(todo, max_runs or todo), "reproduce", "run", progress) as bar:
         new = run_sweep([s for s in specs if s.stopper != LEARNED], store, backend=backend, workers=workers,
                         limit=max_runs, on_done=bar.update, ray_address=ray_address)
         if learned and (max_runs is None or new < max_runs):
@@ -250,9 +269,9 @@ def _run_and_write(experiments, specs, outdir: Path, manifest: dict[str, Any], b
             new += provider().run(pending_specs(learned, store), store,
                                limit=None if max_runs is None else max_runs - new, on_done=bar.update)
     result = SuiteResult(experiments, new, todo - new)
-    runs, table = outdir / RUNS_FILE, outdir / TABLE_FILE
-    if runs.exists() and (not table.exists() or table.stat().st_mtime_ns < runs.stat().st_mtime_ns):
-        export_parquet(runs, table)    # the table is older than the records (or missing): bring it up to date
+    if (outdir / RUNS_FILE).exists():   # every reproduce rewrites the table: its experiments column may change
+        export_parquet(outdir / RUNS_FILE, outdir / TABLE_FILE,
+                       experiments=folder_specs(experiments, manifest, base, seed_list))
     if not result.complete:
         echo(f"stopped after {new} new runs; {result.remaining} remain: run the same command again to resume")
         return result
@@ -274,4 +293,8 @@ def _run_and_write(experiments, specs, outdir: Path, manifest: dict[str, Any], b
     kept = sorted(set(manifest["experiments"]) - {e.name for e in experiments})
     echo(f"wrote {', '.join(e.name for e in experiments)} tables and plots and summary.md to {outdir}/"
          + (f" (summary.md keeps {', '.join(kept)} from earlier runs)" if kept else ""))
+    claims = [v for n in folder_experiments(outdir, manifest) for v in manifest["experiments"][n]]
+    if claims:   # the folder's claims, as summary.md has them: the last thing printed
+        echo("\n" + verdict_block(claims))
+    result.unexpected = sum(verdict_of(v) == UNEXPECTED for v in claims)
     return result

@@ -31,6 +31,8 @@ from .spec import GAINS, Claim, Experiment
 from .stats import paired_gain, summarize
 
 GAIN_FIELDS = ("pct", "ci_lo", "ci_hi", "p_t", "p_wilcoxon")
+CONSOLE_WIDTH = 120
+ARM_WIDTH = 40          # an arm label longer than this wraps onto more lines of its cell
 
 HEADERS = {
     "precision": "precision", "recall": "recall", "fpr": "FPR", "f1": "F1",
@@ -200,16 +202,29 @@ def claim_verdicts(exp: Experiment, rows: Sequence[Mapping[str, Any]]) -> list[d
     return out
 
 
+# what a claim's verdict is, in the order the verdict block lists them
+HOLDS, MARGINAL, DOCUMENTED, UNEXPECTED, NOT_JUDGED = (
+    "holds", "marginal", "differs as documented", "differs unexpectedly", "not judged")
+VERDICTS = (HOLDS, MARGINAL, DOCUMENTED, UNEXPECTED, NOT_JUDGED)
+MARGINAL_P = (0.05, 0.10)   # a p-value in [0.05, 0.10) that alone fails a claim: marginal, not a difference
+
+
+def _is_p(column: str) -> bool:
+    return column.endswith(("_p_t", "_p_wilcoxon"))
+
+
 def _verdict(exp: Experiment, claim: Claim, group: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    text = claim.text
+    text, row = claim.text, ""
     if claim.each and group:
         r = group[0]
-        text += f" [{r['arm']}" + (f", {exp.x_name} {fmt_x(r['x'])}]" if exp.x_name else "]")
+        row = r["arm"] + (f", {exp.x_name} {fmt_x(r['x'])}" if exp.x_name else "")
+        text += f" [{row}]"
     target = "; ".join(f"{short_name(c.column)} {c.op} {c.value:g}" for c in claim.checks)
     target += f" ({claim.source})"
+    base = {"experiment": exp.name, "claim": text, "group": claim.text, "row": row, "paper": claim.paper or "-",
+            "target": target}
     if not group:
-        return {"experiment": exp.name, "claim": text, "paper": claim.paper or "-", "ours": "not run",
-                "target": target, "holds": "n/a"}
+        return {**base, "ours": "not run", "holds": "n/a", "verdict": NOT_JUDGED, "why": ""}
     ours = []
     for c in claim.checks:
         vals = [r.get(c.column) for r in group]
@@ -222,8 +237,52 @@ def _verdict(exp: Experiment, claim: Claim, group: Sequence[Mapping[str, Any]]) 
         ours.append(f"{short_name(c.column)} {shown}")
     verdicts = [c.holds(r) for r in group for c in claim.checks]
     holds = "n/a" if any(v is None for v in verdicts) else "yes" if all(verdicts) else "no"
-    return {"experiment": exp.name, "claim": text, "paper": claim.paper or "-", "ours": "; ".join(ours),
-            "target": target, "holds": holds}
+    failed = [(c, r.get(c.column)) for r in group for c in claim.checks if c.holds(r) is False]
+    lo, hi = MARGINAL_P
+    if holds != "no":
+        verdict, why = (HOLDS if holds == "yes" else NOT_JUDGED), ""
+    elif all(_is_p(c.column) and lo <= v < hi for c, v in failed):
+        verdict = MARGINAL
+        why = "; ".join(f"{short_name(c.column)} {fmt_p(v)}" for c, v in failed) + " (0.05 <= p < 0.10)"
+        why += f": {claim.differs}" if claim.differs else ""
+    else:
+        verdict, why = (DOCUMENTED, claim.differs) if claim.differs else (UNEXPECTED, "")
+    return {**base, "ours": "; ".join(ours), "holds": holds, "verdict": verdict, "why": why}
+
+
+def verdict_of(v: Mapping[str, str]) -> str:
+    """A verdict's kind (a verdict written by an older version has only ``holds``: read from that)."""
+    return v.get("verdict") or {"yes": HOLDS, "no": UNEXPECTED}.get(v.get("holds", ""), NOT_JUDGED)
+
+
+def verdict_block(verdicts: Sequence[Mapping[str, str]], width: int = CONSOLE_WIDTH) -> str:
+    """Every claim under its verdict: how many hold, are marginal, differ as the docs explain (with that
+    reason) or differ unexpectedly; rows of one claim (an ``each`` claim) are listed together."""
+    by_kind: dict[str, dict[tuple[str, str], list[Mapping[str, str]]]] = {k: {} for k in VERDICTS}
+    for v in verdicts:
+        by_kind[verdict_of(v)].setdefault((v["experiment"], v.get("group", v["claim"])), []).append(v)
+    counts = {k: sum(map(len, groups.values())) for k, groups in by_kind.items()}
+    head = (f"Verdict on {len(verdicts)} claims: {counts[HOLDS]} hold, {counts[MARGINAL]} marginal, "
+            f"{counts[DOCUMENTED]} differ as documented, {counts[UNEXPECTED]} differ unexpectedly"
+            + (f", {counts[NOT_JUDGED]} not judged" if counts[NOT_JUDGED] else ""))
+    lines = [head]
+    indent = " " * 6
+    for kind in VERDICTS:
+        if not by_kind[kind]:
+            continue
+        lines += ["", f"{kind} ({counts[kind]}):"]
+        for (exp, claim), group in by_kind[kind].items():
+            if len(group) == 1 and not group[0].get("row"):
+                detail = group[0]["ours"]
+            else:
+                detail = "; ".join(f"[{g.get('row') or g['claim']}] {g['ours']}" for g in group)
+            paper = group[0]["paper"]
+            lines.append(textwrap.fill(f"{exp}  {claim}" + (f" (paper: {paper})" if paper != "-" else "")
+                                       + f": {detail}", width, subsequent_indent=indent))
+            whys = list(dict.fromkeys(g["why"] for g in group if g.get("why")))
+            lines += [textwrap.fill(f"why: {w}", width, initial_indent=indent, subsequent_indent=indent)
+                      for w in whys]
+    return "\n".join(lines)
 
 
 def claims_table(verdicts: Sequence[Mapping[str, str]], with_experiment: bool = False) -> str:
@@ -233,8 +292,6 @@ def claims_table(verdicts: Sequence[Mapping[str, str]], with_experiment: bool = 
 
 
 # -- console -----------------------------------------------------------------------
-CONSOLE_WIDTH = 120
-ARM_WIDTH = 40          # an arm label longer than this wraps onto more lines of its cell
 
 
 def _table(headers: list[str], body: list[list[str]], widths: list[int | None]) -> str:
