@@ -16,6 +16,14 @@ the training loss at those evals and their changes, the eval-set size, the user'
 the GPU demand, the tenant and the submit time. Real runs hand their labels down the same way
 (:func:`evalstop_gym.curvelog.label_gold`), so a world can be compared with a library.
 
+Leak or detection. A run whose gold curve has already peaked and fallen by eval ``i`` may be read at eval
+``i`` because its decline is visible: that is detection, what a stopper is for, not a leak. So each row also
+gives the same AUCs over the *pre-peak* runs only: those whose true peak checkpoint is at eval ``i`` or later
+(no eval after the peak is visible yet; the peak is the first maximum of the true score over the start and
+the ``E`` checkpoints, index 0 for the start). A label read from pre-peak runs is read from the run's
+set-up and its rise, before any decline: that is the leak figure. Rows whose pre-peak runs have fewer than
+:data:`MIN_CLASS` runs of either label show it as NaN.
+
 Seeds: the default range 700-739 is one the package never tunes or reports on
 (:data:`AUDIT_SEEDS`).
 """
@@ -73,6 +81,13 @@ class Runs:
     loss: np.ndarray         # (n, E) training loss (NaN where not logged)
     static: dict[str, np.ndarray]   # per-run public scalars (eval_items, estimate, gpus, ...)
     hacking: np.ndarray      # (n,) hidden label
+    peak: np.ndarray | None = None   # (n,) hidden: checkpoint of the true peak (0 = the start), for pre-peak rows
+
+    def pre_peak(self, i: int) -> "Runs":
+        """The runs whose true peak is at checkpoint ``i`` or later (none of their evals 1..i follows the peak)."""
+        keep = self.peak >= i
+        return Runs(self.observed[keep], self.proxy[keep], self.loss[keep],
+                    {k: v[keep] for k, v in self.static.items()}, self.hacking[keep], self.peak[keep])
 
 
 def features(runs: Runs, i: int) -> dict[str, np.ndarray]:
@@ -121,26 +136,56 @@ class AuditRow:
     best_feature_auc: float
     classifier_auc: float
     feature_aucs: dict[str, float]
+    pre_peak_runs: int = 0               # runs not yet past their peak at this eval (module docstring)
+    pre_peak_hacking: int = 0
+    pre_peak_feature_auc: float = float("nan")      # best single feature over the pre-peak runs
+    pre_peak_classifier_auc: float = float("nan")
 
     @property
     def best_auc(self) -> float:
         return max(self.best_feature_auc, self.classifier_auc)
 
+    @property
+    def pre_peak_auc(self) -> float:
+        """The leak figure: the best AUC over runs that have not peaked by this eval (NaN: too few of them)."""
+        found = [a for a in (self.pre_peak_feature_auc, self.pre_peak_classifier_auc) if np.isfinite(a)]
+        return max(found) if found else float("nan")
+
+
+def _both_labels(y: np.ndarray) -> bool:
+    return y.sum() >= MIN_CLASS and (~y).sum() >= MIN_CLASS
+
+
+def _aucs(runs: Runs, i: int, classifier: bool) -> tuple[dict[str, float], str, float]:
+    """Every feature's oriented AUC at eval ``i``, the best feature, and the classifier's AUC (NaN if off)."""
+    y = runs.hacking.astype(bool)
+    feats = features(runs, i)
+    aucs = {k: oriented(rank_auc(v, y)) for k, v in feats.items()}
+    best = max(aucs, key=lambda k: (aucs[k], k))
+    clf = classifier_auc(np.column_stack(list(feats.values())), y) if classifier else float("nan")
+    return aucs, best, clf
+
 
 def audit_runs(runs: Runs, job_type: str, evals=AUDIT_EVALS, classifier: bool = True) -> list[AuditRow]:
-    """Audit rows of one job type's runs (empty if either label has fewer than :data:`MIN_CLASS` runs)."""
+    """Audit rows of one job type's runs (empty if either label has fewer than :data:`MIN_CLASS` runs); with
+    ``runs.peak`` known, each row also audits the pre-peak runs alone."""
     y = runs.hacking.astype(bool)
-    if y.sum() < MIN_CLASS or (~y).sum() < MIN_CLASS:
+    if not _both_labels(y):
         return []
     rows = []
     for i in evals:
         if i > runs.observed.shape[1]:
             break
-        feats = features(runs, i)
-        aucs = {k: oriented(rank_auc(v, y)) for k, v in feats.items()}
-        best = max(aucs, key=lambda k: (aucs[k], k))
-        clf = classifier_auc(np.column_stack(list(feats.values())), y) if classifier else float("nan")
-        rows.append(AuditRow(job_type, i, int(y.size), int(y.sum()), best, aucs[best], clf, aucs))
+        aucs, best, clf = _aucs(runs, i, classifier)
+        pre = {}
+        if runs.peak is not None:
+            early = runs.pre_peak(i)
+            ey = early.hacking.astype(bool)
+            pre = dict(pre_peak_runs=int(ey.size), pre_peak_hacking=int(ey.sum()))
+            if _both_labels(ey):
+                e_aucs, e_best, e_clf = _aucs(early, i, classifier)
+                pre.update(pre_peak_feature_auc=e_aucs[e_best], pre_peak_classifier_auc=e_clf)
+        rows.append(AuditRow(job_type, i, int(y.size), int(y.sum()), best, aucs[best], clf, aucs, **pre))
     return rows
 
 
@@ -157,15 +202,21 @@ def world_runs(cfg: WorkloadConfig, seeds=AUDIT_SEEDS) -> dict[str, Runs]:
             idx = np.flatnonzero(w.job_type == k)
             if idx.size:
                 parts[t].append((w.observed[idx], w.curves.proxy[idx], w.curves.loss[idx],
-                                 {n: v[idx] for n, v in static.items()}, w.hacking[idx]))
+                                 {n: v[idx] for n, v in static.items()}, w.hacking[idx],
+                                 peak_checkpoint(w.curves.start[idx], w.curves.gold[idx])))
     out = {}
     for t, ps in parts.items():
         if ps:
             out[t] = Runs(np.concatenate([p[0] for p in ps]), np.concatenate([p[1] for p in ps]),
                           np.concatenate([p[2] for p in ps]),
                           {n: np.concatenate([p[3][n] for p in ps]) for n in ps[0][3]},
-                          np.concatenate([p[4] for p in ps]))
+                          np.concatenate([p[4] for p in ps]), np.concatenate([p[5] for p in ps]))
     return out
+
+
+def peak_checkpoint(start: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Checkpoint of each run's true peak: the first maximum of ``[start, gold_1 .. gold_E]`` (0 = the start)."""
+    return np.argmax(np.column_stack([start, gold]), axis=1)
 
 
 def log_runs(path: str, evals: int = 10) -> dict[str, Runs]:
@@ -195,12 +246,14 @@ def logged_runs(logs: dict, evals: int = 10, source: str = "curves") -> dict[str
             cols.append(np.full(evals, np.nan) if r is None else r[1])
         items = run.extra.get("eval_items")
         n_items = float(np.nanmax(items)) if items is not None and np.any(np.isfinite(items)) else np.nan
-        groups.setdefault(t, []).append((cols, n_items, label_gold(run, evals).hacking))
+        g0, g = resample(run, "gold", evals)
+        groups.setdefault(t, []).append((cols, n_items, label_gold(run, evals).hacking,
+                                         int(peak_checkpoint(np.array([g0]), g[None, :])[0])))
     if not groups:
         raise ConfigError("curves", source, "must hold runs with a gold column (the hidden true score) to audit")
     return {t: Runs(np.array([g[0][0] for g in gs]), np.array([g[0][1] for g in gs]),
                     np.array([g[0][2] for g in gs]), {"eval_items": np.array([g[1] for g in gs])},
-                    np.array([g[2] for g in gs])) for t, gs in groups.items()}
+                    np.array([g[2] for g in gs]), np.array([g[3] for g in gs])) for t, gs in groups.items()}
 
 
 def audit(runs: dict[str, Runs], evals=AUDIT_EVALS, classifier: bool = True) -> list[AuditRow]:
@@ -209,17 +262,26 @@ def audit(runs: dict[str, Runs], evals=AUDIT_EVALS, classifier: bool = True) -> 
 
 
 def best_early_auc(rows: list[AuditRow]) -> float:
-    """The largest AUC (any single feature or the classifier) over the rows; 0.5 if there are none."""
+    """The largest AUC (any single feature or the classifier) over the rows, all runs; 0.5 if there are none."""
     return max((r.best_auc for r in rows), default=0.5)
 
 
+def best_pre_peak_auc(rows: list[AuditRow]) -> float:
+    """The leak figure: the largest pre-peak AUC over the rows; NaN if no row has enough pre-peak runs."""
+    found = [r.pre_peak_auc for r in rows if np.isfinite(r.pre_peak_auc)]
+    return max(found) if found else float("nan")
+
+
 def table(rows: list[AuditRow]) -> str:
-    """A Markdown table of the rows."""
-    lines = ["| job type | eval | runs | hacking | best feature | its AUC | classifier AUC |",
-             "|---|---|---|---|---|---|---|"]
+    """A Markdown table of the rows: all runs, then the pre-peak runs alone (``n/a``: too few of a label)."""
+    lines = ["| job type | eval | runs | hacking | best feature | its AUC | classifier AUC "
+             "| pre-peak runs (hacking) | pre-peak AUC |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        pre = f"{r.pre_peak_auc:.3f}" if np.isfinite(r.pre_peak_auc) else "n/a"
         lines.append(f"| {r.job_type} | {r.eval} | {r.runs} | {r.hacking} | {r.best_feature} | "
-                     f"{r.best_feature_auc:.3f} | {r.classifier_auc:.3f} |")
+                     f"{r.best_feature_auc:.3f} | {r.classifier_auc:.3f} | {r.pre_peak_runs} ({r.pre_peak_hacking}) "
+                     f"| {pre} |")
     if not rows:
-        lines.append("| (no job type has both labels) | | | | | | |")
+        lines.append("| (no job type has both labels) | | | | | | | | |")
     return "\n".join(lines)

@@ -15,9 +15,14 @@ SEEDS = range(700, 716)   # audit seeds: the package tunes nothing on 700-739
 
 
 @pytest.fixture(scope="module")
-def library_auc():
-    """Best early AUC of the shipped TRL library (classifier included: 48 runs, a second or two)."""
-    return au.best_early_auc(au.audit(au.logged_runs(trl_library())))
+def library_rows():
+    """Audit rows of the shipped TRL library (classifier included: 48 runs, a second or two idle)."""
+    return au.audit(au.logged_runs(trl_library()))
+
+
+@pytest.fixture(scope="module")
+def library_auc(library_rows):
+    return au.best_early_auc(library_rows)
 
 
 def leak_bar(library_auc):
@@ -46,6 +51,47 @@ def test_audit_finds_a_planted_leak():
     rows = au.audit_runs(runs, "rlhf", classifier=False)
     assert rows[0].best_feature_auc < 0.6
     assert rows[1].best_feature in ("score@2", "dscore@2") and rows[1].best_feature_auc > 0.95
+
+
+def test_pre_peak_rows_tell_a_leak_from_detection():
+    # 40 healthy runs peak at the last checkpoint; of 40 hacking runs, 20 peak at checkpoint 1 and fall by 1.0
+    # at checkpoint 2 (a visible decline: detection), 20 peak at checkpoint 5 and look like the healthy ones
+    # until then. Eval 2 reads the label from all runs, but not from the pre-peak runs, where nothing tells
+    # the runs apart.
+    n = 80
+    y = np.arange(n) >= 40
+    early = np.arange(n) >= 60                 # hacking runs that peak at checkpoint 1
+    obs = np.tile(np.linspace(0.1, 1.0, 10), (n, 1))
+    obs[early, 1:] -= 1.0
+    peak = np.where(y, np.where(early, 1, 5), 10)
+    runs = au.Runs(obs, np.full((n, 10), np.nan), np.full((n, 10), np.nan), {}, y, peak)
+    row = au.audit_runs(runs, "rlhf", evals=(2,), classifier=False)[0]
+    # all runs, score@2: of the 40 x 40 hacking-healthy pairs the 20 decliners win none and the 20 others tie
+    # (half each): AUC (0 + 20 * 40 / 2) / 1600 = 0.25, oriented 0.75
+    assert row.best_feature_auc == pytest.approx(0.75)
+    assert (row.pre_peak_runs, row.pre_peak_hacking) == (60, 20)    # peaks at 1 have passed by eval 2
+    assert row.pre_peak_feature_auc == pytest.approx(0.5)           # 20 vs 40 identical runs: all ties
+    assert au.best_pre_peak_auc([row]) == row.pre_peak_auc == row.pre_peak_feature_auc
+    # too few pre-peak runs of a label: n/a, never a number
+    row1 = au.audit_runs(au.Runs(obs, runs.proxy, runs.loss, {}, y, np.where(y, 1, 10)), "rlhf", evals=(2,),
+                         classifier=False)[0]
+    assert row1.pre_peak_hacking == 0 and np.isnan(row1.pre_peak_auc)
+    assert "| 40 (0) | n/a |" in au.table([row1])
+
+
+def test_peak_checkpoint_is_the_first_maximum_from_the_start():
+    start = np.array([0.9, 0.1, 0.1])
+    gold = np.array([[0.5, 0.6], [0.3, 0.3], [0.2, 0.4]])
+    assert au.peak_checkpoint(start, gold).tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
+def test_no_world_reads_the_label_before_the_peak_better_than_real_runs(calibration, library_rows):
+    # the leak figure: readability among runs that have not peaked yet, against the same figure of real runs
+    library = au.best_pre_peak_auc(library_rows)
+    assert np.isfinite(library), au.table(library_rows)
+    rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS), classifier=False)
+    assert au.best_pre_peak_auc(rows) <= min(LEAK_CEILING, library + LIBRARY_MARGIN), (library, au.table(rows))
 
 
 @pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))

@@ -71,16 +71,23 @@ def run(args: argparse.Namespace) -> int:
     rows = [r for t, i in progress_bar(len(steps), "audit: classifiers", "step", not args.quiet, steps)
             for r in au.audit({t: runs[t]}, evals=(i,), classifier=not args.no_classifier)]
     if args.json:
+        pre = au.best_pre_peak_auc(rows)
         print(json.dumps({"source": what, "best_early_auc": au.best_early_auc(rows),
+                          "best_pre_peak_auc": pre if pre == pre else None,
                           "rows": [{**{k: getattr(r, k) for k in ("job_type", "eval", "runs", "hacking",
                                                                     "best_feature", "best_feature_auc",
-                                                                    "classifier_auc")},
+                                                                    "classifier_auc", "pre_peak_runs",
+                                                                    "pre_peak_hacking")},
+                                    "pre_peak_auc": r.pre_peak_auc if r.pre_peak_auc == r.pre_peak_auc else None,
                                     **({"feature_aucs": r.feature_aucs} if args.features else {})}
                                    for r in rows]}, sort_keys=True))
         return 0
     print(f"Leak audit: {what}")
     print(au.table(rows))
-    print(f"best early AUC: {au.best_early_auc(rows):.3f}")
+    pre = au.best_pre_peak_auc(rows)
+    print(f"best early AUC: {au.best_early_auc(rows):.3f} (all runs: a visible decline counts, so detection too)")
+    print("best pre-peak AUC: " + (f"{pre:.3f}" if pre == pre else "n/a (too few runs of a label before their peak)")
+          + " (runs not yet past their peak: the leak figure)")
     if args.features:
         for r in rows:
             top = sorted(r.feature_aucs.items(), key=lambda kv: -kv[1])
