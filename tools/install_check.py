@@ -61,10 +61,12 @@ def missing(root: str | Path) -> list[str]:
             continue
         if not req.specifier.contains(have, prereleases=True):
             out.append(f"{req.name} {have} does not satisfy {req.specifier}")
-    try:
-        dist = metadata.distribution(NAME)
-    except metadata.PackageNotFoundError:
+    # a checkout's own egg-info (setuptools writes one beside the code) is found first when the checkout is
+    # on sys.path; the install pip made is the one that recorded its source (direct_url.json)
+    dists = list(metadata.distributions(name=NAME))
+    if not dists:
         return [*out, f"{NAME} is not installed"]
+    dist = next((d for d in dists if d.read_text("direct_url.json")), dists[0])
     url = json.loads(dist.read_text("direct_url.json") or "{}")
     if not (url.get("dir_info", {}).get("editable") and url.get("url") == root.as_uri()):
         out.append(f"{NAME} is not an editable install of {root}")
