@@ -146,7 +146,7 @@ def test_evaluate_corrupt_config(capsys, model_dir, tmp_path):
 
 @pytest.mark.parametrize("argv, needle", [   # read by the bench's parser, so its messages
     (["--policy", "nope"], "'nope' is not a policy: schedulers fifo"),
-    (["--policy", "evalstop:q=3"], "is not a parameter of stopper 'evalstop' (it takes: k)"),
+    (["--policy", "evalstop:q=3"], "is not a parameter of stopper 'evalstop' (it takes: k, min_delta, warmup, warmup_progress)"),
     (["--policy", "evalstop", "--seed", "899995"], "held-out test seeds"),
 ])
 def test_evaluate_bad_policy_or_seeds(capsys, argv, needle):

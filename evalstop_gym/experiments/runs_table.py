@@ -72,6 +72,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     *((m, INT if m in _COUNTS else FLOAT) for m in METRIC_KEYS),
     ("utilization_by_type", TEXT), ("job_jct_h", FLOATS), ("job_stopped", INTS),
 )
+_KINDS = dict(COLUMNS)
 SPEC_COLUMNS = tuple(name for name, _ in COLUMNS if name in ("scheduler", "stopper", "params")
                      or name.startswith("workload."))   # what tells one run's setup from another's
 PER_TYPE = "utilization_"   # metrics named utilization_<GPU type> go to utilization_by_type
@@ -95,7 +96,10 @@ def spec_row(spec: Mapping[str, Any]) -> dict[str, Any]:
     row = {"scheduler": spec.get("scheduler"), "stopper": spec.get("stopper"),
            "params": json.dumps(spec.get("params", {}), sort_keys=True)}
     for k, v in spec.get("workload", {}).items():
-        row[f"workload.{k}"] = _json(v)
+        name = f"workload.{k}"
+        # a field two world models type differently (a number in one, a range in the other) is a text column
+        row[name] = json.dumps(v) if _KINDS.get(name) == TEXT and v is not None and not isinstance(v, str) \
+            else _json(v)
     return row
 
 
