@@ -219,14 +219,14 @@ def read_config_text(path, error: type[DataFileError] = ConfigFileError, what: s
                                  f"not a {what}") from None
 
 
-def _check_shape(path, error, what: str, value) -> None:
-    """At most :data:`MAX_NESTING` levels and :data:`MAX_CONFIG_NODES` values, walked without recursion."""
+def _check_shape(path, error, what: str, value, max_values: int = MAX_CONFIG_NODES) -> None:
+    """At most :data:`MAX_NESTING` levels and ``max_values`` values, walked without recursion."""
     count, stack = 0, [(value, 1)]
     while stack:
         v, depth = stack.pop()
         count += 1
-        if count > MAX_CONFIG_NODES:
-            raise error(path, None, f"holds more than {MAX_CONFIG_NODES} values: not a {what}")
+        if count > max_values:
+            raise error(path, None, f"holds more than {max_values} values: not a {what}")
         if isinstance(v, (dict, list)):
             if depth > MAX_NESTING:
                 raise error(path, None, f"is nested more than {MAX_NESTING} levels deep: not a {what}")
@@ -234,7 +234,7 @@ def _check_shape(path, error, what: str, value) -> None:
 
 
 def load_json(path, error: type[DataFileError] = ConfigFileError, what: str = "JSON file",
-              max_bytes: int = MAX_CONFIG_BYTES):
+              max_bytes: int = MAX_CONFIG_BYTES, *, max_values: int = MAX_CONFIG_NODES):
     """The strict JSON value of a small file (no ``NaN`` / ``Infinity``), within the limits."""
     import json
 
@@ -251,7 +251,7 @@ def load_json(path, error: type[DataFileError] = ConfigFileError, what: str = "J
         raise error(path, None, f"is not valid JSON ({e}): not a {what}") from None
     except RecursionError:
         raise error(path, None, f"is nested too deeply (more than {MAX_NESTING} levels): not a {what}") from None
-    _check_shape(path, error, what, value)
+    _check_shape(path, error, what, value, max_values)
     return value
 
 

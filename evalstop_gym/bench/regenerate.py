@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..config import UsageError
+from ..files import write_atomic
 from .run import RESULTS_FILE, run_bench
 from .suite import DEFAULT_SUITE, suite, suite_hash
 
@@ -149,6 +150,8 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
     suite(suite_name)   # a bad name fails before anything runs
     if leaderboard_out is not None and not Path(leaderboard_out).resolve().parent.is_dir():
         raise UsageError(f"--leaderboard-out {leaderboard_out}: its folder does not exist")
+    if leaderboard_out is not None and Path(leaderboard_out).is_dir():
+        raise UsageError(f"--leaderboard-out {leaderboard_out}: is a folder; name the page's file")
     root = Path(out)
     kw = dict(suite_name=suite_name, backend=backend, workers=workers, ray_address=ray_address,
               progress=progress, echo=lambda _t: None)
@@ -190,7 +193,7 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
     text = res.leaderboard(files, command=command)
     targets = [root / BOARD] + ([Path(leaderboard_out)] if leaderboard_out is not None else [])
     for t in targets:
-        t.write_text(text, encoding="utf-8")
+        write_atomic(t, text, field="leaderboard-out")   # all or nothing: a full disk keeps the old page
         echo(f"leaderboard-run: wrote {t}")
     return text
 

@@ -13,7 +13,7 @@ import json
 import os
 import shlex
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from ..config import UsageError
 from .policies import LEARNED_KIND
@@ -24,22 +24,33 @@ IDENTITY = ("suite", "suite_hash", "rows", "skipped", "version", "code")   # wha
 
 
 def save(result: Mapping[str, Any], path: str | os.PathLike) -> None:
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(result, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``result`` as strict JSON, all or nothing (:func:`~evalstop_gym.files.write_atomic`)."""
+    from ..files import write_atomic
+
+    write_atomic(path, json.dumps(result, indent=1, sort_keys=True, allow_nan=False) + "\n", field="results")
 
 
-def load(path: str | os.PathLike, suite_name: str | None = None) -> dict[str, Any]:
-    """A results file, checked for its format (and suite, if given); :class:`UsageError` otherwise."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{path}: not a readable bench results file ({e})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not all(k in data for k in IDENTITY):
-        raise UsageError(f"{path}: not a bench results file of format {FORMAT}")
+def load(path: str | os.PathLike, suite_name: str | None = None, *,
+         allowed: Collection[str] | None = frozenset()) -> dict[str, Any]:
+    """A results file, checked for its size, schema (:mod:`.schema`), format, suite (if given) and the
+    policies its tuning names; :class:`ConfigError` (one line) otherwise.
+
+    ``allowed``: the modules its tuning may name as ``module:Class`` (those given with ``--policy`` on this
+    command line); ``None``: any (a file the user trusts, ``--trust FILE``). Nothing is imported to check.
+    """
+    from .policies import check_file_policy
+    from .schema import read_results
+
+    data = read_results(path)
+    if data["format"] != FORMAT:
+        raise UsageError(f"{path}: not a bench results file of format {FORMAT} (format {data['format']})")
     if suite_name is not None and data["suite"] != suite_name:
         raise UsageError(f"{path}: played suite {data['suite']!r}, not {suite_name!r}")
+    tuning = data["tuning"]
+    if tuning:
+        for where, entry in [("tuning.best", tuning["best"]),
+                             *((f"tuning.families[{k[:40]!r}]", f) for k, f in tuning["families"].items())]:
+            check_file_policy(entry, where, path, allowed)
     return data
 
 
