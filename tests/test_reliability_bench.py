@@ -79,16 +79,9 @@ def _write(tmp_path, data, name="tampered.json"):
     return path
 
 
-def _one_line_exit_2(capsys, argv):
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err
-
-
 @pytest.mark.parametrize("module", ["this", "antigravity", "marker_mod"])
 @pytest.mark.parametrize("where", ["best.stopper", "best.scheduler", "families.evalstop.stopper"])
-def test_a_results_file_naming_a_module_is_refused_before_anything_is_imported(tuned, toy, workdir, capsys,
+def test_a_results_file_naming_a_module_is_refused_before_anything_is_imported(tuned, toy, workdir, cli_error,
                                                                               module, where):
     data = copy.deepcopy(tuned)
     entry = data["tuning"]
@@ -97,23 +90,23 @@ def test_a_results_file_naming_a_module_is_refused_before_anything_is_imported(t
     entry[where.split(".")[-1]] = f"{module}:Foo"
     path = _write(workdir, data)
     before = set(sys.modules)
-    err = _one_line_exit_2(capsys, ["bench", "--suite", "toy", "--policy", "fifo", "--tuned", str(path),
+    err = cli_error(["bench", "--suite", "toy", "--policy", "fifo", "--tuned", str(path),
                                     "--out", str(workdir / "out"), "--quiet"])
     assert f"'{module}:Foo'" in err and "nothing was imported" in err and f"--trust {path}" in err
     assert module not in sys.modules and not {m for m in set(sys.modules) - before if m.startswith(module)}
     assert not (workdir / "IMPORTED").exists() and not (workdir / "out" / RESULTS_FILE).exists()
     # the leaderboard reads the same file the same way
-    _one_line_exit_2(capsys, ["bench", "--leaderboard", str(path), "--leaderboard-out", "-"])
+    cli_error(["bench", "--leaderboard", str(path), "--leaderboard-out", "-"])
     assert module not in sys.modules and not (workdir / "IMPORTED").exists()
 
 
-def test_a_module_typed_on_the_command_line_or_trusted_may_be_named(tuned, toy, workdir, capsys):
+def test_a_module_typed_on_the_command_line_or_trusted_may_be_named(tuned, toy, workdir, cli_error):
     data = copy.deepcopy(tuned)
     data["tuning"]["best"].update(stopper="marker_mod:Foo", params={"k": 1})
     path = _write(workdir, data)
     out = workdir / "out"
     argv = ["bench", "--suite", "toy", "--policy", "fifo", "--tuned", str(path), "--out", str(out), "--quiet"]
-    _one_line_exit_2(capsys, argv)
+    cli_error(argv)
     assert not (workdir / "IMPORTED").exists()
     assert main(argv + ["--trust", str(path)]) == 0
     assert (workdir / "IMPORTED").exists()
@@ -125,10 +118,10 @@ def test_a_module_typed_on_the_command_line_or_trusted_may_be_named(tuned, toy, 
     assert "trusted" not in json.loads((out / RESULTS_FILE).read_text())
 
 
-def test_trust_goes_with_tuned_only(capsys):
-    err = _one_line_exit_2(capsys, ["bench", "--policy", "fifo", "--trust", "x.json"])
+def test_trust_goes_with_tuned_only(cli_error):
+    err = cli_error(["bench", "--policy", "fifo", "--trust", "x.json"])
     assert "--tuned" in err
-    err = _one_line_exit_2(capsys, ["bench", "--leaderboard", "x.json", "--trust", "x.json"])
+    err = cli_error(["bench", "--leaderboard", "x.json", "--trust", "x.json"])
     assert "--trust" in err
 
 
@@ -160,7 +153,7 @@ TAMPERED = {
 
 
 @pytest.mark.parametrize("case", TAMPERED)
-def test_a_tampered_results_file_is_one_line(tuned, tmp_path, capsys, case):
+def test_a_tampered_results_file_is_one_line(tuned, tmp_path, cli_error, case):
     data = copy.deepcopy(tuned)
     TAMPERED[case](data)
     text = json.dumps(data, allow_nan=True) if case != "deep nesting" else None
@@ -171,22 +164,22 @@ def test_a_tampered_results_file_is_one_line(tuned, tmp_path, capsys, case):
     with pytest.raises(ValueError) as e:
         res.load(path)
     assert str(path) in str(e.value) and "\n" not in str(e.value)
-    _one_line_exit_2(capsys, ["bench", "--leaderboard", str(path), "--leaderboard-out", "-"])
+    cli_error(["bench", "--leaderboard", str(path), "--leaderboard-out", "-"])
 
 
-def test_special_and_huge_files_are_refused_without_reading_them(tmp_path, capsys):
+def test_special_and_huge_files_are_refused_without_reading_them(tmp_path, cli_error):
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)   # nobody writes: reading it would block forever
-    err = _one_line_exit_2(capsys, ["bench", "--leaderboard", str(fifo), "--leaderboard-out", "-"])
+    err = cli_error(["bench", "--leaderboard", str(fifo), "--leaderboard-out", "-"])
     assert "not a regular file" in err
     big = tmp_path / "big.json"
     with open(big, "wb") as f:
         f.truncate(65 * 2**20)   # sparse: no disk used
-    err = _one_line_exit_2(capsys, ["bench", "--leaderboard", str(big), "--leaderboard-out", "-"])
+    err = cli_error(["bench", "--leaderboard", str(big), "--leaderboard-out", "-"])
     assert str(64 * 2**20) in err
 
 
-def test_leaderboard_out_is_written_whole_or_not_at_all(tuned, tmp_path, capsys, monkeypatch):
+def test_leaderboard_out_is_written_whole_or_not_at_all(tuned, tmp_path, cli_error, monkeypatch):
     import errno
 
     from evalstop_gym import files
@@ -194,9 +187,9 @@ def test_leaderboard_out_is_written_whole_or_not_at_all(tuned, tmp_path, capsys,
     path = _write(tmp_path, tuned, "r.json")
     page = tmp_path / "lb.md"
     page.write_text("the old page\n")
-    err = _one_line_exit_2(capsys, ["bench", "--leaderboard", str(path), "--leaderboard-out", str(tmp_path)])
+    err = cli_error(["bench", "--leaderboard", str(path), "--leaderboard-out", str(tmp_path)])
     assert "leaderboard-out" in err
-    err = _one_line_exit_2(capsys, ["bench", "--leaderboard", str(path), "--leaderboard-out",
+    err = cli_error(["bench", "--leaderboard", str(path), "--leaderboard-out",
                                     str(tmp_path / "missing" / "lb.md")])
     assert "leaderboard-out" in err
 
@@ -217,7 +210,7 @@ def test_leaderboard_out_is_written_whole_or_not_at_all(tuned, tmp_path, capsys,
             raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(files.os, "fdopen", lambda *a, **k: Full(real_fdopen(*a, **k)))
-    err = _one_line_exit_2(capsys, ["bench", "--leaderboard", str(path), "--leaderboard-out", str(page)])
+    err = cli_error(["bench", "--leaderboard", str(path), "--leaderboard-out", str(page)])
     assert "No space left" in err
     assert page.read_text() == "the old page\n" and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
