@@ -380,17 +380,17 @@ DESCRIPTION = ("Tune every hand-coded policy family with the bench's budget on v
 
 
 def add_arguments(p) -> None:
-    from evalstop_gym.commands.common import add_workload_flags
+    from evalstop_gym.commands.common import MAX_SEEDS, add_workload_flags, bounded_int
 
     p.add_argument("--scheduler-model", default=None, metavar="DIR",
                    help="a learned scheduler saved by `train` (EvalStop-Cluster-v0); with --stop-model, that "
                         "stop-policy answers its eval checkpoints")
     p.add_argument("--stop-model", default=None, metavar="DIR",
                    help="a learned stop-policy saved by `train` (EvalStop-StopControl-v0)")
-    p.add_argument("--seeds", type=int, default=10,
-                   help="held-out test seeds --seed .. --seed+N-1 (default %(default)s)")
-    p.add_argument("--validation-seeds", type=int, default=10,
-                   help="validation seeds of the selection (default %(default)s)")
+    p.add_argument("--seeds", type=bounded_int(1, MAX_SEEDS, "seeds"), default=10,
+                   help=f"held-out test seeds --seed .. --seed+N-1 (default %(default)s, at most {MAX_SEEDS})")
+    p.add_argument("--validation-seeds", type=bounded_int(1, MAX_SEEDS, "seeds"), default=10,
+                   help=f"validation seeds of the selection (default %(default)s, at most {MAX_SEEDS})")
     p.add_argument("--validation-seed", type=int, default=VALIDATION_FIRST,
                    help="first validation seed (default %(default)s; test seeds are refused)")
     p.add_argument("--generalisation", action="store_true",

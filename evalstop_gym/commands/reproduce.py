@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_workload_flags, workload_kwargs
+from .common import MAX_SEEDS, add_workload_flags, bounded_int, workload_kwargs
 
 ORDER = 20
 
@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
                     f"refused unless --force. Experiments: {listing}.")
     p.add_argument("--experiments", default="all", metavar="LIST",
                    help="comma-separated experiment names, or 'all' (default %(default)s)")
-    p.add_argument("--seeds", type=int, default=10, help="seeds per point (default %(default)s)")
+    p.add_argument("--seeds", type=bounded_int(1, MAX_SEEDS, "seeds"), default=10,
+                   help=f"seeds per point (default %(default)s, at most {MAX_SEEDS})")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default results/CALIBRATION/, or results/CALIBRATION-SCALE/ with --scale)")
     p.add_argument("--force", action="store_true",

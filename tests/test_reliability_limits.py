@@ -1,0 +1,45 @@
+"""Bounded work and size first: range flags are refused as they are read, before anything is allocated, and
+readers refuse kernel files and oversized inputs before parsing them."""
+
+import time
+
+import pytest
+
+from evalstop_gym.cli import main
+from evalstop_gym.commands.common import MAX_SEEDS, seed_range
+from evalstop_gym.config import ConfigError
+
+
+def test_a_seed_range_by_hand():
+    assert seed_range("5") == range(5, 6) and seed_range("3-7") == range(3, 8)
+    assert len(seed_range(f"0-{MAX_SEEDS - 1}")) == MAX_SEEDS
+    for text, says in [(f"0-{MAX_SEEDS}", f"{MAX_SEEDS + 1} seeds, more than the {MAX_SEEDS} allowed"),
+                       ("7-3", "0 <= A <= B"), ("-1-3", "range A-B of integers"), ("a-b", "range A-B of integers"),
+                       (f"0-{2**64}", "B <= 9223372036854775807")]:
+        with pytest.raises(ConfigError, match=says):
+            seed_range(text, "seeds")
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["audit", "--seeds", "0-1000000000000"], f"more than the {MAX_SEEDS} allowed"),
+    (["audit", "--seeds", "0-99999999999999999999999"], "B <= 9223372036854775807"),
+])
+def test_a_huge_seed_range_is_one_line_at_once(cli_error, argv, says):
+    start = time.perf_counter()
+    assert says in cli_error(argv)
+    assert time.perf_counter() - start < 2   # it once grew by 5 MB/s without an answer
+
+
+@pytest.mark.parametrize("command", ["reproduce", "evaluate", "targets"])
+def test_a_huge_seed_count_is_refused_as_the_flag_is_read(capsys, command):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--seeds", "1000000000000"])
+    assert e.value.code == 2
+    assert f"argument --seeds: 1000000000000 is outside [1, {MAX_SEEDS}]" in capsys.readouterr().err
+
+
+def test_kernel_files_are_refused_by_every_reader(cli_error, tmp_path):
+    err = cli_error(["simulate", "--trace", "/proc/self/mem", "--jobs", "5"])
+    assert "is a kernel file (/proc, /sys), not a trace" in err
+    err = cli_error(["bench", "--leaderboard", "/proc/self/status", "--leaderboard-out", "-"])
+    assert "is a kernel file" in err
