@@ -360,6 +360,9 @@ class WorkloadConfig:
             raise ConfigError("jobs", self.jobs, f"times evals_per_job={self.evals_per_job} must be <= "
                                                  f"{MAX_EVAL_CELLS} (the hidden curves' size)")
         mix = self.type_mix
+        if not isinstance(mix, Mapping) or not mix:
+            raise ConfigError("mix", mix, f"must be a mapping of job type to fraction, as {{'lora': 0.5, 'dpo': 0.5}} "
+                                          f"(job types: {', '.join(JOB_TYPES)})")
         for t, p in mix.items():
             if t not in JOB_TYPES:
                 raise ConfigError("mix", t, f"job types must be among {', '.join(JOB_TYPES)}")

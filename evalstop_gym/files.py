@@ -223,6 +223,8 @@ def read_config_text(path, error: type[DataFileError] = ConfigFileError, what: s
                      max_bytes: int = MAX_CONFIG_BYTES) -> str:
     """The whole text of a small regular (maybe gzip'd) UTF-8 file, at most ``max_bytes`` bytes."""
     with open_binary(path, error, what) as f:
+        if not isinstance(f, _Inflated) and os.fstat(f.fileno()).st_size > max_bytes:   # before reading any
+            raise error(path, None, f"is larger than {max_bytes} bytes: not a {what}")
         try:
             data = f.read(max_bytes + 1)
         except OSError as e:

@@ -43,3 +43,30 @@ def test_kernel_files_are_refused_by_every_reader(cli_error, tmp_path):
     assert "is a kernel file (/proc, /sys), not a trace" in err
     err = cli_error(["bench", "--leaderboard", "/proc/self/status", "--leaderboard-out", "-"])
     assert "is a kernel file" in err
+
+
+def test_a_mix_that_is_not_a_mapping_is_one_config_error():
+    from evalstop_gym.api import simulate
+
+    for mix in ([0.5, 0.5], "lora", {}):
+        with pytest.raises(ConfigError, match="mix=.*must be a mapping of job type to fraction"):
+            simulate("fifo", jobs=5, mix=mix)
+    assert simulate("fifo", jobs=5, mix={"lora": 1.0})["avg_jct_h"] > 0
+
+
+def test_a_trace_may_start_with_blank_lines(tmp_path):
+    from evalstop_gym.traces import TraceError, read_trace
+
+    body = "timestamp,duration,num_gpus,cluster\n0,3600,1,a\n60,7200,2,a\n"
+    plain, padded = tmp_path / "plain.csv", tmp_path / "padded.csv"
+    plain.write_text(body)
+    padded.write_text("\n \n\n" + body)
+    a, b = read_trace(plain, "philly", cache=False), read_trace(padded, "philly", cache=False)
+    assert list(a.duration_s) == list(b.duration_s) == [3600, 7200] and list(b.gpus) == [1, 2]
+    assert list(b.line) == [5, 6]   # lines as in the file
+    (tmp_path / "blank.csv").write_text("\n\n  \n")
+    with pytest.raises(TraceError, match="the file is empty"):
+        read_trace(tmp_path / "blank.csv", "philly", cache=False)
+    (tmp_path / "other.csv").write_text("\n\nfoo,bar\n1,2\n")
+    with pytest.raises(TraceError, match=r"other.csv, line 3: missing column\(s\)"):
+        read_trace(tmp_path / "other.csv", "philly", cache=False)

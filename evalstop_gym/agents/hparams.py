@@ -162,6 +162,9 @@ ACTIVATIONS = ("tanh", "relu")               # policy_kwargs.activation_fn
 NETWORKS_MODULE = "evalstop_gym.agents.networks"
 MAX_LAYER_WIDTH = 4096   # units of one layer (policy_kwargs: net_arch, hidden, extractor widths)
 MAX_LAYERS = 16          # layers of one net_arch list
+# weights between the hidden layers of one net_arch list (sum of consecutive widths' products): the shipped
+# recipes use 64 x 64 = 4,096; 16 layers of 4,096 would be 250M weights, minutes to build before any load
+MAX_HIDDEN_WEIGHTS = 4_000_000
 
 
 def policy_class(name: str, algo: str, where: str = "policy"):
@@ -204,6 +207,9 @@ def check_policy_kwargs(where: str, kwargs: Any) -> dict[str, Any]:
             raise ConfigError(key, value, f"must be a list of at most {MAX_LAYERS} layer widths")
         for i, v in enumerate(value):
             width(f"{key}[{i}]", v)
+        weights = sum(a * b for a, b in zip(value, value[1:]))
+        if weights > MAX_HIDDEN_WEIGHTS:
+            raise ConfigError(key, value, f"holds {weights} weights between its layers, more than {MAX_HIDDEN_WEIGHTS}")
 
     arch = kwargs.get("net_arch")
     if isinstance(arch, dict):
