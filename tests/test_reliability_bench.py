@@ -118,6 +118,16 @@ def test_a_module_typed_on_the_command_line_or_trusted_may_be_named(tuned, toy, 
     assert "trusted" not in json.loads((out / RESULTS_FILE).read_text())
 
 
+def test_a_leaderboard_run_folder_naming_a_module_is_refused_before_anything_is_played(tuned, toy, workdir, cli_error):
+    data = copy.deepcopy(tuned)
+    data["tuning"]["families"]["none"]["scheduler"] = "marker_mod:Foo"   # identity keys copied from a genuine file
+    (workdir / "board" / "tuned").mkdir(parents=True)
+    _write(workdir / "board" / "tuned", data, RESULTS_FILE)
+    err = cli_error(["bench", "--leaderboard-run", str(workdir / "board"), "--suite", "toy", "--budget", "2", "--quiet"])
+    assert "'marker_mod:Foo'" in err and "nothing was imported" in err
+    assert not (workdir / "IMPORTED").exists() and not (workdir / "board" / "scored").exists()
+
+
 def test_trust_goes_with_tuned_only(cli_error):
     err = cli_error(["bench", "--policy", "fifo", "--trust", "x.json"])
     assert "--tuned" in err

@@ -146,3 +146,16 @@ def test_fuzz_any_edit_of_a_world_file_is_one_line_or_a_finite_world(tmp_path, e
             return
     assert cal.world == calibration_of(str(path)).world
     assert all(math.isfinite(v) for v in m.values() if isinstance(v, float))
+
+
+def test_the_documented_ranges_are_the_checked_ones():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "reliability.md").read_text()
+    documented = {f"{section}.{name}": (float(lo), float(hi))
+                  for section, name, lo, hi in re.findall(r"`(curves|world)\.(\w+)`[^|]*\| \[([-\d.e+]+), ([-\d.e+]+)\]",
+                                                          text)}
+    checked = {**{f"curves.{k}": v for k, v in LatentModel.RANGES.items()},
+               **{f"world.{k}": v for k, v in WorldModel.RANGES.items()}}
+    assert documented == {k: (float(lo), float(hi)) for k, (lo, hi) in checked.items()}

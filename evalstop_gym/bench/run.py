@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from .. import __version__
 from ..config import ConfigError, check_range
 from ..experiments.runner import BACKENDS, ResultStore, code_fingerprint, exclusive
-from ..files import prepare_out
+from ..files import prepare_out, write_atomic
 from .arms import TUNED_BEST, play, references
 from .policies import check_file_policy, modules_named, parse_policies
 from .score import scorecard, verdicts
@@ -118,7 +118,7 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
         result["trusted"] = [str(t) for t in trust]
     res.save(result, outdir / RESULTS_FILE)
     md = res.markdown(result)
-    (outdir / MARKDOWN_FILE).write_text(md, encoding="utf-8")
+    write_atomic(outdir / MARKDOWN_FILE, md)
     echo(md)
     return result
 
