@@ -255,7 +255,8 @@ def _check_shape(path, error, what: str, value, max_values: int = MAX_CONFIG_NOD
 
 def load_json(path, error: type[DataFileError] = ConfigFileError, what: str = "JSON file",
               max_bytes: int = MAX_CONFIG_BYTES, *, max_values: int = MAX_CONFIG_NODES):
-    """The strict JSON value of a small file (no ``NaN`` / ``Infinity``), within the limits."""
+    """The strict JSON value of a small file (no ``NaN`` / ``Infinity``, no key twice in one object), within
+    the limits."""
     import json
 
     text = read_config_text(path, error, what, max_bytes)
@@ -263,8 +264,16 @@ def load_json(path, error: type[DataFileError] = ConfigFileError, what: str = "J
     def refuse_constant(name):
         raise ValueError(f"{name} is not JSON")
 
+    def refuse_repeats(pairs):   # json.loads would keep the last of two equal keys without a word
+        out = dict(pairs)
+        if len(out) < len(pairs):
+            seen: set = set()
+            twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise ValueError(f"key {twice!r} appears twice in one object")
+        return out
+
     try:
-        value = json.loads(text, parse_constant=refuse_constant)
+        value = json.loads(text, parse_constant=refuse_constant, object_pairs_hook=refuse_repeats)
     except json.JSONDecodeError as e:
         raise error(path, e.lineno, f"is not valid JSON ({e.msg}, column {e.colno}): not a {what}") from None
     except ValueError as e:

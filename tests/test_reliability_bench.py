@@ -177,6 +177,15 @@ def test_a_tampered_results_file_is_one_line(tuned, tmp_path, cli_error, case):
     cli_error(["bench", "--leaderboard", str(path), "--leaderboard-out", "-"])
 
 
+def test_a_key_written_twice_is_refused_not_taken_last(tuned, tmp_path, cli_error):
+    text = json.dumps(tuned)
+    path = tmp_path / "twice.json"
+    path.write_text(text[:-1] + ', "suite": "other"}')   # a second "suite", which json.loads would keep
+    with pytest.raises(ValueError, match="key 'suite' appears twice"):
+        res.load(path)
+    assert "appears twice" in cli_error(["bench", "--leaderboard", str(path), "--leaderboard-out", "-"])
+
+
 def test_special_and_huge_files_are_refused_without_reading_them(tmp_path, cli_error):
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)   # nobody writes: reading it would block forever
