@@ -223,16 +223,21 @@ def check_policy_kwargs(where: str, kwargs: Any) -> dict[str, Any]:
         raise ConfigError(f"{where}.activation_fn", kwargs["activation_fn"], f"must be one of {', '.join(ACTIVATIONS)}")
     if "features_extractor_class" in kwargs:
         extractor_name(f"{where}.features_extractor_class", kwargs["features_extractor_class"])
+    def hidden(key: str, value: Any) -> None:   # a hidden width feeds a hidden x hidden layer
+        width(key, value)
+        if value * value > MAX_HIDDEN_WEIGHTS:
+            raise ConfigError(key, value, f"makes a layer of {value * value} weights, more than {MAX_HIDDEN_WEIGHTS}")
+
     for key in ("hidden", "n_critics"):
         if key in kwargs:
-            width(f"{where}.{key}", kwargs[key])
+            (hidden if key == "hidden" else width)(f"{where}.{key}", kwargs[key])
     fx = kwargs.get("features_extractor_kwargs")
     if fx is not None:
         if not isinstance(fx, dict):
             raise ConfigError(f"{where}.features_extractor_kwargs", fx, "must be a mapping")
         for k, v in fx.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                width(f"{where}.features_extractor_kwargs.{k}", v)
+                (hidden if k == "hidden" else width)(f"{where}.features_extractor_kwargs.{k}", v)
     return kwargs
 
 
