@@ -80,13 +80,14 @@ def _write(tmp_path, data, name="tampered.json"):
 
 
 @pytest.mark.parametrize("module", ["this", "antigravity", "marker_mod"])
-@pytest.mark.parametrize("where", ["best.stopper", "best.scheduler", "families.evalstop.stopper"])
+@pytest.mark.parametrize("where", ["best.stopper", "best.scheduler", "families.evalstop.stopper",
+                                   "families.evalstop.every_trial.0.scheduler"])
 def test_a_results_file_naming_a_module_is_refused_before_anything_is_imported(tuned, toy, workdir, cli_error,
                                                                               module, where):
     data = copy.deepcopy(tuned)
     entry = data["tuning"]
     for key in where.split(".")[:-1]:
-        entry = entry[key]
+        entry = entry[int(key) if key.isdigit() else key]
     entry[where.split(".")[-1]] = f"{module}:Foo"
     path = _write(workdir, data)
     before = set(sys.modules)
@@ -95,9 +96,22 @@ def test_a_results_file_naming_a_module_is_refused_before_anything_is_imported(t
     assert f"'{module}:Foo'" in err and "nothing was imported" in err and f"--trust {path}" in err
     assert module not in sys.modules and not {m for m in set(sys.modules) - before if m.startswith(module)}
     assert not (workdir / "IMPORTED").exists() and not (workdir / "out" / RESULTS_FILE).exists()
-    # the leaderboard reads the same file the same way
-    cli_error(["bench", "--leaderboard", str(path), "--leaderboard-out", "-"])
+    # a leaderboard page reads the names as text: it is written, and nothing is imported
+    assert main(["bench", "--leaderboard", str(path), "--leaderboard-out", str(workdir / "page.md")]) == 0
     assert module not in sys.modules and not (workdir / "IMPORTED").exists()
+
+
+@pytest.mark.parametrize("params,says", [({"k": "1,window=3"}, "params.k='1,window=3'"),
+                                         ({"k+evil:X": 1}, "params='k+evil:X'"), ({"k": 99.5}, "k=99.5 is invalid: must be an integer")])
+def test_tuned_parameters_that_do_not_fit_are_one_line_before_anything_is_played(tuned, toy, workdir, cli_error,
+                                                                               params, says):
+    data = copy.deepcopy(tuned)
+    data["tuning"]["best"].update(stopper="evalstop", params=params)
+    path = _write(workdir, data)
+    err = cli_error(["bench", "--suite", "toy", "--policy", "fifo", "--tuned", str(path), "--out",
+                     str(workdir / "out"), "--quiet"])
+    assert f"{path}: tuning.best" in err and says in err and "evil" not in sys.modules
+    assert not (workdir / "out" / "runs.jsonl").exists()
 
 
 def test_a_module_typed_on_the_command_line_or_trusted_may_be_named(tuned, toy, workdir, cli_error):
@@ -118,13 +132,15 @@ def test_a_module_typed_on_the_command_line_or_trusted_may_be_named(tuned, toy, 
     assert "trusted" not in json.loads((out / RESULTS_FILE).read_text())
 
 
-def test_a_leaderboard_run_folder_naming_a_module_is_refused_before_anything_is_played(tuned, toy, workdir, cli_error):
+def test_a_leaderboard_run_folder_naming_a_module_is_refused_before_anything_is_played(tuned, toy, workdir, capsys):
     data = copy.deepcopy(tuned)
     data["tuning"]["families"]["none"]["scheduler"] = "marker_mod:Foo"   # identity keys copied from a genuine file
     (workdir / "board" / "tuned").mkdir(parents=True)
-    _write(workdir / "board" / "tuned", data, RESULTS_FILE)
-    err = cli_error(["bench", "--leaderboard-run", str(workdir / "board"), "--suite", "toy", "--budget", "2", "--quiet"])
-    assert "'marker_mod:Foo'" in err and "nothing was imported" in err
+    path = _write(workdir / "board" / "tuned", data, RESULTS_FILE)
+    assert main(["bench", "--leaderboard-run", str(workdir / "board"), "--suite", "toy", "--budget", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("evalstop-gym bench: error: ")
+    assert f"{path}: tuning.families['none'].scheduler='marker_mod:Foo'" in err and "nothing was imported" in err
     assert not (workdir / "IMPORTED").exists() and not (workdir / "board" / "scored").exists()
 
 
@@ -150,13 +166,13 @@ TAMPERED = {
     "half an interval": lambda d: d["policies"][0]["verdicts"][0].update(ci=[None, 1.0]),
     "an unknown verdict": lambda d: d["policies"][0]["verdicts"][0].update(verdict="best"),
     "references without no stopper": lambda d: d.update(references={"x": "fifo"}),
+    "a card without its label": lambda d: d["policies"][0].pop("label"),
     "a reference the cards lack": lambda d: d["references"].update(extra="fifo"),
     "deep nesting": lambda d: d["policies"][0].update(per_seed=_nested(5000)),
     "a 400-digit integer": lambda d: d["policies"][0]["aggregate"].update(avg_jct_h=10**400),
     "1e400": lambda d: d["policies"][0]["aggregate"].update(avg_jct_h=1e400),
     "tuning best is a list": lambda d: d["tuning"].update(best=[]),
     "params as a list": lambda d: d["tuning"]["best"].update(params=[1, 2]),
-    "a parameter splitting the text": lambda d: d["tuning"]["best"].update(params={"k": "1,window=3"}),
     "format 2": lambda d: d.update(format=2),
     "a top-level list": lambda d: (d.clear(), d.update({"": []})),
 }

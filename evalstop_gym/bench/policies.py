@@ -9,7 +9,7 @@
   The module's source is hashed into every run id, so editing it re-runs its rows.
   Only the command line names a module: a policy read from a file (a results file's tuning) is a
   registered name, or a ``module:Class`` given with ``--policy`` on the same command line, checked by
-  :func:`check_file_policy` before anything is imported (``--trust FILE`` allows the modules of that file).
+  :func:`check_file_names` before anything is imported (``--trust FILE`` allows the modules of that file).
 * a saved model folder (or its ``model.zip``): loaded by the learned layer's provider
   (:mod:`evalstop_gym.experiments.learned`), never by this package.
 """
@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from ..api import DEFAULT_SCHEDULER
 from ..config import ConfigError
@@ -197,28 +197,50 @@ def builtin(scheduler: str, stopper: str = "none", **params: Any) -> BenchPolicy
 
     if scheduler not in SCHEDULERS or (stopper != "none" and stopper not in STOPPERS):
         bad = scheduler if scheduler not in SCHEDULERS else stopper
-        raise ConfigError("policy", bad, f"is not a registered pair: schedulers {', '.join(SCHEDULERS)}; "
-                                         f"stoppers {', '.join(STOPPERS)}")
+        raise ConfigError("policy", bad, f"is not a registered pair (nothing was imported): schedulers "
+                                         f"{', '.join(SCHEDULERS)}; stoppers {', '.join(STOPPERS)}")
     return parse_policy(_pair_text(scheduler, stopper, params))
 
 
-def check_file_policy(entry: Any, where: str, path, allowed: Collection[str] | None) -> BenchPolicy:
-    """The policy of ``{"scheduler", "stopper", "params"}`` read from file ``path`` (``where``: its place
-    there), once each name is a registered one or a ``module:Class`` whose module is in ``allowed`` (named on
-    this command line; ``None``: any, the file is trusted); otherwise :class:`ConfigError`, and nothing was
-    imported."""
+def _tuning_entries(tuning: Mapping[str, Any]):
+    """``(place, entry)`` of every scheduler/stopper pair a tuning names: its best, each family, each trial."""
+    yield "tuning.best", tuning["best"]
+    for fam, f in tuning["families"].items():
+        yield f"tuning.families[{fam[:40]!r}]", f
+        for i, t in enumerate(f.get("every_trial") or ()):
+            yield f"tuning.families[{fam[:40]!r}].every_trial[{i}]", t
+
+
+def _check_names(entry: Mapping[str, Any], where: str, path, allowed: Collection[str] | None) -> None:
     from ..baselines import SCHEDULERS, STOPPERS
 
-    sched, stop, params = entry["scheduler"], entry["stopper"], entry["params"]
-    for side, name, registered in (("scheduler", sched, SCHEDULERS), ("stopper", stop, STOPPERS)):
-        if name in registered:
-            continue
-        if isinstance(name, str) and _CLASS.match(name) and (allowed is None or name.partition(":")[0] in allowed):
+    for side, registered in (("scheduler", SCHEDULERS), ("stopper", STOPPERS)):
+        name = entry[side]
+        if name in registered or (isinstance(name, str) and _CLASS.match(name) and (
+                allowed is None or name.partition(":")[0] in allowed)):
             continue
         raise ConfigError(f"{path}: {where}.{side}", name,
                           f"a file names registered policies ({', '.join(registered)}) or a module:Class given "
                           f"with --policy on this command line; nothing was imported (--trust {path} allows "
                           "the modules it names)")
+
+
+def check_file_names(tuning: Mapping[str, Any], path, allowed: Collection[str] | None) -> None:
+    """Refuse a tuning read from file ``path`` (a results file's, fitting :mod:`.schema`) that names a scheduler
+    or stopper that is neither registered nor a ``module:Class`` whose module is in ``allowed`` (those given
+    with ``--policy`` on this command line; ``None``: any, the file is trusted). Names are read as text:
+    nothing is imported, whatever the answer."""
+    for where, entry in _tuning_entries(tuning):
+        _check_names(entry, where, path, allowed)
+
+
+def file_policy(entry: Mapping[str, Any], where: str, path, allowed: Collection[str] | None) -> BenchPolicy:
+    """The policy of ``{"scheduler", "stopper", "params"}`` read from file ``path`` (``where``: its place there),
+    once its names pass :func:`check_file_names`' rule; :class:`ConfigError` naming the place otherwise."""
+    from ..baselines import SCHEDULERS, STOPPERS
+
+    _check_names(entry, where, path, allowed)
+    sched, stop, params = entry["scheduler"], entry["stopper"], entry["params"]
     try:
         if sched in SCHEDULERS and stop in STOPPERS:
             return builtin(sched, stop, **params)

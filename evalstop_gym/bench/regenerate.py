@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 
 from ..config import UsageError
 from ..files import write_atomic
+from .policies import check_file_names
 from .run import RESULTS_FILE, run_bench
 from .suite import DEFAULT_SUITE, suite, suite_hash
 
@@ -164,6 +165,7 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
         run_bench(["srtf-est+evalstop:k=2"], out=root / TUNED, tune=True, budget=budget,
                   command=f"{command} (stage 1: bench --tune --budget {budget} --out {root / TUNED})", **kw)
     tuning = res.load(tuned, suite_name=suite_name)["tuning"]
+    check_file_names(tuning, tuned, allowed=frozenset())   # a reused file names registered policies only
     policies = _distinct(family_policies(tuning) + builtin_pairs())
     echo(f"leaderboard-run: [2/{stages}] scoring {len(policies)} policies (every tuned family, every built-in "
          "pair at its defaults) on the test seeds")

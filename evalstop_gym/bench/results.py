@@ -13,7 +13,7 @@ import json
 import os
 import shlex
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..config import UsageError
 from .policies import LEARNED_KIND
@@ -30,15 +30,10 @@ def save(result: Mapping[str, Any], path: str | os.PathLike) -> None:
     write_atomic(path, json.dumps(result, indent=1, sort_keys=True, allow_nan=False) + "\n", field="results")
 
 
-def load(path: str | os.PathLike, suite_name: str | None = None, *,
-         allowed: Collection[str] | None = frozenset()) -> dict[str, Any]:
-    """A results file, checked for its size, schema (:mod:`.schema`), format, suite (if given) and the
-    policies its tuning names; :class:`ConfigError` (one line) otherwise.
-
-    ``allowed``: the modules its tuning may name as ``module:Class`` (those given with ``--policy`` on this
-    command line); ``None``: any (a file the user trusts, ``--trust FILE``). Nothing is imported to check.
-    """
-    from .policies import check_file_policy
+def load(path: str | os.PathLike, suite_name: str | None = None) -> dict[str, Any]:
+    """A results file, checked for its size and schema (:mod:`.schema`), format and suite (if given);
+    :class:`ConfigError` (one line) otherwise. Reading it imports nothing: the policies it names are text
+    until a caller plays one (:func:`~.policies.check_file_names`, :func:`~.policies.file_policy`)."""
     from .schema import read_results
 
     data = read_results(path)
@@ -46,11 +41,6 @@ def load(path: str | os.PathLike, suite_name: str | None = None, *,
         raise UsageError(f"{path}: not a bench results file of format {FORMAT} (format {data['format']})")
     if suite_name is not None and data["suite"] != suite_name:
         raise UsageError(f"{path}: played suite {data['suite']!r}, not {suite_name!r}")
-    tuning = data["tuning"]
-    if tuning:
-        for where, entry in [("tuning.best", tuning["best"]),
-                             *((f"tuning.families[{k[:40]!r}]", f) for k, f in tuning["families"].items())]:
-            check_file_policy(entry, where, path, allowed)
     return data
 
 

@@ -20,7 +20,7 @@ from ..config import ConfigError, check_range
 from ..experiments.runner import BACKENDS, ResultStore, code_fingerprint, exclusive
 from ..files import prepare_out, write_atomic
 from .arms import TUNED_BEST, play, references
-from .policies import check_file_policy, modules_named, parse_policies
+from .policies import check_file_names, file_policy, modules_named, parse_policies
 from .score import scorecard, verdicts
 from .suite import DEFAULT_SUITE, suite, suite_hash
 
@@ -93,11 +93,12 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
             tuning = tune_families(played, ResultStore(outdir / TUNE_FILE), budget=budget, backend=backend,
                                    workers=workers, ray_address=ray_address, progress=progress)
         elif tuned is not None:
-            tuning = res.load(tuned, suite_name=suite_name, allowed=allowed)["tuning"]
+            tuning = res.load(tuned, suite_name=suite_name)["tuning"]
             if not tuning:
                 raise ConfigError("tuned", str(tuned), "holds no tuning (it was not written by bench --tune)")
+            check_file_names(tuning, tuned, allowed)
         if tuning:
-            refs[TUNED_BEST] = check_file_policy(tuning["best"], "tuning.best", tuned or "the tuning", allowed)
+            refs[TUNED_BEST] = file_policy(tuning["best"], "tuning.best", tuned or "the tuning", allowed)
         arms = list(refs.values()) + [p for p in scored if p.label not in {r.label for r in refs.values()}]
         values = play(arms, played, ResultStore(outdir / RUNS_FILE), backend=backend, workers=workers,
                       ray_address=ray_address, progress=progress)

@@ -13,7 +13,7 @@ is one line naming the file, the place in it (``policies[2].vs['no stopper']``)
 and what was expected, never a ``KeyError`` or ``TypeError`` later.
 
 Nothing here imports what a file names: policy names are checked by
-:func:`evalstop_gym.bench.policies.check_file_policy`.
+:func:`evalstop_gym.bench.policies.check_file_names` where a file's policy is about to be played.
 """
 
 from __future__ import annotations
@@ -156,24 +156,19 @@ class MapOf:
 
 @dataclass(frozen=True)
 class Record:
-    """A mapping with these keys (``optional`` ones may be absent); ``open``: other keys are allowed and ignored."""
+    """A mapping with these keys (``optional`` ones may be absent). Other keys are kept and never read (a key a
+    later version adds): the file's size, value and nesting caps bound them."""
 
     required: Mapping[str, Any]
     optional: Mapping[str, Any] = None
-    open: bool = False
 
     def check(self, value, where):
-        optional = self.optional or {}
         if not isinstance(value, dict):
             raise _Misfit(where, "a mapping with keys " + ", ".join(self.required), value)
         missing = [k for k in self.required if k not in value]
         if missing:
             raise _Misfit(where, f"a mapping with key {missing[0]!r}", f"{len(value)} keys without it")
-        if not self.open:
-            extra = [k for k in value if k not in self.required and k not in optional]
-            if extra:
-                raise _Misfit(f"{where}[{str(extra[0])[:40]!r}]", "absent (an unknown key)", "present")
-        for k, spec in {**self.required, **optional}.items():
+        for k, spec in {**self.required, **(self.optional or {})}.items():
             if k in value:
                 _check(spec, value[k], f"{where}.{k}" if where else k)
 
@@ -213,12 +208,12 @@ LEARNED_TRIAL = Record({"params": MapOf("number"), "score": "number", "feasible"
 LEARNED_TUNING = Record({"rule": "text", "trials": "count", "validation_seeds_per_row": Maybe("count"),
                          "rows": ListOf("text"), "searched": ListOf("text"), "best": LEARNED_TRIAL,
                          "every_trial": ListOf(LEARNED_TRIAL), "family": "text"})
-# The top level is open: a key a later version adds is kept and not read; every key the bench reads is checked.
+# Every key the bench reads is listed here (a reader of a new key adds it); other keys are kept, never read.
 RESULTS = Record({"format": "count", "suite": "text", "suite_hash": "text", "version": "text", "code": "text",
                   "rows": ListOf("text"), "skipped": MapOf("text"), "references": MapOf("text"),
                   "reference_values": MapOf(PER_SEED), "tuning": Maybe(TUNING), "tuned_from": Maybe("text"),
                   "command": "text", "policies": ListOf(CARD)},
-                 {"learned_tuning": LEARNED_TUNING, "trusted": ListOf("text")}, open=True)
+                 {"learned_tuning": LEARNED_TUNING, "trusted": ListOf("text")})
 
 
 def check_results(data: Any) -> None:
