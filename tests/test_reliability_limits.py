@@ -5,7 +5,6 @@ import time
 
 import pytest
 
-from evalstop_gym.cli import main
 from evalstop_gym.commands.common import MAX_SEEDS, seed_range
 from evalstop_gym.config import ConfigError
 
@@ -30,12 +29,13 @@ def test_a_huge_seed_range_is_one_line_at_once(cli_error, argv, says):
     assert time.perf_counter() - start < 2   # it once grew by 5 MB/s without an answer
 
 
-@pytest.mark.parametrize("command", ["reproduce", "evaluate", "targets"])
-def test_a_huge_seed_count_is_refused_as_the_flag_is_read(capsys, command):
-    with pytest.raises(SystemExit) as e:
-        main([command, "--seeds", "1000000000000"])
-    assert e.value.code == 2
-    assert f"argument --seeds: 1000000000000 is outside [1, {MAX_SEEDS}]" in capsys.readouterr().err
+@pytest.mark.parametrize("argv", [["reproduce", "--out", "unused"], ["evaluate", "--policy", "fifo"], ["targets"],
+                                  ["targets", "--seeds", "2", "--validation-seeds"]])
+def test_a_huge_seed_count_is_one_line_before_anything_runs(cli_error, tmp_path, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    err = cli_error(argv + ([] if argv[-1] == "--validation-seeds" else ["--seeds"]) + ["1000000000000"])
+    assert f"seeds=1000000000000 is invalid: must be an integer in [1, {MAX_SEEDS}]" in err
+    assert list(tmp_path.iterdir()) == []   # no output folder, no run
 
 
 def test_kernel_files_are_refused_by_every_reader(cli_error, tmp_path):

@@ -33,19 +33,13 @@ def seed_range(text: str, flag: str = "seeds") -> range:
     return range(lo, hi + 1)
 
 
-def bounded_int(lo: int, hi: int, what: str):
-    """An argparse ``type``: a whole number in ``[lo, hi]``, refused as the flag is read, naming the limit."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is outside [{lo}, {hi}]: at most {hi} {what}")
-        return value
+def seed_count(value: int, flag: str = "seeds") -> int:
+    """``value`` if it is a whole number of seeds in [1, :data:`MAX_SEEDS`]; :class:`ConfigError` naming ``flag``
+    otherwise (a command checks it first, before any list of seeds or runs is made)."""
+    from ..config import check_range
 
-    parse.__name__ = what   # argparse names the type in its own messages
-    return parse
+    check_range(flag, value, 1, MAX_SEEDS, integer=True)
+    return value
 
 
 class LazyChoices:

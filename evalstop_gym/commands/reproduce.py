@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import MAX_SEEDS, add_workload_flags, bounded_int, workload_kwargs
+from .common import MAX_SEEDS, add_workload_flags, seed_count, workload_kwargs
 
 ORDER = 20
 
@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
                     f"refused unless --force. Experiments: {listing}.")
     p.add_argument("--experiments", default="all", metavar="LIST",
                    help="comma-separated experiment names, or 'all' (default %(default)s)")
-    p.add_argument("--seeds", type=bounded_int(1, MAX_SEEDS, "seeds"), default=10,
+    p.add_argument("--seeds", type=int, default=10,
                    help=f"seeds per point (default %(default)s, at most {MAX_SEEDS})")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default results/CALIBRATION/, or results/CALIBRATION-SCALE/ with --scale)")
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     base = WorkloadConfig(**wl)
     out = default_out(base, args.scale) if args.out is None else args.out
     try:
-        result = reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=out,
+        result = reproduce(parse_names(args.experiments), seeds=seed_count(args.seeds), first_seed=first_seed, out=out,
                   base=base, backend=args.backend, workers=args.workers,
                   base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
                   progress=not args.no_progress, model=args.model, ray_address=args.ray_address,
