@@ -102,7 +102,8 @@ def test_a_results_file_naming_a_module_is_refused_before_anything_is_imported(t
 
 
 @pytest.mark.parametrize("params,says", [({"k": "1,window=3"}, "params.k='1,window=3'"),
-                                         ({"k+evil:X": 1}, "params='k+evil:X'"), ({"k": 99.5}, "k=99.5 is invalid: must be an integer")])
+                                         ({"k+evil:X": 1}, "params='k+evil:X'"),
+                                         ({"k": 99.5}, "k=99.5 is invalid: must be an integer")])
 def test_tuned_parameters_that_do_not_fit_are_one_line_before_anything_is_played(tuned, toy, workdir, cli_error,
                                                                                params, says):
     data = copy.deepcopy(tuned)
@@ -267,7 +268,8 @@ def _places(value, path=()):
             yield from _places(v, path + (i,))
 
 
-@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 60)), deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", 60)), deadline=2000,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_any_edit_of_a_results_file_is_a_page_or_one_line(tuned, tmp_path, data):
     places = [p for p in _places(tuned) if p]

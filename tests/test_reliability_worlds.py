@@ -153,9 +153,8 @@ def test_the_documented_ranges_are_the_checked_ones():
     from pathlib import Path
 
     text = (Path(__file__).parents[1] / "docs" / "reliability.md").read_text()
-    documented = {f"{section}.{name}": (float(lo), float(hi))
-                  for section, name, lo, hi in re.findall(r"`(curves|world)\.(\w+)`[^|]*\| \[([-\d.e+]+), ([-\d.e+]+)\]",
-                                                          text)}
+    row = r"`(curves|world)\.(\w+)`[^|]*\| \[([-\d.e+]+), ([-\d.e+]+)\]"
+    documented = {f"{section}.{name}": (float(lo), float(hi)) for section, name, lo, hi in re.findall(row, text)}
     checked = {**{f"curves.{k}": v for k, v in LatentModel.RANGES.items()},
                **{f"world.{k}": v for k, v in WorldModel.RANGES.items()}}
     assert documented == {k: (float(lo), float(hi)) for k, (lo, hi) in checked.items()}

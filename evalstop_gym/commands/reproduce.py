@@ -71,11 +71,11 @@ def run(args: argparse.Namespace) -> int:
     base = WorkloadConfig(**wl)
     out = default_out(base, args.scale) if args.out is None else args.out
     try:
-        result = reproduce(parse_names(args.experiments), seeds=seed_count(args.seeds), first_seed=first_seed, out=out,
-                  base=base, backend=args.backend, workers=args.workers,
-                  base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
-                  progress=not args.no_progress, model=args.model, ray_address=args.ray_address,
-                  force=args.force)
+        result = reproduce(parse_names(args.experiments), seeds=seed_count(args.seeds), first_seed=first_seed,
+                           out=out, base=base, backend=args.backend, workers=args.workers,
+                           base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
+                           progress=not args.no_progress, model=args.model, ray_address=args.ray_address,
+                           force=args.force)
     except OSError as e:   # writing tables or plots (a full disk): finished runs are on disk already
         raise UsageError(f"cannot write to {e.filename or out} ({e.strerror or e}); finished runs are kept "
                          f"in {out}/runs.jsonl: fix that and run the same command again") from None
