@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evalstop_gym.api import simulate
-from evalstop_gym.cli import main
 from evalstop_gym.config import CALIBRATIONS, ConfigError, LatentModel, WorldModel, calibration_of
 from evalstop_gym.worldfile import MAX_WORLD_BYTES, dump_world, world_data
 

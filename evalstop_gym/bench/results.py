@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..config import UsageError
