@@ -4,7 +4,8 @@ never hang; output folders checked before any work starts (:func:`prepare_out`).
 Rules, shared by every reader:
 
 * only regular files are read: a device (``/dev/zero``, ``/dev/urandom``), a
-  FIFO or a directory is refused at once (they never end or are not data);
+  FIFO or a directory is refused at once (they never end or are not data), and
+  so is a file on ``/proc`` or ``/sys`` (a view of the kernel, not data);
 * a gzip file (by its magic bytes, whatever its name) is decompressed on the fly;
 * text is UTF-8 (a byte-order mark is dropped); bytes that are not UTF-8 are
   kept as lone surrogates so a reader can name the row that holds them
@@ -17,12 +18,12 @@ Rules, shared by every reader:
   the compressed bytes read so far, past the first :data:`GZIP_RATIO_FREE_BYTES`
   (a "zip bomb": real traces and logs compress 3-20 times), and a text stream stops at
   :data:`MAX_LINES` physical lines, blank ones included;
-* configuration files (YAML recipes, JSON model configs, cluster specs) are
-  read whole, at most :data:`MAX_CONFIG_BYTES`, with at most
-  :data:`MAX_NESTING` levels of nesting and :data:`MAX_CONFIG_NODES` values
-  once YAML aliases are expanded ("billion laughs"), by :func:`load_yaml` and
-  :func:`load_json`; YAML is read with ``yaml.SafeLoader`` (plain data only,
-  no tags that build objects);
+* configuration files (YAML recipes and world files, JSON model configs, cluster specs) are
+  read whole, at most :data:`MAX_YAML_BYTES` (YAML) or :data:`MAX_CONFIG_BYTES` (JSON; the size is
+  checked before a byte is read), with at most :data:`MAX_NESTING` levels of nesting and
+  :data:`MAX_CONFIG_NODES` values once YAML aliases are expanded ("billion laughs"), by
+  :func:`load_yaml` and :func:`load_json`; YAML is read with a safe loader (plain data only,
+  no tags that build objects), and a key written twice in one mapping or object is an error;
 * a directory is walked at most :data:`MAX_WALK_DEPTH` levels deep and over
   at most :data:`MAX_WALK_ENTRIES` entries (:func:`walk`); symbolic links to
   directories are not followed.
