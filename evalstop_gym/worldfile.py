@@ -14,7 +14,9 @@ A world file is what ``evalstop-gym calibrate`` writes and what ``--calibration 
 ``curves`` and ``world`` may leave fields out (they take the dataclass defaults, which switch a
 knob off); pairs are two-item lists. Loading checks every key and value: an unknown key is refused
 by name, a bad value raises :class:`~evalstop_gym.config.ConfigError` naming the file, the field,
-the value and what is allowed. ``provenance`` is kept as written and never read by the simulator.
+the value and what is allowed (every number has a range: ``LatentModel.RANGES``, ``WorldModel.RANGES``,
+docs/reliability.md), and a key written twice is an error. A file is at most :data:`MAX_WORLD_BYTES`,
+read in full each time and parsed once per content. ``provenance`` is kept as written and never read by the simulator.
 """
 
 from __future__ import annotations
