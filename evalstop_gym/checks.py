@@ -41,8 +41,10 @@ def check_range(name: str, value: Any, lo: float | None = None, hi: float | None
                 *, lo_open: bool = False, integer: bool = False) -> None:
     """Raise :class:`ConfigError` unless ``value`` is a finite number in the range."""
     kind = "an integer" if integer else "a number"
+    # an integer of hundreds of digits is refused before math.isfinite, which cannot make it a float
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            integer and not isinstance(value, int)) or not math.isfinite(value):
+            integer and not isinstance(value, int)) or (isinstance(value, int) and abs(value) > 2**63) or (
+            not math.isfinite(value)):
         raise ConfigError(name, value, f"must be {kind}{_range_text(lo, hi, lo_open)}")
     if (lo is not None and (value <= lo if lo_open else value < lo)) or (hi is not None and value > hi):
         raise ConfigError(name, value, f"must be {kind}{_range_text(lo, hi, lo_open)}")
@@ -55,6 +57,15 @@ def check_pair(name: str, value: Any, lo_open: bool = False) -> None:
         raise ConfigError(name, value, "must be a (low, high) pair")
     check_range(name, value[0], 0.0, lo_open=lo_open)
     check_range(name, value[1], value[0])
+
+
+def check_ranges(model: Any, section: str, ranges: dict[str, tuple[float, float]]) -> None:
+    """Every field of ``model`` named in ``ranges`` (a number, or each item of a tuple of numbers) in its
+    ``[low, high]``; :class:`ConfigError` naming ``section.field`` otherwise. ``None`` (a knob left off) passes."""
+    for name, (lo, hi) in ranges.items():
+        value = getattr(model, name)
+        for v in (value if isinstance(value, tuple) else () if value is None else (value,)):
+            check_range(f"{section}.{name}", v, lo, hi)
 
 
 def _range_text(lo, hi, lo_open) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import math
 import os
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .checks import (JOB_TYPES, MAX_EVAL_CELLS, MAX_GPUS, MAX_JOBS, ConfigError,  # noqa: F401  (re-exported)
-                     UsageError, check_pair, check_range)
+                     UsageError, check_pair, check_range, check_ranges)
 
 Z90 = 1.2815515655446004   # 90th percentile of a standard normal (straggler p90 -> log-normal sigma)
 CURVE_FORMS = ("paper", "realistic")   # curves.sample_curves / curves.realistic_gold
@@ -173,8 +172,20 @@ class LatentModel:
 
     _LOG_PAIRS = ("lr", "kl_coef", "d_star_exploitable", "d_star_robust", "proxy_slope")
     _FRACTIONS = ("penalty_share", "dpo_exploitable")
+    # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
+    # runs: d up to about 10 sqrt-nats, losses under 10, rewards under 100), and small enough that d, KL (d^2),
+    # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
+    # A log-uniform pair starts above 0 (its log is drawn), at 1e-6 at least.
+    RANGES = {"base": (0.0, 1.0), "lr": (1e-6, 1e3), "kl_scale": (1e-6, 1e3), "kl_exponent": (1e-3, 10.0),
+              "penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3),
+              "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4), "hack_peak": (0.0, 1.0),
+              "peak_gain_exploitable": (0.0, 10.0), "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0),
+              "drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "proxy_slope": (1e-6, 1e4),
+              "proxy_noise": (0.0, 1e4), "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0),
+              "loss_tau": (1e-6, 1e3), "loss_noise": (0.0, 10.0)}
 
     def validate(self) -> None:
+        check_ranges(self, "curves", self.RANGES)
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             name = f"curves.{f.name}"
@@ -224,6 +235,14 @@ class WorldModel:
     straggler_excess: tuple[float, float] = (0.0, 0.0)    # (median, p90) of the slowdown factor minus 1
     segment_jitter: float = 0.0                           # sd of the log speed factor of each eval segment
 
+    # Every number's allowed [low, high] (a pair: both ends): far outside the realistic and grounded worlds
+    # (noise factors 0.5-2, evals of minutes, 1-10 GB/s, warm-ups of seconds to minutes, stragglers under 1.3x).
+    RANGES = {"seed_noise_factor": (0.0, 10.0), "eval_fixed_min": (0.0, 1440.0), "eval_item_gpu_s": (0.0, 3600.0),
+              "eval_max_share": (0.0, 10.0), "checkpoint_gb": (0.0, 1e6), "storage_gbps": (1e-3, 1e4),
+              "warmup_s": (0.0, 86400.0), "straggler_excess": (0.0, 10.0), "segment_jitter": (0.0, 1.0)}
+    MAX_RESUME_H = 24.0         # the most one resume may cost: 2 x checkpoint / bandwidth + warm-up
+    MAX_STRAGGLER_SPREAD = 40.0  # straggler_excess p90 / median: log-normal sigma <= 2.9, mean factor finite
+
     def validate(self) -> None:
         for i in self.eval_items:
             check_range("world.eval_items", i, 1, 10_000_000, integer=True)
@@ -231,21 +250,32 @@ class WorldModel:
             v = getattr(self, name)
             if not isinstance(v, tuple) or len(v) != 2:
                 raise ConfigError(f"world.{name}", v, "must be a (low, high) pair")
-            check_range(f"world.{name}", v[0], 0.0)
-            check_range(f"world.{name}", v[1], v[0])
-        if self.storage_gbps[0] <= 0:
-            raise ConfigError("world.storage_gbps", self.storage_gbps, "bandwidths must be > 0")
-        if self.straggler_excess[0] == 0 and self.straggler_excess[1] > 0:
-            raise ConfigError("world.straggler_excess", self.straggler_excess,
-                              "a zero median needs a zero p90 (both 0 = no stragglers)")
         if not isinstance(self.checkpoint_gb, tuple) or len(self.checkpoint_gb) != len(JOB_TYPES):
             raise ConfigError("world.checkpoint_gb", self.checkpoint_gb,
                               f"must give one size per job type ({', '.join(JOB_TYPES)})")
-        for g in self.checkpoint_gb:
-            check_range("world.checkpoint_gb", g, 0.0, 1e6)
-        check_range("world.eval_item_gpu_s", self.eval_item_gpu_s, 0.0, 3600.0)
-        check_range("world.eval_max_share", self.eval_max_share, 0.0, 10.0)
-        check_range("world.segment_jitter", self.segment_jitter, 0.0, 1.0)
+        if isinstance(self.storage_gbps[0], (int, float)) and self.storage_gbps[0] <= 0:
+            raise ConfigError("world.storage_gbps", self.storage_gbps, "bandwidths must be > 0")
+        check_ranges(self, "world", self.RANGES)
+        for name in ("seed_noise_factor", "eval_fixed_min", "storage_gbps", "warmup_s", "straggler_excess"):
+            check_range(f"world.{name}", getattr(self, name)[1], getattr(self, name)[0])
+        if self.straggler_excess[0] == 0 and self.straggler_excess[1] > 0:
+            raise ConfigError("world.straggler_excess", self.straggler_excess,
+                              "a zero median needs a zero p90 (both 0 = no stragglers)")
+        self._check_derived()
+
+    def _check_derived(self) -> None:
+        """What the simulator derives from the knobs stays bounded: the cost of one resume (in GPU-hours of
+        every GPU of the job, so at most :attr:`MAX_RESUME_H`) and the straggler spread."""
+        resume_h = (2.0 * max(self.checkpoint_gb) / self.storage_gbps[0] + self.warmup_s[1]) / 3600.0
+        if resume_h > self.MAX_RESUME_H:
+            raise ConfigError("world.checkpoint_gb/storage_gbps/warmup_s",
+                              (max(self.checkpoint_gb), self.storage_gbps[0], self.warmup_s[1]),
+                              f"one resume would cost up to {resume_h:.4g} h (2 x checkpoint GB / GB/s + warm-up "
+                              f"s), more than {self.MAX_RESUME_H:g} h")
+        med, p90 = self.straggler_excess
+        if med > 0 and p90 > self.MAX_STRAGGLER_SPREAD * med:
+            raise ConfigError("world.straggler_excess", self.straggler_excess,
+                              f"the p90 may be at most {self.MAX_STRAGGLER_SPREAD:g} times the median")
 
     @property
     def mean_slowdown(self) -> float:
@@ -330,6 +360,9 @@ class WorkloadConfig:
             raise ConfigError("jobs", self.jobs, f"times evals_per_job={self.evals_per_job} must be <= "
                                                  f"{MAX_EVAL_CELLS} (the hidden curves' size)")
         mix = self.type_mix
+        if not isinstance(mix, Mapping) or not mix:
+            raise ConfigError("mix", mix, f"must be a mapping of job type to fraction, as {{'lora': 0.5, 'dpo': 0.5}} "
+                                          f"(job types: {', '.join(JOB_TYPES)})")
         for t, p in mix.items():
             if t not in JOB_TYPES:
                 raise ConfigError("mix", t, f"job types must be among {', '.join(JOB_TYPES)}")
@@ -449,24 +482,14 @@ def load_world(path) -> Calibration:
     return Calibration(**read_world(path, LatentModel, WorldModel))
 
 
-@functools.lru_cache(maxsize=32)
-def _world_file(path: str, mtime_ns: int, size: int) -> Calibration:
-    """A world file read once per version of it (a config is built at every reset and replace)."""
-    return load_world(path)
-
-
 def calibration_of(calibration: str) -> Calibration:
     """The world a ``calibration`` value names: a key of :data:`CALIBRATIONS` or a world file (``.yaml``)."""
     if isinstance(calibration, str) and calibration in CALIBRATIONS:
         return CALIBRATIONS[calibration]
     from .worldfile import is_world_path
 
-    if is_world_path(calibration):
-        try:
-            st = os.stat(calibration)
-        except OSError:
-            return load_world(calibration)   # its own error names the missing file
-        return _world_file(os.path.abspath(calibration), st.st_mtime_ns, st.st_size)
+    if is_world_path(calibration):   # parsed once per content of the file (worldfile.read_world)
+        return load_world(calibration)
     raise ConfigError("calibration", calibration, f"must be one of {', '.join(CALIBRATIONS)} "
                                                   "or a world file (.yaml, from evalstop-gym calibrate)")
 

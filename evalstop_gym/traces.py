@@ -238,17 +238,18 @@ def read_trace(path, format: str = "philly", *, on_bad_row: str = "error", min_d
     report = TraceReport(path=path, format=format)
     with open_text(path, TraceError, "trace") as f:
         rows = csv_rows(f, path, TraceError, "trace")
-        _, header = next(rows, (None, None))
-        if header is None or not any(h.strip() for h in header):
+        # the header is the first row that is not blank (blank lines before it are skipped, as after it)
+        head_line, header = next(((n, r) for n, r in rows if any(c.strip() for c in r)), (None, None))
+        if header is None:
             raise TraceError(path, None, "the file is empty (a header row and at least one job are needed)")
         if has_bad_bytes("".join(header)):
-            raise TraceError(path, 1, "the header is not UTF-8 text (is this a CSV trace?)")
+            raise TraceError(path, head_line, "the header is not UTF-8 text (is this a CSV trace?)")
         header = [h.strip() for h in header]
         needed = [layout.submit, layout.duration, layout.gpus, layout.tenant] + ([layout.kind] if layout.kind else [])
         missing = [c for c in needed if c not in header]
         if missing:
             shown = ", ".join(header)
-            raise TraceError(path, 1, f"missing column(s) {', '.join(missing)} for the {format} layout "
+            raise TraceError(path, head_line, f"missing column(s) {', '.join(missing)} for the {format} layout "
                                       f"(header has: {shown if len(shown) <= 200 else shown[:200] + '...'})")
         ci = {c: header.index(c) for c in needed}
         i_submit, i_dur, i_gpus, i_ten = ci[layout.submit], ci[layout.duration], ci[layout.gpus], ci[layout.tenant]

@@ -14,7 +14,9 @@ A world file is what ``evalstop-gym calibrate`` writes and what ``--calibration 
 ``curves`` and ``world`` may leave fields out (they take the dataclass defaults, which switch a
 knob off); pairs are two-item lists. Loading checks every key and value: an unknown key is refused
 by name, a bad value raises :class:`~evalstop_gym.config.ConfigError` naming the file, the field,
-the value and what is allowed. ``provenance`` is kept as written and never read by the simulator.
+the value and what is allowed (every number has a range: ``LatentModel.RANGES``, ``WorldModel.RANGES``,
+docs/reliability.md), and a key written twice is an error. A file is at most :data:`MAX_WORLD_BYTES`,
+read in full each time and parsed once per content. ``provenance`` is kept as written and never read by the simulator.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .checks import ConfigError, check_range
 FORMAT = "evalstop-gym world 1"
 TOP_KEYS = ("format", "description", "noise", "gpus_per_node", "curves", "world", "provenance")
 WORLD_SUFFIXES = (".yaml", ".yml")
+MAX_WORLD_BYTES = 2**20   # a world file is about 2 KB; its provenance may hold a long command
 
 
 def is_world_path(value: Any) -> bool:
@@ -49,8 +52,9 @@ def _pair(name: str, v: Any, kind=float) -> tuple:
 
 
 def _number(name: str, v: Any, kind=float):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (
-            kind is int and not isinstance(v, int)):
+    # an integer of hundreds of digits is refused before math.isfinite, which cannot make it a float
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, int) and abs(v) > 2**63) or (
+            not math.isfinite(v)) or (kind is int and not isinstance(v, int)):
         raise ConfigError(name, v, f"must be {'an integer' if kind is int else 'a finite number'}")
     return kind(v)
 
@@ -114,20 +118,23 @@ def calibration_fields(data: Any, curves_cls, world_cls) -> dict:
 
 
 def read_world(path, curves_cls, world_cls) -> dict:
-    """:func:`calibration_fields` of a world file (cached per file path, size and modification time)."""
+    """:func:`calibration_fields` of a world file, read in full each time (at most
+    :data:`~evalstop_gym.files.MAX_YAML_BYTES`) and parsed once per content: an edit that keeps the
+    file's size and modification time is read again."""
+    from .files import ConfigFileError, read_config_text
+
     path = os.path.abspath(os.fspath(path))
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise ConfigError("calibration", path, f"world file cannot be read ({e.strerror or e})") from None
-    return dict(_read(path, st.st_size, st.st_mtime_ns, curves_cls, world_cls))
+    if not os.path.exists(path):
+        raise ConfigError("calibration", path, "world file cannot be read (no such file)")
+    text = read_config_text(path, ConfigFileError, "world file", MAX_WORLD_BYTES)
+    return dict(_parse(path, text, curves_cls, world_cls))
 
 
 @functools.lru_cache(maxsize=32)
-def _read(path: str, size: int, mtime_ns: int, curves_cls, world_cls) -> dict:
-    from .files import ConfigFileError, load_yaml
+def _parse(path: str, text: str, curves_cls, world_cls) -> dict:
+    from .files import ConfigFileError, parse_yaml
 
-    data = load_yaml(path, ConfigFileError, "world file")
+    data = parse_yaml(text, path, ConfigFileError, "world file")
     try:
         return calibration_fields(data, curves_cls, world_cls)
     except ConfigError as e:

@@ -81,3 +81,18 @@ def _sb3_logs_in_the_test_tmp(tmp_path_factory):
     mp.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3-logs")))
     yield
     mp.undo()
+
+
+@pytest.fixture
+def cli_error(capsys):
+    """``cli_error(argv)``: run the CLI, expect exit code 2 and one line on stderr without a traceback; return it."""
+    from evalstop_gym.cli import main
+
+    def run(argv):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+        return err
+
+    return run

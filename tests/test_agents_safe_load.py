@@ -105,3 +105,20 @@ def test_reproduce_model_runs_nothing_from_the_file(model_dir, tmp_path, capsys)
                             "--seeds", "1", "--jobs", "10", "--out", str(tmp_path / "out"), "--no-progress",
                             "--workers", "1"], "pickled entries 'evil'")
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_model_whose_weights_are_not_finite_is_refused(model_dir, tmp_path, capsys, value):
+    import io
+
+    import torch
+
+    with zipfile.ZipFile(model_dir / "model.zip") as z:
+        weights = torch.load(io.BytesIO(z.read("policy.pth")), weights_only=True)
+    name = next(k for k, t in weights.items() if torch.is_floating_point(t))
+    weights[name].view(-1)[0] = value
+    buf = io.BytesIO()
+    torch.save(weights, buf)
+    folder = crafted(model_dir, tmp_path, extra={"policy.pth": buf.getvalue()})
+    one_line_error(capsys, ["evaluate", "--policy", str(folder), "--seeds", "1", "--jobs", "10"],
+                   f"its weights {name!r} hold NaN or infinite values")

@@ -65,6 +65,9 @@ def train_argv(tmp_path, path):
     ("  policy_kwargs: {net_arch: [1000000000]}\n", ("net_arch[0]=1000000000", "4096")),
     ("  policy_kwargs: {net_arch: {pi: [64], vf: [99999999]}}\n", ("net_arch.vf[0]",)),
     ("  policy_kwargs: {net_arch: [8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8]}\n", ("at most 16",)),
+    # 4096 x 4096 + 4096 x 4096 = 33,554,432 weights: each width is allowed, the network is not
+    ("  policy_kwargs: {net_arch: [4096, 4096, 4096]}\n", ("holds 33554432 weights between its layers", "4000000")),
+    ("  policy_kwargs: {hidden: 4096}\n", ("hidden=4096", "a layer of 16777216 weights")),
     ("  buffer_size: 100000000000\n", ("buffer_size",)),
 ])
 def test_a_recipe_names_only_allowed_classes_and_sizes(tmp_path, capsys, evil_module, body, needles):

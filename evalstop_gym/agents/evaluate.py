@@ -154,7 +154,7 @@ DESCRIPTION = ("Run each policy (a hand-coded one by name, or a model saved by `
 
 
 def add_arguments(p) -> None:
-    from evalstop_gym.commands.common import add_workload_flags
+    from evalstop_gym.commands.common import MAX_SEEDS, add_workload_flags
 
     p.add_argument("--policy", action="append", required=True, metavar="NAME_OR_PATH",
                    help="a hand-coded policy (STOPPER, SCHEDULER, SCHEDULER+STOPPER, optionally NAME:k=3), "
@@ -162,19 +162,20 @@ def add_arguments(p) -> None:
                         "repeat to compare several")
     p.add_argument("--scheduler", default=DEFAULT_SCHEDULER, metavar="NAME",
                    help="base scheduler of stopper names and of learned stop-policies (default %(default)s)")
-    p.add_argument("--seeds", type=int, default=10, help="held-out seeds --seed .. --seed+N-1 (default %(default)s)")
+    p.add_argument("--seeds", type=int, default=10,
+                   help=f"held-out seeds --seed .. --seed+N-1 (default %(default)s, at most {MAX_SEEDS})")
     p.add_argument("--json", action="store_true", help="print the rows as one JSON list instead of the table")
     p.add_argument("--out", default=None, metavar="DIR", help="also write DIR/evaluate.md and evaluate.csv")
     add_workload_flags(p)
 
 
 def run(args) -> int:
-    from evalstop_gym.commands.common import workload_kwargs
+    from evalstop_gym.commands.common import seed_count, workload_kwargs
     from evalstop_gym.experiments.tables import csv_table
 
     wl = workload_kwargs(args)
     first = wl.pop("seed")
-    ev = evaluate(args.policy, scheduler=args.scheduler, seeds=args.seeds, first_seed=first,
+    ev = evaluate(args.policy, scheduler=args.scheduler, seeds=seed_count(args.seeds), first_seed=first,
                   base=WorkloadConfig(**wl))
     setup = (f"{base_text(WorkloadConfig(**wl))}; held-out seeds {ev.seeds[0]}-{ev.seeds[-1]} (n = {len(ev.seeds)}); "
              "cells: mean ± std over seeds")

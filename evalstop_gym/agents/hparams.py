@@ -162,6 +162,9 @@ ACTIVATIONS = ("tanh", "relu")               # policy_kwargs.activation_fn
 NETWORKS_MODULE = "evalstop_gym.agents.networks"
 MAX_LAYER_WIDTH = 4096   # units of one layer (policy_kwargs: net_arch, hidden, extractor widths)
 MAX_LAYERS = 16          # layers of one net_arch list
+# weights between the hidden layers of one net_arch list (sum of consecutive widths' products): the shipped
+# recipes use 64 x 64 = 4,096; 16 layers of 4,096 would be 250M weights, minutes to build before any load
+MAX_HIDDEN_WEIGHTS = 4_000_000
 
 
 def policy_class(name: str, algo: str, where: str = "policy"):
@@ -204,6 +207,9 @@ def check_policy_kwargs(where: str, kwargs: Any) -> dict[str, Any]:
             raise ConfigError(key, value, f"must be a list of at most {MAX_LAYERS} layer widths")
         for i, v in enumerate(value):
             width(f"{key}[{i}]", v)
+        weights = sum(a * b for a, b in zip(value, value[1:]))
+        if weights > MAX_HIDDEN_WEIGHTS:
+            raise ConfigError(key, value, f"holds {weights} weights between its layers, more than {MAX_HIDDEN_WEIGHTS}")
 
     arch = kwargs.get("net_arch")
     if isinstance(arch, dict):
@@ -217,16 +223,21 @@ def check_policy_kwargs(where: str, kwargs: Any) -> dict[str, Any]:
         raise ConfigError(f"{where}.activation_fn", kwargs["activation_fn"], f"must be one of {', '.join(ACTIVATIONS)}")
     if "features_extractor_class" in kwargs:
         extractor_name(f"{where}.features_extractor_class", kwargs["features_extractor_class"])
+    def hidden(key: str, value: Any) -> None:   # a hidden width feeds a hidden x hidden layer
+        width(key, value)
+        if value * value > MAX_HIDDEN_WEIGHTS:
+            raise ConfigError(key, value, f"makes a layer of {value * value} weights, more than {MAX_HIDDEN_WEIGHTS}")
+
     for key in ("hidden", "n_critics"):
         if key in kwargs:
-            width(f"{where}.{key}", kwargs[key])
+            (hidden if key == "hidden" else width)(f"{where}.{key}", kwargs[key])
     fx = kwargs.get("features_extractor_kwargs")
     if fx is not None:
         if not isinstance(fx, dict):
             raise ConfigError(f"{where}.features_extractor_kwargs", fx, "must be a mapping")
         for k, v in fx.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool):
-                width(f"{where}.features_extractor_kwargs.{k}", v)
+                (hidden if k == "hidden" else width)(f"{where}.features_extractor_kwargs.{k}", v)
     return kwargs
 
 

@@ -243,11 +243,19 @@ def load_model(model_path: Path, cfg: dict[str, Any], observation_space, action_
             raise refuse(f"no {space_key}")
     _check_spaces(model_path, data, observation_space, action_space)
     try:
-        return algo.load(model_path, device="cpu", custom_objects={k: given[k] for k in pickled})
+        model = algo.load(model_path, device="cpu", custom_objects={k: given[k] for k in pickled})
     except Exception as e:   # a torch unpickling refusal, a missing tensor, a shape mismatch, ...
         text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip()   # torch colours its messages
         first = text.splitlines()[0] if text else ""
         raise refuse(f"{type(e).__name__}{': ' + first[:300] if first else ''}") from None
+    import torch
+
+    # a NaN weight makes every action the same (argmax of NaN) and every probability NaN: refused, not played
+    bad = next((name for name, t in model.policy.state_dict().items()
+                if torch.is_floating_point(t) and not torch.isfinite(t).all()), None)
+    if bad is not None:
+        raise refuse(f"its weights {bad!r} hold NaN or infinite values")
+    return model
 
 
 def _check_spaces(model_path: Path, data: dict[str, Any], observation_space, action_space) -> None:

@@ -380,7 +380,7 @@ DESCRIPTION = ("Tune every hand-coded policy family with the bench's budget on v
 
 
 def add_arguments(p) -> None:
-    from evalstop_gym.commands.common import add_workload_flags
+    from evalstop_gym.commands.common import MAX_SEEDS, add_workload_flags
 
     p.add_argument("--scheduler-model", default=None, metavar="DIR",
                    help="a learned scheduler saved by `train` (EvalStop-Cluster-v0); with --stop-model, that "
@@ -388,9 +388,9 @@ def add_arguments(p) -> None:
     p.add_argument("--stop-model", default=None, metavar="DIR",
                    help="a learned stop-policy saved by `train` (EvalStop-StopControl-v0)")
     p.add_argument("--seeds", type=int, default=10,
-                   help="held-out test seeds --seed .. --seed+N-1 (default %(default)s)")
+                   help=f"held-out test seeds --seed .. --seed+N-1 (default %(default)s, at most {MAX_SEEDS})")
     p.add_argument("--validation-seeds", type=int, default=10,
-                   help="validation seeds of the selection (default %(default)s)")
+                   help=f"validation seeds of the selection (default %(default)s, at most {MAX_SEEDS})")
     p.add_argument("--validation-seed", type=int, default=VALIDATION_FIRST,
                    help="first validation seed (default %(default)s; test seeds are refused)")
     p.add_argument("--generalisation", action="store_true",
@@ -421,10 +421,13 @@ def _floats(flag: str, text: str) -> tuple[float, ...]:
 
 
 def run(args) -> int:
-    from evalstop_gym.commands.common import workload_kwargs
+    from evalstop_gym.commands.common import seed_count, workload_kwargs
     from evalstop_gym.config import UsageError
     from evalstop_gym.files import prepare_out, write_atomic
     from evalstop_gym.traces import TRACE_FORMATS
+
+    seed_count(args.seeds)
+    seed_count(args.validation_seeds, "validation_seeds")
 
     if not args.generalisation:
         for flag, given in (("--trace", args.trace), ("--trace-format", args.trace_format),

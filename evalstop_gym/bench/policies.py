@@ -7,6 +7,9 @@
   (``fifo+mypkg.rules:MyStopper:window=4``). Importing the module runs its code: name only your own.
   A stopper class is built as ``Class(base_scheduler, **params)``, a scheduler class as ``Class()``.
   The module's source is hashed into every run id, so editing it re-runs its rows.
+  Only the command line names a module: a policy read from a file (a results file's tuning) is a
+  registered name, or a ``module:Class`` given with ``--policy`` on the same command line, checked by
+  :func:`check_file_names` before anything is imported (``--trust FILE`` allows the modules of that file).
 * a saved model folder (or its ``model.zip``): loaded by the learned layer's provider
   (:mod:`evalstop_gym.experiments.learned`), never by this package.
 """
@@ -21,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from ..api import DEFAULT_SCHEDULER
 from ..config import ConfigError
@@ -106,6 +109,21 @@ def _is_stopper(part: str) -> bool:
     return part in STOPPERS or (bool(_CLASS.match(part)) and issubclass(user_class(part), Stopper))
 
 
+def _split(text: str) -> tuple[list[str], dict[str, Any]]:
+    """``fifo+mod:Cls:k=2`` -> ``(["fifo", "mod:Cls"], {"k": 2})``, as written: nothing looked up."""
+    head, params = text, {}
+    last = text.rsplit(":", 1)
+    if len(last) == 2 and "=" in last[1]:
+        head, params = last[0], _params(text, last[1])
+    return head.split("+"), params
+
+
+def modules_named(texts: Sequence[str]) -> set[str]:
+    """The modules the ``module:Class`` parts of ``--policy`` texts name (a saved model's path names none)."""
+    return {part.partition(":")[0] for t in texts if isinstance(t, str) and not is_model_path(t.strip())
+            for part in _split(t.strip())[0] if _CLASS.match(part)}
+
+
 def parse_policy(text: str, scheduler: str = DEFAULT_SCHEDULER) -> BenchPolicy:
     """The :class:`BenchPolicy` of one ``--policy`` value (``ConfigError`` naming what is allowed); a stopper
     named alone, and a saved stop-policy, run over ``scheduler``."""
@@ -122,11 +140,7 @@ def parse_policy(text: str, scheduler: str = DEFAULT_SCHEDULER) -> BenchPolicy:
         folder = Path(text).parent if Path(text).suffix == ".zip" else Path(text)
         label = f"{arm.label} [{folder.resolve().name}]" + ("" if own else f" over {scheduler}")
         return BenchPolicy(text, label, LEARNED_KIND, own or scheduler, arm.stopper, arm.params)
-    head, params = text, {}
-    last = text.rsplit(":", 1)
-    if len(last) == 2 and "=" in last[1]:
-        head, params = last[0], _params(text, last[1])
-    parts = head.split("+")
+    parts, params = _split(text)
     allowed = (f"schedulers {', '.join(SCHEDULERS)}; stoppers {', '.join(STOPPERS)}; SCHEDULER+STOPPER; "
                "module:Class; or a saved model folder")
     for part in parts:
@@ -160,8 +174,76 @@ def parse_policies(texts: Sequence[str], scheduler: str = DEFAULT_SCHEDULER) -> 
     return [replace(p, label=f"{p.label} [{p.text}]") if labels.count(p.label) > 1 else p for p in policies]
 
 
-def builtin(scheduler: str, stopper: str = "none", **params: Any) -> BenchPolicy:
-    """A registered pair as a policy (the reference arms and the tuner's trials)."""
-    text = f"{scheduler}+{stopper}" + (":" + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items()))
+_KEY = re.compile(r"^[A-Za-z_]\w{0,63}$")
+
+
+def _pair_text(scheduler: str, stopper: str, params: dict[str, Any]) -> str:
+    """``SCHEDULER+STOPPER:k=v,...``; a key or value that would change how the text splits is refused."""
+    for k, v in params.items():
+        if not isinstance(k, str) or not _KEY.match(k):
+            raise ConfigError("params", k, "a parameter name is a Python identifier of at most 64 characters")
+        if not (v is None or isinstance(v, (bool, int, float))) and not (
+                isinstance(v, str) and len(v) <= 1000 and not set(v) & set(",+:=")):
+            raise ConfigError(f"params.{k}", v, "must be a number, true, false, null or a short string "
+                                                "without , + : =")
+    return f"{scheduler}+{stopper}" + (":" + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items()))
                                        if params else "")
-    return parse_policy(text)
+
+
+def builtin(scheduler: str, stopper: str = "none", **params: Any) -> BenchPolicy:
+    """A registered pair as a policy (the reference arms and the tuner's trials); any other name is a
+    :class:`ConfigError`, raised before anything is looked up."""
+    from ..baselines import SCHEDULERS, STOPPERS
+
+    if scheduler not in SCHEDULERS or (stopper != "none" and stopper not in STOPPERS):
+        bad = scheduler if scheduler not in SCHEDULERS else stopper
+        raise ConfigError("policy", bad, f"is not a registered pair (nothing was imported): schedulers "
+                                         f"{', '.join(SCHEDULERS)}; stoppers {', '.join(STOPPERS)}")
+    return parse_policy(_pair_text(scheduler, stopper, params))
+
+
+def _tuning_entries(tuning: Mapping[str, Any]):
+    """``(place, entry)`` of every scheduler/stopper pair a tuning names: its best, each family, each trial."""
+    yield "tuning.best", tuning["best"]
+    for fam, f in tuning["families"].items():
+        yield f"tuning.families[{fam[:40]!r}]", f
+        for i, t in enumerate(f.get("every_trial") or ()):
+            yield f"tuning.families[{fam[:40]!r}].every_trial[{i}]", t
+
+
+def _check_names(entry: Mapping[str, Any], where: str, path, allowed: Collection[str] | None) -> None:
+    from ..baselines import SCHEDULERS, STOPPERS
+
+    for side, registered in (("scheduler", SCHEDULERS), ("stopper", STOPPERS)):
+        name = entry[side]
+        if name in registered or (isinstance(name, str) and _CLASS.match(name) and (
+                allowed is None or name.partition(":")[0] in allowed)):
+            continue
+        raise ConfigError(f"{path}: {where}.{side}", name,
+                          f"a file names registered policies ({', '.join(registered)}) or a module:Class given "
+                          f"with --policy on this command line; nothing was imported (--trust {path} allows "
+                          "the modules it names)")
+
+
+def check_file_names(tuning: Mapping[str, Any], path, allowed: Collection[str] | None) -> None:
+    """Refuse a tuning read from file ``path`` (a results file's, fitting :mod:`.schema`) that names a scheduler
+    or stopper that is neither registered nor a ``module:Class`` whose module is in ``allowed`` (those given
+    with ``--policy`` on this command line; ``None``: any, the file is trusted). Names are read as text:
+    nothing is imported, whatever the answer."""
+    for where, entry in _tuning_entries(tuning):
+        _check_names(entry, where, path, allowed)
+
+
+def file_policy(entry: Mapping[str, Any], where: str, path, allowed: Collection[str] | None) -> BenchPolicy:
+    """The policy of ``{"scheduler", "stopper", "params"}`` read from file ``path`` (``where``: its place there),
+    once its names pass :func:`check_file_names`' rule; :class:`ConfigError` naming the place otherwise."""
+    from ..baselines import SCHEDULERS, STOPPERS
+
+    _check_names(entry, where, path, allowed)
+    sched, stop, params = entry["scheduler"], entry["stopper"], entry["params"]
+    try:
+        if sched in SCHEDULERS and stop in STOPPERS:
+            return builtin(sched, stop, **params)
+        return parse_policy(_pair_text(sched, stop, params))
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {where}.{e.field}", e.value, e.allowed) from None

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..config import UsageError
+from ..files import write_atomic
+from .policies import check_file_names
 from .run import RESULTS_FILE, run_bench
 from .suite import DEFAULT_SUITE, suite, suite_hash
 
@@ -149,6 +151,8 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
     suite(suite_name)   # a bad name fails before anything runs
     if leaderboard_out is not None and not Path(leaderboard_out).resolve().parent.is_dir():
         raise UsageError(f"--leaderboard-out {leaderboard_out}: its folder does not exist")
+    if leaderboard_out is not None and Path(leaderboard_out).is_dir():
+        raise UsageError(f"--leaderboard-out {leaderboard_out}: is a folder; name the page's file")
     root = Path(out)
     kw = dict(suite_name=suite_name, backend=backend, workers=workers, ray_address=ray_address,
               progress=progress, echo=lambda _t: None)
@@ -161,6 +165,7 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
         run_bench(["srtf-est+evalstop:k=2"], out=root / TUNED, tune=True, budget=budget,
                   command=f"{command} (stage 1: bench --tune --budget {budget} --out {root / TUNED})", **kw)
     tuning = res.load(tuned, suite_name=suite_name)["tuning"]
+    check_file_names(tuning, tuned, allowed=frozenset())   # a reused file names registered policies only
     policies = _distinct(family_policies(tuning) + builtin_pairs())
     echo(f"leaderboard-run: [2/{stages}] scoring {len(policies)} policies (every tuned family, every built-in "
          "pair at its defaults) on the test seeds")
@@ -190,7 +195,7 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
     text = res.leaderboard(files, command=command)
     targets = [root / BOARD] + ([Path(leaderboard_out)] if leaderboard_out is not None else [])
     for t in targets:
-        t.write_text(text, encoding="utf-8")
+        write_atomic(t, text, field="leaderboard-out")   # all or nothing: a full disk keeps the old page
         echo(f"leaderboard-run: wrote {t}")
     return text
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..config import UsageError
@@ -24,20 +23,21 @@ IDENTITY = ("suite", "suite_hash", "rows", "skipped", "version", "code")   # wha
 
 
 def save(result: Mapping[str, Any], path: str | os.PathLike) -> None:
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(result, indent=1, sort_keys=True, allow_nan=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``result`` as strict JSON, all or nothing (:func:`~evalstop_gym.files.write_atomic`)."""
+    from ..files import write_atomic
+
+    write_atomic(path, json.dumps(result, indent=1, sort_keys=True, allow_nan=False) + "\n", field="results")
 
 
 def load(path: str | os.PathLike, suite_name: str | None = None) -> dict[str, Any]:
-    """A results file, checked for its format (and suite, if given); :class:`UsageError` otherwise."""
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UsageError(f"{path}: not a readable bench results file ({e})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not all(k in data for k in IDENTITY):
-        raise UsageError(f"{path}: not a bench results file of format {FORMAT}")
+    """A results file, checked for its size and schema (:mod:`.schema`), format and suite (if given);
+    :class:`ConfigError` (one line) otherwise. Reading it imports nothing: the policies it names are text
+    until a caller plays one (:func:`~.policies.check_file_names`, :func:`~.policies.file_policy`)."""
+    from .schema import read_results
+
+    data = read_results(path)
+    if data["format"] != FORMAT:
+        raise UsageError(f"{path}: not a bench results file of format {FORMAT} (format {data['format']})")
     if suite_name is not None and data["suite"] != suite_name:
         raise UsageError(f"{path}: played suite {data['suite']!r}, not {suite_name!r}")
     return data

@@ -18,9 +18,9 @@ from typing import Any, Callable, Mapping, Sequence
 from .. import __version__
 from ..config import ConfigError, check_range
 from ..experiments.runner import BACKENDS, ResultStore, code_fingerprint, exclusive
-from ..files import prepare_out
+from ..files import prepare_out, write_atomic
 from .arms import TUNED_BEST, play, references
-from .policies import builtin, parse_policies
+from .policies import check_file_names, file_policy, modules_named, parse_policies
 from .score import scorecard, verdicts
 from .suite import DEFAULT_SUITE, suite, suite_hash
 
@@ -57,14 +57,16 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
               backend: str = "local", workers: int = 1, ray_address: str | None = None, progress: bool = True,
               tune: bool = False, tuned: str | os.PathLike | None = None, budget: int | None = None,
               command: str = "", echo: Callable[[str], None] = print,
-              learned_tuning: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              learned_tuning: Mapping[str, Any] | None = None,
+              trust: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
     """Score ``policies`` (``--policy`` texts) on suite ``suite_name``; write results.json and bench.md to ``out``.
 
     ``tune``: first tune every stopper family on validation seeds (:mod:`.tune`); its best pair
     becomes the ``tuned best`` reference and its parameters go in the results. ``tuned``: reuse
     the tuning of an earlier results file instead. Without either there is no tuned reference.
     ``learned_tuning``: a learned family's tuning (:func:`~.tune.tune_learned`) the scored models come
-    from, kept in the results file for the leaderboard.
+    from, kept in the results file for the leaderboard. ``trust``: files whose ``module:Class`` names may be
+    imported (a results file otherwise names registered policies or modules of ``policies`` only).
     """
     from . import results as res
 
@@ -75,6 +77,8 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
         raise ConfigError("policy", None, "name at least one policy")
     if tune and tuned is not None:
         raise ConfigError("tuned", str(tuned), "give --tune or --tuned FILE, not both")
+    # a file names no module but those of this call's policies, unless the user trusts it (--trust FILE)
+    allowed = None if tuned is not None and _is_trusted(tuned, trust) else modules_named(policies)
     rows = suite(suite_name)
     played = [r for r in rows if r.missing() is None]
     skipped = {r.name: r.missing() for r in rows if r.missing() is not None}
@@ -89,12 +93,12 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
             tuning = tune_families(played, ResultStore(outdir / TUNE_FILE), budget=budget, backend=backend,
                                    workers=workers, ray_address=ray_address, progress=progress)
         elif tuned is not None:
-            tuning = res.load(tuned, suite_name=suite_name).get("tuning")
+            tuning = res.load(tuned, suite_name=suite_name)["tuning"]
             if not tuning:
                 raise ConfigError("tuned", str(tuned), "holds no tuning (it was not written by bench --tune)")
+            check_file_names(tuning, tuned, allowed)
         if tuning:
-            best = tuning["best"]
-            refs[TUNED_BEST] = builtin(best["scheduler"], best["stopper"], **best["params"])
+            refs[TUNED_BEST] = file_policy(tuning["best"], "tuning.best", tuned or "the tuning", allowed)
         arms = list(refs.values()) + [p for p in scored if p.label not in {r.label for r in refs.values()}]
         values = play(arms, played, ResultStore(outdir / RUNS_FILE), backend=backend, workers=workers,
                       ray_address=ray_address, progress=progress)
@@ -111,8 +115,16 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
               "command": command, "policies": cards}
     if learned_tuning is not None:
         result["learned_tuning"] = dict(learned_tuning)
+    if trust:
+        result["trusted"] = [str(t) for t in trust]
     res.save(result, outdir / RESULTS_FILE)
     md = res.markdown(result)
-    (outdir / MARKDOWN_FILE).write_text(md, encoding="utf-8")
+    write_atomic(outdir / MARKDOWN_FILE, md)
     echo(md)
     return result
+
+
+def _is_trusted(path: str | os.PathLike, trust: Sequence[str | os.PathLike]) -> bool:
+    from pathlib import Path
+
+    return any(Path(path).resolve() == Path(t).resolve() for t in trust)

@@ -36,16 +36,9 @@ def add_parser(sub) -> None:
 
 
 def parse_seeds(text: str) -> range:
-    from ..config import ConfigError
+    from .common import seed_range   # bounded: at most MAX_SEEDS seeds, checked before any is listed
 
-    try:
-        a, _, b = text.partition("-")
-        lo, hi = int(a), int(b) if b else int(a)
-    except ValueError:
-        raise ConfigError("seeds", text, "must be a range A-B of integers (or one integer)") from None
-    if lo < 0 or hi < lo:
-        raise ConfigError("seeds", text, "must be a range A-B with 0 <= A <= B")
-    return range(lo, hi + 1)
+    return seed_range(text)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
     p.add_argument("--budget", type=int, default=None, metavar="N", help="trials per family with --tune (default 12)")
     p.add_argument("--tuned", default=None, metavar="RESULTS_JSON",
                    help="take the tuned-best reference from an earlier `bench --tune` results file")
+    p.add_argument("--trust", action="append", default=[], metavar="RESULTS_JSON",
+                   help="let the --tuned file name module:Class policies not given with --policy (their modules are "
+                        "imported: name only files you wrote); recorded in the results")
     p.add_argument("--leaderboard", nargs="+", default=None, metavar="RESULTS_JSON",
                    help="write the leaderboard of these comparable results files (to --leaderboard-out)")
     p.add_argument("--leaderboard-out", default=None, metavar="FILE",
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         from ..bench.regenerate import regenerate
 
         clash = [flag for flag, given in (("--policy", args.policy), ("--tune", args.tune), ("--tuned", args.tuned),
-                                          ("--leaderboard", args.leaderboard is not None),
+                                          ("--trust", args.trust), ("--leaderboard", args.leaderboard is not None),
                                           ("--out", args.out != "bench-results")) if given]
         if clash:
             raise UsageError(f"--leaderboard-run chooses its own policies, tuning and folders: drop {', '.join(clash)}")
@@ -71,24 +74,27 @@ def run(args: argparse.Namespace) -> int:
     if args.leaderboard is not None:
         from ..bench.results import leaderboard
 
-        if args.policy:
-            raise UsageError("--leaderboard builds from results files: give no --policy with it")
+        if args.policy or args.trust:
+            raise UsageError("--leaderboard builds from results files: give no --policy or --trust with it")
+        from ..files import write_atomic
+
         text = leaderboard(args.leaderboard)
         target = args.leaderboard_out or "docs/leaderboard.md"
         if target == "-":
             print(text, end="")
-        else:
-            with open(target, "w", encoding="utf-8") as f:
-                f.write(text)
+        else:   # all or nothing: a full disk keeps the old page
+            write_atomic(target, text, field="leaderboard-out")
             print(f"wrote {target}", file=sys.stderr)
         return 0
     if not args.policy:
         raise UsageError("name at least one --policy (or build a --leaderboard)")
+    if args.trust and args.tuned is None:
+        raise UsageError("--trust names the --tuned file whose modules may be imported: give --tuned too")
     from ..bench import run_bench
 
     run_bench(args.policy, suite_name=suite_name, out=args.out, backend=args.backend, workers=args.workers,
               ray_address=args.ray_address, progress=not args.quiet, tune=args.tune, tuned=args.tuned,
-              budget=args.budget, command=_typed(args), echo=(lambda _t: None) if args.quiet else print)
+              budget=args.budget, command=_typed(args), trust=args.trust, echo=(lambda _t: None) if args.quiet else print)
     return 0
 
 

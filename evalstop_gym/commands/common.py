@@ -10,6 +10,37 @@ from ..config import CALIBRATIONS, PRESETS, WorkloadConfig
 
 _DEFAULT = WorkloadConfig()
 
+# How many seeds one command may play (reproduce: per point; audit: worlds). Checked as the flag is read,
+# before anything is allocated: 10,000 seeds of reproduce's 35-odd points are already days of CPU.
+MAX_SEEDS = 10_000
+MAX_SEED = 2**63 - 1   # numpy's seed and the run ids hold 64-bit integers
+
+
+def seed_range(text: str, flag: str = "seeds") -> range:
+    """``A-B`` (or ``A``) -> ``range(A, B + 1)``, with ``0 <= A <= B <= MAX_SEED`` and at most :data:`MAX_SEEDS`
+    seeds; :class:`ConfigError` naming ``flag`` otherwise, before any list of seeds is made."""
+    from ..config import ConfigError
+
+    try:
+        a, _, b = str(text).partition("-")
+        lo, hi = int(a), int(b) if b else int(a)
+    except ValueError:
+        raise ConfigError(flag, text, "must be a range A-B of integers (or one integer)") from None
+    if not 0 <= lo <= hi <= MAX_SEED:
+        raise ConfigError(flag, text, f"must be a range A-B with 0 <= A <= B <= {MAX_SEED}")
+    if hi - lo + 1 > MAX_SEEDS:
+        raise ConfigError(flag, text, f"holds {hi - lo + 1} seeds, more than the {MAX_SEEDS} allowed")
+    return range(lo, hi + 1)
+
+
+def seed_count(value: int, flag: str = "seeds") -> int:
+    """``value`` if it is a whole number of seeds in [1, :data:`MAX_SEEDS`]; :class:`ConfigError` naming ``flag``
+    otherwise (a command checks it first, before any list of seeds or runs is made)."""
+    from ..config import check_range
+
+    check_range(flag, value, 1, MAX_SEEDS, integer=True)
+    return value
+
 
 class LazyChoices:
     """``choices`` for argparse read from ``module.NAME`` on first use, so a command run without

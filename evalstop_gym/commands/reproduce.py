@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_workload_flags, workload_kwargs
+from .common import MAX_SEEDS, add_workload_flags, seed_count, workload_kwargs
 
 ORDER = 20
 
@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
                     f"refused unless --force. Experiments: {listing}.")
     p.add_argument("--experiments", default="all", metavar="LIST",
                    help="comma-separated experiment names, or 'all' (default %(default)s)")
-    p.add_argument("--seeds", type=int, default=10, help="seeds per point (default %(default)s)")
+    p.add_argument("--seeds", type=int, default=10,
+                   help=f"seeds per point (default %(default)s, at most {MAX_SEEDS})")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output folder (default results/CALIBRATION/, or results/CALIBRATION-SCALE/ with --scale)")
     p.add_argument("--force", action="store_true",
@@ -70,11 +71,11 @@ def run(args: argparse.Namespace) -> int:
     base = WorkloadConfig(**wl)
     out = default_out(base, args.scale) if args.out is None else args.out
     try:
-        result = reproduce(parse_names(args.experiments), seeds=args.seeds, first_seed=first_seed, out=out,
-                  base=base, backend=args.backend, workers=args.workers,
-                  base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
-                  progress=not args.no_progress, model=args.model, ray_address=args.ray_address,
-                  force=args.force)
+        result = reproduce(parse_names(args.experiments), seeds=seed_count(args.seeds), first_seed=first_seed,
+                           out=out, base=base, backend=args.backend, workers=args.workers,
+                           base_scheduler=args.base_scheduler, detectors=detectors, max_runs=args.max_runs,
+                           progress=not args.no_progress, model=args.model, ray_address=args.ray_address,
+                           force=args.force)
     except OSError as e:   # writing tables or plots (a full disk): finished runs are on disk already
         raise UsageError(f"cannot write to {e.filename or out} ({e.strerror or e}); finished runs are kept "
                          f"in {out}/runs.jsonl: fix that and run the same command again") from None
