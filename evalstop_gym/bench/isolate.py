@@ -101,16 +101,20 @@ def _reply(conn, status: str, value: Any) -> None:
 
 
 def main(argv: Sequence[str]) -> None:
-    """The child: ``python -m evalstop_gym.bench.isolate READ_FD WRITE_FD PARENT_PID``; one message per decision."""
+    """The child: ``python -m evalstop_gym.bench.isolate READ_FD WRITE_FD PARENT_PID [parse]``: one message
+    per decision, or (``parse``) one list of ``--policy`` texts to parse."""
     from multiprocessing.connection import Connection
 
     from ..processes import exit_with_parent
     from .policies import build
 
-    read_fd, write_fd, parent_pid = map(int, argv)
+    read_fd, write_fd, parent_pid = map(int, argv[:3])
     exit_with_parent(parent_pid)
     inbox, outbox = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     sys.path[:] = inbox.recv()   # the parent's import path: outside modules are found as they are there
+    if argv[3:] == ["parse"]:
+        _parse(inbox, outbox)
+        return
     policy = mirror = None
     while True:
         try:
@@ -137,10 +141,47 @@ def main(argv: Sequence[str]) -> None:
 # ---------------------------------------------------------------------------------------------------- the parent
 
 
+def _parse(inbox, outbox) -> None:
+    from dataclasses import asdict
+
+    from .policies import parse_policies
+
+    try:
+        _reply(outbox, "ok", [asdict(p) for p in parse_policies(inbox.recv())])
+    except ConfigError as e:
+        _reply(outbox, "config", [e.field, str(e.value), e.allowed])
+    except Exception:   # noqa: BLE001
+        _reply(outbox, "error", traceback.format_exc())
+
+
+def names_outside_code(texts: Sequence[str]) -> bool:
+    """Whether any ``--policy`` text names a ``module:Class`` (outside code, to be kept out of this process)."""
+    from .policies import _CLASS
+
+    return any(_CLASS.match(part) for t in texts for part in t.rsplit(":", 1)[0].split("+") + t.split("+"))
+
+
+def parse_outside(texts: Sequence[str]) -> list:
+    """:func:`~.policies.parse_policies` of ``texts``, run in a child process: checking a ``module:Class``
+    imports its module, whose code must not run beside the simulator."""
+    from .policies import BenchPolicy
+
+    player = _Player("parse")
+    try:
+        value = player.ask("module:Class", list(texts))
+    except PolicyProcessError as e:
+        if isinstance(e.args[0], list):
+            raise ConfigError(*e.args[0]) from None
+        raise
+    finally:
+        player.close()
+    return [BenchPolicy(**{**p, "params": tuple((k, v) for k, v in p["params"])}) for p in value]
+
+
 class _Player:
     """One child process (``python -m evalstop_gym.bench.isolate``) and its two pipes."""
 
-    def __init__(self):
+    def __init__(self, *mode: str):
         import subprocess
 
         import evalstop_gym
@@ -151,7 +192,7 @@ class _Player:
         root = str(Path(evalstop_gym.__file__).resolve().parents[1])   # this checkout's package, not another
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
         self.proc = subprocess.Popen([sys.executable, "-m", "evalstop_gym.bench.isolate", str(down_r), str(up_w),
-                                      str(os.getpid())], pass_fds=(down_r, up_w), env=env, stdin=subprocess.DEVNULL)
+                                      str(os.getpid()), *mode], pass_fds=(down_r, up_w), env=env, stdin=subprocess.DEVNULL)
         os.close(down_r)
         os.close(up_w)
         from multiprocessing.connection import Connection
@@ -169,6 +210,8 @@ class _Player:
             status, value = json.loads(raw)
         except (ValueError, TypeError):
             raise PolicyProcessError(f"policy {label}: its process sent something other than a decision") from None
+        if status == "config":
+            raise PolicyProcessError(value)
         if status != "ok":
             raise PolicyProcessError(f"policy {label} failed in its process:\n{value}")
         return value

@@ -20,6 +20,7 @@ from ..config import ConfigError, check_range
 from ..experiments.runner import BACKENDS, ResultStore, code_fingerprint, exclusive
 from ..files import prepare_out
 from .arms import TUNED_BEST, play, references
+from .isolate import names_outside_code, parse_outside
 from .policies import builtin, parse_policies
 from .score import scorecard, verdicts
 from .suite import DEFAULT_SUITE, suite, suite_hash
@@ -57,7 +58,7 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
               backend: str = "local", workers: int = 1, ray_address: str | None = None, progress: bool = True,
               tune: bool = False, tuned: str | os.PathLike | None = None, budget: int | None = None,
               command: str = "", echo: Callable[[str], None] = print,
-              learned_tuning: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              learned_tuning: Mapping[str, Any] | None = None, in_process: bool = False) -> dict[str, Any]:
     """Score ``policies`` (``--policy`` texts) on suite ``suite_name``; write results.json and bench.md to ``out``.
 
     ``tune``: first tune every stopper family on validation seeds (:mod:`.tune`); its best pair
@@ -78,7 +79,7 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
     rows = suite(suite_name)
     played = [r for r in rows if r.missing() is None]
     skipped = {r.name: r.missing() for r in rows if r.missing() is not None}
-    scored = parse_policies(policies)
+    scored = parse_policies(policies) if in_process or not names_outside_code(policies) else parse_outside(policies)
     refs = references()
     outdir = prepare_out(out)
     with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
@@ -97,9 +98,10 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
             refs[TUNED_BEST] = builtin(best["scheduler"], best["stopper"], **best["params"])
         arms = list(refs.values()) + [p for p in scored if p.label not in {r.label for r in refs.values()}]
         values = play(arms, played, ResultStore(outdir / RUNS_FILE), backend=backend, workers=workers,
-                      ray_address=ray_address, progress=progress)
+                      ray_address=ray_address, progress=progress, in_process=in_process)
     ref_values = {name: values[p.label] for name, p in refs.items()}
-    cards = [{"policy": p.text, "label": p.label, "kind": p.kind, "source": p.source, **card,
+    cards = [{"policy": p.text, "label": p.label, "kind": p.kind, "source": p.source,
+              **({"process": "in-process" if in_process else "isolated"} if p.source else {}), **card,
               "verdicts": verdicts(card), "per_seed": values[p.label]}
              for p, card in zip(scored, score_all([values[p.label] for p in scored], ref_values,
                                                   workers=workers if backend == "local" else 1, progress=progress))]

@@ -43,6 +43,9 @@ def add_parser(sub) -> None:
     p.add_argument("--learned", action="store_true",
                    help="with --leaderboard-run: also train the shipped learned recipes (or reuse them from "
                         "OUTDIR/learned/models) and score them (needs the rl extra)")
+    p.add_argument("--in-process", action="store_true",
+                   help="play module:Class policies beside the simulator instead of in their own processes: faster, "
+                        "but such code can read what the simulator hides; the results say so (docs/bench.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no scorecard on stdout")
     p.set_defaults(func=run)
 
@@ -88,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
     run_bench(args.policy, suite_name=suite_name, out=args.out, backend=args.backend, workers=args.workers,
               ray_address=args.ray_address, progress=not args.quiet, tune=args.tune, tuned=args.tuned,
-              budget=args.budget, command=_typed(args), echo=(lambda _t: None) if args.quiet else print)
+              budget=args.budget, command=_typed(args), echo=(lambda _t: None) if args.quiet else print,
+              in_process=args.in_process)
     return 0
 
 
