@@ -78,7 +78,7 @@ def _fresh_tuning(path: Path, suite_name: str, budget: int) -> bool:
     """Whether ``path`` is a finished tuning of this suite, code and budget (stage 1 need not run again)."""
     from . import results as res
     from .. import __version__
-    from ..experiments.runner import code_fingerprint
+    from .fingerprint import fingerprint
 
     if not path.is_file():
         return False
@@ -88,7 +88,7 @@ def _fresh_tuning(path: Path, suite_name: str, budget: int) -> bool:
         return False
     t = data.get("tuning") or {}
     return (data["suite_hash"], data["code"], data["version"], t.get("trials")) == (
-        suite_hash(suite_name), code_fingerprint(), __version__, budget)
+        suite_hash(suite_name), fingerprint(), __version__, budget)
 
 
 def train_recipe(recipe: Recipe, models: Path, echo: Callable[[str], None], name: str | None = None,

@@ -1,8 +1,9 @@
 """Results files of ``bench``: written, read back, compared, and shown as Markdown.
 
 A results file carries the suite's name and hash, the rows it played and
-skipped, the package version and the fingerprint of the simulator and policy
-code (:func:`evalstop_gym.experiments.runner.code_fingerprint`). Two files are
+skipped, the package version and the fingerprint of every input of a score
+(:mod:`.fingerprint`: code, data files, library versions), with the commit and
+date it was made on. Two files are
 comparable only if all of these agree; :func:`check_comparable` refuses the
 pair otherwise, naming what differs.
 """

@@ -17,9 +17,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .. import __version__
 from ..config import ConfigError, check_range
-from ..experiments.runner import BACKENDS, ResultStore, code_fingerprint, exclusive
+from ..experiments.runner import BACKENDS, ResultStore, exclusive
 from ..files import prepare_out
 from .arms import TUNED_BEST, play, references
+from .fingerprint import provenance
 from .isolate import names_outside_code, parse_outside
 from .policies import builtin, parse_policies
 from .score import scorecard, verdicts
@@ -106,7 +107,7 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
              for p, card in zip(scored, score_all([values[p.label] for p in scored], ref_values,
                                                   workers=workers if backend == "local" else 1, progress=progress))]
     result = {"format": res.FORMAT, "suite": suite_name, "suite_hash": suite_hash(suite_name), "version": __version__,
-              "code": code_fingerprint(), "rows": [r.name for r in played], "skipped": skipped,
+              **provenance(), "rows": [r.name for r in played], "skipped": skipped, "in_process": in_process,
               "references": {name: p.label for name, p in refs.items()},
               "reference_values": ref_values, "tuning": tuning,
               "tuned_from": "--tune" if tune else (None if tuned is None else str(tuned)),

@@ -18,6 +18,9 @@ def add_parser(sub) -> None:
                     "OUT/runs.jsonl are reused, so an interrupted bench resumes. With --leaderboard, instead "
                     "build the leaderboard from results files; with --leaderboard-run, regenerate it from "
                     "nothing (tune, score every tuned family and built-in pair, write the leaderboard).")
+    p.add_argument("verify", nargs="*", metavar="verify RESULTS_JSON",
+                   help="play the policies of a results file again from nothing and compare every cell (exit 1 "
+                        "if any differs)")
     p.add_argument("--suite", default=None, metavar="NAME", help="suite version (default: the newest, v2)")
     p.add_argument("--policy", action="append", default=[], metavar="POLICY",
                    help="SCHEDULER+STOPPER[:k=v,...], STOPPER, SCHEDULER, module:Class, or a saved model folder; "
@@ -55,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from ..config import UsageError
 
     suite_name = args.suite or DEFAULT_SUITE
+    if args.verify:
+        return _verify(args)
     if args.learned and args.leaderboard_run is None:
         raise UsageError("--learned goes with --leaderboard-run")
     if args.leaderboard_run is not None:
@@ -94,6 +99,23 @@ def run(args: argparse.Namespace) -> int:
               budget=args.budget, command=_typed(args), echo=(lambda _t: None) if args.quiet else print,
               in_process=args.in_process)
     return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from ..bench.verify import verify
+    from ..config import UsageError
+
+    if args.verify[0] != "verify" or len(args.verify) != 2:
+        raise UsageError(f"bench takes no positional arguments but `verify RESULTS_JSON`; got {' '.join(args.verify)}")
+    clash = [flag for flag, given in (("--policy", args.policy), ("--tune", args.tune), ("--tuned", args.tuned),
+                                      ("--leaderboard", args.leaderboard is not None), ("--suite", args.suite),
+                                      ("--leaderboard-run", args.leaderboard_run), ("--in-process", args.in_process))
+             if given]
+    if clash:
+        raise UsageError(f"verify replays what the results file says: drop {', '.join(clash)}")
+    ok = verify(args.verify[1], out=None if args.out == "bench-results" else args.out, backend=args.backend,
+                workers=args.workers, ray_address=args.ray_address, progress=not args.quiet)
+    return 0 if ok else 1
 
 
 def _typed(args: argparse.Namespace) -> str:
