@@ -147,7 +147,14 @@ def _parse(inbox, outbox) -> None:
     from .policies import parse_policies
 
     try:
-        _reply(outbox, "ok", [asdict(p) for p in parse_policies(inbox.recv())])
+        texts, want_spaces = inbox.recv()
+        policies = parse_policies(texts)
+        spaces = {}
+        if want_spaces:
+            from .tune import spaces_of
+
+            spaces = spaces_of(policies)
+        _reply(outbox, "ok", [[asdict(p) for p in policies], spaces])
     except ConfigError as e:
         _reply(outbox, "config", [e.field, str(e.value), e.allowed])
     except Exception:   # noqa: BLE001
@@ -161,21 +168,21 @@ def names_outside_code(texts: Sequence[str]) -> bool:
     return any(_CLASS.match(part) for t in texts for part in t.rsplit(":", 1)[0].split("+") + t.split("+"))
 
 
-def parse_outside(texts: Sequence[str]) -> list:
-    """:func:`~.policies.parse_policies` of ``texts``, run in a child process: checking a ``module:Class``
-    imports its module, whose code must not run beside the simulator."""
+def parse_outside(texts: Sequence[str], spaces: bool = False) -> tuple[list, dict[str, dict[str, str]]]:
+    """:func:`~.policies.parse_policies` of ``texts`` and (``spaces``) :func:`~.tune.spaces_of` them, run in a
+    child process: checking a ``module:Class`` imports its module, whose code must not run beside the simulator."""
     from .policies import BenchPolicy
 
     player = _Player("parse")
     try:
-        value = player.ask("module:Class", list(texts))
+        value, declared = player.ask("module:Class", (list(texts), spaces))
     except PolicyProcessError as e:
         if isinstance(e.args[0], list):
             raise ConfigError(*e.args[0]) from None
         raise
     finally:
         player.close()
-    return [BenchPolicy(**{**p, "params": tuple((k, v) for k, v in p["params"])}) for p in value]
+    return [BenchPolicy(**{**p, "params": tuple((k, v) for k, v in p["params"])}) for p in value], declared
 
 
 class _Player:

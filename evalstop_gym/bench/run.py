@@ -63,7 +63,9 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
     """Score ``policies`` (``--policy`` texts) on suite ``suite_name``; write results.json and bench.md to ``out``.
 
     ``tune``: first tune every stopper family on validation seeds (:mod:`.tune`); its best pair
-    becomes the ``tuned best`` reference and its parameters go in the results. ``tuned``: reuse
+    becomes the ``tuned best`` reference and its parameters go in the results. A ``module:Class`` stopper
+    that declares a search space (:data:`~.tune.SEARCH_SPACE`) is tuned too, with the same budget, seeds and
+    rule (:func:`~.tune.tune_outside`), and scored with its best trial's parameters. ``tuned``: reuse
     the tuning of an earlier results file instead. Without either there is no tuned reference.
     ``learned_tuning``: a learned family's tuning (:func:`~.tune.tune_learned`) the scored models come
     from, kept in the results file for the leaderboard.
@@ -80,16 +82,28 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
     rows = suite(suite_name)
     played = [r for r in rows if r.missing() is None]
     skipped = {r.name: r.missing() for r in rows if r.missing() is not None}
-    scored = parse_policies(policies) if in_process or not names_outside_code(policies) else parse_outside(policies)
+    if in_process or not names_outside_code(policies):
+        from .tune import spaces_of
+
+        scored = parse_policies(policies)
+        spaces = spaces_of(scored) if tune else {}
+    else:
+        scored, spaces = parse_outside(policies, spaces=tune)
     refs = references()
     outdir = prepare_out(out)
     with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
-        tuning = None
+        tuning, outside = None, {}
         if tune:
-            from .tune import tune_families
+            from .tune import tune_families, tune_outside
 
             tuning = tune_families(played, ResultStore(outdir / TUNE_FILE), budget=budget, backend=backend,
                                    workers=workers, ray_address=ray_address, progress=progress)
+            for i, p in enumerate(scored):   # an outside policy's declared space: the families' budget and rule
+                if p.label in spaces:
+                    outside[p.label], scored[i] = tune_outside(
+                        p, spaces[p.label], played, ResultStore(outdir / TUNE_FILE), budget=budget,
+                        in_process=in_process, backend=backend, workers=workers, ray_address=ray_address,
+                        progress=progress)
         elif tuned is not None:
             tuning = res.load(tuned, suite_name=suite_name).get("tuning")
             if not tuning:
@@ -111,7 +125,7 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
               "references": {name: p.label for name, p in refs.items()},
               "reference_values": ref_values, "tuning": tuning,
               "tuned_from": "--tune" if tune else (None if tuned is None else str(tuned)),
-              "command": command, "policies": cards}
+              "outside_tuning": outside, "command": command, "policies": cards}
     if learned_tuning is not None:
         result["learned_tuning"] = dict(learned_tuning)
     res.save(result, outdir / RESULTS_FILE)

@@ -257,3 +257,101 @@ def tune_learned(rows: Sequence[Row], store: ResultStore, train: Callable[[dict[
     best = trials[study.best_trial.number]
     return {"rule": RULE, "trials": budget, "validation_seeds_per_row": VALIDATION_SEEDS, "rows": [r.name for r in val],
             "searched": sorted(LEARNED_SPACE), "best": best, "every_trial": trials}
+
+
+# An outside policy's search space: a documented class attribute of its stopper class (docs/bench.md).
+SEARCH_SPACE = "search_space"
+
+
+def declared_space(cls) -> dict[str, str]:
+    """The search space a stopper class declares (:data:`SEARCH_SPACE`: a dict, or a function returning one,
+    of parameter -> an Optuna distribution or ``(low, high)``, ``(low, high, "log")``, ``(low, high, "int")``),
+    as parameter -> Optuna's JSON of the distribution (it crosses a process boundary); ``{}`` if none."""
+    import inspect
+
+    optuna = _optuna()
+    dist = optuna.distributions
+    space = getattr(cls, SEARCH_SPACE, None)
+    if space is None:
+        return {}
+    where = f"{cls.__module__}:{cls.__name__}.{SEARCH_SPACE}"
+    if callable(space):
+        space = space()
+    allowed = "a dict of parameter -> Optuna distribution or (low, high[, 'log' | 'int'])"
+    if not isinstance(space, dict) or not space:
+        raise ConfigError(where, type(space).__name__, allowed)
+    takes = inspect.signature(cls).parameters
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes.values())
+    out = {}
+    for name, d in space.items():
+        if not open_ended and name not in takes:
+            raise ConfigError(f"{where}[{name!r}]", name, f"is not a parameter of {cls.__name__} "
+                                                          f"(it takes: {', '.join(list(takes)[1:])})")
+        if isinstance(d, tuple) and len(d) in (2, 3) and all(isinstance(x, (int, float)) for x in d[:2]):
+            kind = d[2] if len(d) == 3 else None
+            if kind not in (None, "log", "int") or not d[0] < d[1]:
+                raise ConfigError(f"{where}[{name!r}]", d, "must be (low, high) with low < high, then 'log' or 'int'")
+            d = dist.IntDistribution(int(d[0]), int(d[1])) if kind == "int" else \
+                dist.FloatDistribution(float(d[0]), float(d[1]), log=kind == "log")
+        if not isinstance(d, dist.BaseDistribution):
+            raise ConfigError(f"{where}[{name!r}]", d, allowed)
+        out[name] = dist.distribution_to_json(d)
+    return out
+
+
+def spaces_of(policies: Sequence) -> dict[str, dict[str, str]]:
+    """label -> :func:`declared_space` of each policy whose stopper is an outside class that declares one.
+    Imports those classes' modules: call it where outside code may run (:mod:`.isolate`, or ``--in-process``)."""
+    from .policies import USER, user_class
+
+    out = {}
+    for p in policies:
+        if p.kind == USER and ":" in p.stopper:
+            space = declared_space(user_class(p.stopper))
+            if space:
+                out[p.label] = space
+    return out
+
+
+def tune_outside(policy, space: dict[str, str], rows: Sequence[Row], store: ResultStore, *,
+                 budget: int | None = None, rule: Rule = JCT, validation: int = VALIDATION_SEEDS,
+                 in_process: bool = False, backend: str = "local", workers: int = 1, ray_address: str | None = None,
+                 progress: bool = True) -> tuple[dict[str, Any], Any]:
+    """Tune an outside policy's declared ``space`` (:func:`declared_space`) as a family is tuned: the same
+    budget, sampler (TPE, seed 0), validation seeds, reference arms and rule. Returns ``(tuning, policy)``:
+    the tuning as results record it (budget, validation seeds, every trial, the best) and the best trial's
+    :class:`~.policies.BenchPolicy`."""
+    import json
+    from dataclasses import replace
+
+    from .arms import play
+
+    optuna = _optuna()
+    budget = _budget(budget)
+    val = validation_rows(rows, validation)
+    kw = dict(backend=backend, workers=workers, ray_address=ray_address, progress=False, in_process=in_process)
+    none, evalstop, base = _references(val, store, kw)
+    dists = {k: optuna.distributions.json_to_distribution(v) for k, v in space.items()}
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    head = " + ".join([policy.scheduler, *([policy.stopper] if policy.stopper != "none" else [])])
+    trials, tried = [], []
+    bar = _bar(budget, progress)
+    for _ in range(budget):
+        trial = study.ask(dists)
+        params = {**dict(policy.params), **trial.params}
+        pol = replace(policy, params=tuple(sorted(params.items())),
+                      label=head + "".join(f" {k}={v}" for k, v in sorted(params.items())),
+                      text=f"{policy.scheduler}+{policy.stopper}:"
+                           + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items())))
+        score, feasible, tie = rule.score(play([pol], val, store, **kw)[pol.label], base[none.label],
+                                          base[evalstop.label])
+        study.tell(trial, score)
+        trials.append({"params": params, "score": score, "tie": tie, "feasible": feasible, "label": pol.label,
+                       "policy": pol.text})
+        tried.append(pol)
+        bar.update()
+    bar.close()
+    best = min(range(budget), key=lambda i: (trials[i]["score"], trials[i]["tie"]))
+    return {"rule": rule.text, "budget": budget, "validation_seeds_per_row": validation,
+            "validation_seeds": {r.name: list(r.seeds) for r in val}, "searched": sorted(space),
+            "every_trial": trials, "best": trials[best]}, tried[best]
