@@ -82,6 +82,10 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
     rows = suite(suite_name)
     played = [r for r in rows if r.missing() is None]
     skipped = {r.name: r.missing() for r in rows if r.missing() is not None}
+    for name, why in skipped.items():   # loudly: these figures are then not the published page's
+        print(f"evalstop-gym bench: row {name} of suite {suite_name} is NOT played ({why}); these results cover "
+              f"{len(played)} of {len(rows)} rows, so their suite means differ from figures over all {len(rows)} "
+              "(the leaderboard also gives each policy's figure over the rows every clone plays)", file=sys.stderr)
     if in_process or not names_outside_code(policies):
         from .tune import spaces_of
 

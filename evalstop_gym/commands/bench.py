@@ -38,8 +38,8 @@ def add_parser(sub) -> None:
     p.add_argument("--leaderboard", nargs="+", default=None, metavar="RESULTS_JSON",
                    help="write the leaderboard of these comparable results files (to --leaderboard-out)")
     p.add_argument("--leaderboard-out", default=None, metavar="FILE",
-                   help="where --leaderboard writes (default docs/leaderboard.md; - prints it); with "
-                        "--leaderboard-run, a copy of OUTDIR/leaderboard.md")
+                   help="where --leaderboard writes (default: prints it; an existing file is replaced only when "
+                        "named here); with --leaderboard-run, a copy of OUTDIR/leaderboard.md")
     p.add_argument("--leaderboard-run", default=None, metavar="OUTDIR",
                    help="regenerate the leaderboard from nothing in OUTDIR, resumably: --tune, then every tuned "
                         "family and built-in pair, then OUTDIR/leaderboard.md (docs/bench.md)")
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         if args.policy:
             raise UsageError("--leaderboard builds from results files: give no --policy with it")
         text = leaderboard(args.leaderboard)
-        target = args.leaderboard_out or "docs/leaderboard.md"
+        target = args.leaderboard_out or "-"   # docs/ is replaced only when named
         if target == "-":
             print(text, end="")
         else:
