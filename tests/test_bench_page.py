@@ -82,3 +82,17 @@ def test_the_writer_prints_unless_told_where_to_write(files, tmp_path, monkeypat
     assert main(["bench", "--leaderboard", *map(str, files)]) == 0
     assert (tmp_path / "docs" / "leaderboard.md").read_text() == "the published page\n"
     assert capsys.readouterr().out.startswith("# Leaderboard: suite toy")
+
+
+def test_a_published_page_renders_again_from_its_shipped_results_files(files, tmp_path, monkeypatch):
+    from evalstop_gym.bench.regenerate import publish
+    from evalstop_gym.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    text = publish(files, tmp_path / "docs" / "leaderboard.md")
+    shipped = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "docs" / "leaderboard").glob("*.json"))
+    assert shipped == ["docs/leaderboard/1-a.json", "docs/leaderboard/2-b.json"]
+    assert main(["bench", "--leaderboard", *shipped, "--leaderboard-out", "again.md"]) == 0
+    assert (tmp_path / "again.md").read_text() == text == (tmp_path / "docs" / "leaderboard.md").read_text()
+    assert "- `docs/leaderboard/1-a.json`" in text

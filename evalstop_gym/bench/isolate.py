@@ -5,15 +5,17 @@ the call stack or through the garbage collector to the workload's hidden labels
 and true curves, or replace :func:`evalstop_gym.metrics.compute_metrics` when
 its module is imported. :class:`Remote` closes those doors for the bench's
 ``module:Class`` policies: the policy is built, and its module imported, in a
-child process started from a clean ``forkserver`` (never forked from a process
-that holds a workload). The simulator, the labels and the metrics stay in the
-parent. Per decision the parent sends the public fields of the views that
-changed since the last one (:class:`~evalstop_gym.view.JobView`,
+fresh interpreter (a new ``python`` process, never a fork of one that holds a
+workload), one per outside policy and worker, which builds the policy afresh
+each episode. The simulator, the labels and the metrics stay in the parent.
+Per decision the parent sends the public fields of the views that changed
+since the last one (:class:`~evalstop_gym.view.JobView`,
 :class:`~evalstop_gym.view.ClusterView`); the child keeps a mirror of them, asks
-the policy, and returns a plan (:class:`~evalstop_gym.policy.Plan` as plain
-tuples) or a stop flag. One pipe, one round trip per decision. An honest
-policy makes the same decisions in either process (the mirror holds exactly the
-public values), so its metrics are identical byte for byte.
+the policy, and returns a plan (:class:`~evalstop_gym.policy.Plan`) or a stop
+flag as JSON, which the parent checks field by field (a pickle from the child
+could run code in the parent). One pair of pipes, one round trip per decision.
+An honest policy makes the same decisions in either process (the mirror holds
+exactly the public values), so its metrics are identical byte for byte.
 
 What isolation does not stop (docs/bench.md, *Trust model*): code in the child
 runs as the same user, so it could read the parent's memory through the OS, or
@@ -101,8 +103,8 @@ def _reply(conn, status: str, value: Any) -> None:
 
 
 def main(argv: Sequence[str]) -> None:
-    """The child: ``python -m evalstop_gym.bench.isolate READ_FD WRITE_FD PARENT_PID [parse]``: one message
-    per decision, or (``parse``) one list of ``--policy`` texts to parse."""
+    """The child, given ``READ_FD WRITE_FD PARENT_PID [parse]``: one message per decision, or (``parse``) one
+    list of ``--policy`` texts to parse."""
     from multiprocessing.connection import Connection
 
     from ..processes import exit_with_parent
@@ -185,8 +187,11 @@ def parse_outside(texts: Sequence[str], spaces: bool = False) -> tuple[list, dic
     return [BenchPolicy(**{**p, "params": tuple((k, v) for k, v in p["params"])}) for p in value], declared
 
 
+CHILD = "import sys; from evalstop_gym.bench.isolate import main; main(sys.argv[1:])"
+
+
 class _Player:
-    """One child process (``python -m evalstop_gym.bench.isolate``) and its two pipes."""
+    """One child process (:data:`CHILD`, running :func:`main`) and its two pipes."""
 
     def __init__(self, *mode: str):
         import subprocess
@@ -198,8 +203,8 @@ class _Player:
         env = dict(os.environ)
         root = str(Path(evalstop_gym.__file__).resolve().parents[1])   # this checkout's package, not another
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-        self.proc = subprocess.Popen([sys.executable, "-m", "evalstop_gym.bench.isolate", str(down_r), str(up_w),
-                                      str(os.getpid()), *mode], pass_fds=(down_r, up_w), env=env, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(down_r), str(up_w), str(os.getpid()), *mode],
+                                     pass_fds=(down_r, up_w), env=env, stdin=subprocess.DEVNULL)
         os.close(down_r)
         os.close(up_w)
         from multiprocessing.connection import Connection
@@ -347,6 +352,3 @@ def _plan_in(label: str, value: Any) -> Plan:
     return Plan(tuple(preempt), tuple(start), None if wakeup_h is None else float(wakeup_h),
                 None if placed is None else {j: None if w is None else tuple(map(tuple, w)) for j, w in placed})
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

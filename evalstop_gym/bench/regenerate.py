@@ -188,10 +188,31 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
         files.append(root / LEARNED / RESULTS_FILE)
     echo(f"leaderboard-run: [{stages}/{stages}] the leaderboard")
     text = res.leaderboard(files, command=command)
-    targets = [root / BOARD] + ([Path(leaderboard_out)] if leaderboard_out is not None else [])
-    for t in targets:
-        t.write_text(text, encoding="utf-8")
-        echo(f"leaderboard-run: wrote {t}")
+    (root / BOARD).write_text(text, encoding="utf-8")
+    echo(f"leaderboard-run: wrote {root / BOARD}")
+    if leaderboard_out is not None:
+        text = publish(files, Path(leaderboard_out))
+        echo(f"leaderboard-run: wrote {leaderboard_out} and its results files in {Path(leaderboard_out).with_suffix('')}")
+    return text
+
+
+def publish(files: Sequence[Path], page: Path) -> str:
+    """Copy the stages' results files beside ``page`` (``docs/leaderboard.md``: into ``docs/leaderboard/``) and
+    write the page from the copies, so ``bench --leaderboard docs/leaderboard/*.json --leaderboard-out
+    docs/leaderboard.md`` renders it again byte for byte, and anyone can add a row with ``--leaderboard``."""
+    import shutil
+
+    from . import results as res
+
+    folder = page.with_suffix("")
+    folder.mkdir(exist_ok=True)
+    copies = []
+    for i, f in enumerate(files, 1):   # numbered: a glob lists them in the stages' order, which the page keeps
+        copy = folder / f"{i}-{f.parent.name}.json"
+        shutil.copyfile(f, copy)
+        copies.append(os.path.relpath(copy))
+    text = res.leaderboard(copies)
+    page.write_text(text, encoding="utf-8")
     return text
 
 
