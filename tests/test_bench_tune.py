@@ -1,6 +1,7 @@
 """The bench's tuner: the same budget for every family, validation seeds only, the rule fixed in code."""
 
 import json
+import os
 
 import pytest
 
@@ -89,7 +90,14 @@ def test_one_command_regenerates_the_leaderboard_and_resumes(tmp_path, monkeypat
             "--leaderboard-out", str(tmp_path / "copy.md")]
     assert main(argv) == 0
     board = (out / regen.BOARD).read_text()
-    assert (tmp_path / "copy.md").read_text() == board
+    # the published copy is rendered from the results files shipped beside it, with the run's table
+    from evalstop_gym.bench import results as res
+
+    shipped = sorted((tmp_path / "copy").glob("*.json"))
+    assert [p.name for p in shipped] == ["1-scored.json"]   # it holds the tuning too
+    copy = (tmp_path / "copy.md").read_text()
+    assert copy == res.leaderboard([os.path.relpath(p) for p in shipped])
+    assert [x for x in copy.splitlines() if x.startswith("| ")] == [x for x in board.splitlines() if x.startswith("| ")]
     scored = json.loads((out / regen.SCORED / RESULTS_FILE).read_text())
     tuning = json.loads((out / regen.TUNED / RESULTS_FILE).read_text())["tuning"]
     assert scored["tuning"] == tuning and TUNED_BEST in scored["references"]

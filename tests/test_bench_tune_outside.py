@@ -80,3 +80,20 @@ def test_a_declared_space_is_checked():
     Bad.search_space = lambda: {"window": (1, 5, "int")}
     assert declared_space(Bad) == {"window": '{"name": "IntDistribution", "attributes": {"log": false, "step": 1, '
                                              '"low": 1, "high": 5}}'}
+
+
+def test_per_scheduler_tuning_gives_every_pair_the_whole_budget(outside, tmp_path):
+    from evalstop_gym.bench.run import run_bench
+
+    result = run_bench(["srtf-est+evalstop"], suite_name="toy", out=tmp_path / "per", tune=True, budget=2,
+                       per_scheduler=True, progress=False, echo=lambda _t: None)
+    t = result["tuning"]
+    assert t["per_scheduler"] is True
+    from evalstop_gym.baselines import SCHEDULERS, STOPPERS
+
+    assert set(t["families"]) == {f"{s}+{f}" for s in SCHEDULERS for f in STOPPERS}
+    for key, fam in t["families"].items():
+        sched, stop = key.split("+")
+        assert len(fam["every_trial"]) == 2 and fam["stopper"] == stop
+        assert {x["scheduler"] for x in fam["every_trial"]} == {sched}   # the scheduler is fixed, not searched
+    assert t["best"] == min(t["families"].values(), key=lambda f: (f["score"], f["tie"]))

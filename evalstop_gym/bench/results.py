@@ -235,7 +235,8 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
     if tuning:
         lines += [f"Tuned best: **{tuning['best']['label']}**, chosen on validation seeds by the rule fixed in "
                   f"`evalstop_gym/bench/tune.py` ({tuning['trials']} trials per family, {len(tuning['families'])} "
-                  "families).", ""]
+                  + ("families: each scheduler and stopper pair on its own)." if tuning.get("per_scheduler") else
+                     "families, each a stopper whose trials also pick the scheduler)."), ""]
     else:
         lines += [f"No results file holds a tuning: the {TUNED_BEST} column is empty (run `bench --tune`).", ""]
     outside = {k: v for _, d in named for k, v in (d.get("outside_tuning") or {}).items()}

@@ -59,7 +59,8 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
               backend: str = "local", workers: int = 1, ray_address: str | None = None, progress: bool = True,
               tune: bool = False, tuned: str | os.PathLike | None = None, budget: int | None = None,
               command: str = "", echo: Callable[[str], None] = print,
-              learned_tuning: Mapping[str, Any] | None = None, in_process: bool = False) -> dict[str, Any]:
+              learned_tuning: Mapping[str, Any] | None = None, in_process: bool = False,
+              per_scheduler: bool = False) -> dict[str, Any]:
     """Score ``policies`` (``--policy`` texts) on suite ``suite_name``; write results.json and bench.md to ``out``.
 
     ``tune``: first tune every stopper family on validation seeds (:mod:`.tune`); its best pair
@@ -68,7 +69,9 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
     rule (:func:`~.tune.tune_outside`), and scored with its best trial's parameters. ``tuned``: reuse
     the tuning of an earlier results file instead. Without either there is no tuned reference.
     ``learned_tuning``: a learned family's tuning (:func:`~.tune.tune_learned`) the scored models come
-    from, kept in the results file for the leaderboard.
+    from, kept in the results file for the leaderboard. ``per_scheduler``: with ``tune``, each scheduler
+    and stopper pair is a family of its own (:func:`~.tune.tune_families`). ``in_process``: user classes
+    play beside the simulator instead of in their own processes (:mod:`.isolate`); the results say so.
     """
     from . import results as res
 
@@ -101,7 +104,8 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
             from .tune import tune_families, tune_outside
 
             tuning = tune_families(played, ResultStore(outdir / TUNE_FILE), budget=budget, backend=backend,
-                                   workers=workers, ray_address=ray_address, progress=progress)
+                                   workers=workers, ray_address=ray_address, progress=progress,
+                                   per_scheduler=per_scheduler)
             for i, p in enumerate(scored):   # an outside policy's declared space: the families' budget and rule
                 if p.label in spaces:
                     outside[p.label], scored[i] = tune_outside(

@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
                    help="with --backend ray: an existing Ray cluster (default $RAY_ADDRESS, else a local Ray)")
     p.add_argument("--tune", action="store_true",
                    help="first tune every stopper family with the same budget on validation seeds (needs optuna)")
+    p.add_argument("--per-scheduler", action="store_true",
+                   help="with --tune or --leaderboard-run: tune each scheduler and stopper pair on its own, with the "
+                        "whole budget (7 times the trials), instead of searching the scheduler with the parameters")
     p.add_argument("--budget", type=int, default=None, metavar="N", help="trials per family with --tune (default 12)")
     p.add_argument("--tuned", default=None, metavar="RESULTS_JSON",
                    help="take the tuned-best reference from an earlier `bench --tune` results file")
@@ -74,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--leaderboard-run writes OUTDIR/leaderboard.md; --leaderboard-out names a copy, not -")
         regenerate(args.leaderboard_run, suite_name=suite_name, budget=args.budget, learned=args.learned,
                    backend=args.backend, workers=args.workers, ray_address=args.ray_address,
-                   progress=not args.quiet, leaderboard_out=args.leaderboard_out, command=_typed(args))
+                   progress=not args.quiet, leaderboard_out=args.leaderboard_out, command=_typed(args),
+                   per_scheduler=args.per_scheduler)
         return 0
     if args.leaderboard is not None:
         from ..bench.results import leaderboard
@@ -97,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     run_bench(args.policy, suite_name=suite_name, out=args.out, backend=args.backend, workers=args.workers,
               ray_address=args.ray_address, progress=not args.quiet, tune=args.tune, tuned=args.tuned,
               budget=args.budget, command=_typed(args), echo=(lambda _t: None) if args.quiet else print,
-              in_process=args.in_process)
+              in_process=args.in_process, per_scheduler=args.per_scheduler)
     return 0
 
 
