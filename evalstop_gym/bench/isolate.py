@@ -153,7 +153,7 @@ def _parse(inbox, outbox) -> None:
         policies = parse_policies(texts)
         spaces = {}
         if want_spaces:
-            from .tune import spaces_of
+            from .space import spaces_of
 
             spaces = spaces_of(policies)
         _reply(outbox, "ok", [[asdict(p) for p in policies], spaces])
@@ -171,7 +171,7 @@ def names_outside_code(texts: Sequence[str]) -> bool:
 
 
 def parse_outside(texts: Sequence[str], spaces: bool = False) -> tuple[list, dict[str, dict[str, str]]]:
-    """:func:`~.policies.parse_policies` of ``texts`` and (``spaces``) :func:`~.tune.spaces_of` them, run in a
+    """:func:`~.policies.parse_policies` of ``texts`` and (``spaces``) :func:`~.space.spaces_of` them, run in a
     child process: checking a ``module:Class`` imports its module, whose code must not run beside the simulator."""
     from .policies import BenchPolicy
 

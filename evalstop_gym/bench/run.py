@@ -65,7 +65,7 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
 
     ``tune``: first tune every stopper family on validation seeds (:mod:`.tune`); its best pair
     becomes the ``tuned best`` reference and its parameters go in the results. A ``module:Class`` stopper
-    that declares a search space (:data:`~.tune.SEARCH_SPACE`) is tuned too, with the same budget, seeds and
+    that declares a search space (:data:`~.space.SEARCH_SPACE`) is tuned too, with the same budget, seeds and
     rule (:func:`~.tune.tune_outside`), and scored with its best trial's parameters. ``tuned``: reuse
     the tuning of an earlier results file instead. Without either there is no tuned reference.
     ``learned_tuning``: a learned family's tuning (:func:`~.tune.tune_learned`) the scored models come
@@ -90,7 +90,7 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
               f"{len(played)} of {len(rows)} rows, so their suite means differ from figures over all {len(rows)} "
               "(the leaderboard also gives each policy's figure over the rows every clone plays)", file=sys.stderr)
     if in_process or not names_outside_code(policies):
-        from .tune import spaces_of
+        from .space import spaces_of
 
         scored = parse_policies(policies)
         spaces = spaces_of(scored) if tune else {}

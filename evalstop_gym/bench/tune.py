@@ -40,6 +40,7 @@ from ..config import ConfigError, check_range
 from ..experiments.runner import ResultStore
 from .play import COUNTS
 from .policies import builtin
+from .space import optuna_module as _optuna
 from .suite import Row
 
 BUDGET = 12                # trials per family
@@ -66,17 +67,6 @@ SPACES: dict[str, dict[str, tuple[float, float, float]]] = {
 # time terms against delivered quality (weight 100) in its training reward, jct_h and queue_h at -w each. The
 # shipped recipes sit at w = 1 (ppo-realistic.yml) and w = 0.175 (ppo-realistic-quality.yml).
 LEARNED_SPACE: dict[str, tuple[float, float, float]] = {"time_weight": (0.025, 1.0, 0.025)}
-
-
-def _optuna():
-    try:
-        import optuna
-    except ModuleNotFoundError as e:
-        from ..extras import MissingExtra
-
-        raise MissingExtra("bench --tune needs Optuna (the 'live' extra): pip install 'evalstop-gym[live]'") from e
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna
 
 
 def validation_rows(rows: Sequence[Row], n: int = VALIDATION_SEEDS) -> list[Row]:
@@ -267,65 +257,11 @@ def tune_learned(rows: Sequence[Row], store: ResultStore, train: Callable[[dict[
             "searched": sorted(LEARNED_SPACE), "best": best, "every_trial": trials}
 
 
-# An outside policy's search space: a documented class attribute of its stopper class (docs/bench.md).
-SEARCH_SPACE = "search_space"
-
-
-def declared_space(cls) -> dict[str, str]:
-    """The search space a stopper class declares (:data:`SEARCH_SPACE`: a dict, or a function returning one,
-    of parameter -> an Optuna distribution or ``(low, high)``, ``(low, high, "log")``, ``(low, high, "int")``),
-    as parameter -> Optuna's JSON of the distribution (it crosses a process boundary); ``{}`` if none."""
-    import inspect
-
-    optuna = _optuna()
-    dist = optuna.distributions
-    space = getattr(cls, SEARCH_SPACE, None)
-    if space is None:
-        return {}
-    where = f"{cls.__module__}:{cls.__name__}.{SEARCH_SPACE}"
-    if callable(space):
-        space = space()
-    allowed = "a dict of parameter -> Optuna distribution or (low, high[, 'log' | 'int'])"
-    if not isinstance(space, dict) or not space:
-        raise ConfigError(where, type(space).__name__, allowed)
-    takes = inspect.signature(cls).parameters
-    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in takes.values())
-    out = {}
-    for name, d in space.items():
-        if not open_ended and name not in takes:
-            raise ConfigError(f"{where}[{name!r}]", name, f"is not a parameter of {cls.__name__} "
-                                                          f"(it takes: {', '.join(list(takes)[1:])})")
-        if isinstance(d, tuple) and len(d) in (2, 3) and all(isinstance(x, (int, float)) for x in d[:2]):
-            kind = d[2] if len(d) == 3 else None
-            if kind not in (None, "log", "int") or not d[0] < d[1]:
-                raise ConfigError(f"{where}[{name!r}]", d, "must be (low, high) with low < high, then 'log' or 'int'")
-            d = dist.IntDistribution(int(d[0]), int(d[1])) if kind == "int" else \
-                dist.FloatDistribution(float(d[0]), float(d[1]), log=kind == "log")
-        if not isinstance(d, dist.BaseDistribution):
-            raise ConfigError(f"{where}[{name!r}]", d, allowed)
-        out[name] = dist.distribution_to_json(d)
-    return out
-
-
-def spaces_of(policies: Sequence) -> dict[str, dict[str, str]]:
-    """label -> :func:`declared_space` of each policy whose stopper is an outside class that declares one.
-    Imports those classes' modules: call it where outside code may run (:mod:`.isolate`, or ``--in-process``)."""
-    from .policies import USER, user_class
-
-    out = {}
-    for p in policies:
-        if p.kind == USER and ":" in p.stopper:
-            space = declared_space(user_class(p.stopper))
-            if space:
-                out[p.label] = space
-    return out
-
-
 def tune_outside(policy, space: dict[str, str], rows: Sequence[Row], store: ResultStore, *,
                  budget: int | None = None, rule: Rule = JCT, validation: int = VALIDATION_SEEDS,
                  in_process: bool = False, backend: str = "local", workers: int = 1, ray_address: str | None = None,
                  progress: bool = True) -> tuple[dict[str, Any], Any]:
-    """Tune an outside policy's declared ``space`` (:func:`declared_space`) as a family is tuned: the same
+    """Tune an outside policy's declared ``space`` (:func:`~.space.declared_space`) as a family is tuned: the same
     budget, sampler (TPE, seed 0), validation seeds, reference arms and rule. Returns ``(tuning, policy)``:
     the tuning as results record it (budget, validation seeds, every trial, the best) and the best trial's
     :class:`~.policies.BenchPolicy`."""

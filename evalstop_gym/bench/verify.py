@@ -78,8 +78,8 @@ def verify(path: str | os.PathLike, *, out: str | os.PathLike | None = None, bac
                              echo=lambda _t: None, in_process=bool(recorded.get("in_process")))
     missing = sorted(set(recorded["rows"]) - set(replayed["rows"]))
     if missing:
-        echo(f"not replayed here (so not compared): {', '.join(missing)}: "
-             + "; ".join(f"{r}: {replayed['skipped'].get(r, 'not in this suite')}" for r in missing))
+        echo("not replayed here, so not compared: "
+             + "; ".join(f"{r} ({replayed['skipped'].get(r, 'not in this suite')})" for r in missing))
     n, diffs = compare_cells(recorded, replayed)
     for line in diffs:
         echo(line)
