@@ -119,3 +119,21 @@ def test_verify_replays_a_results_file_cell_for_cell_and_names_a_tampered_cell(t
     assert not verify(tampered, progress=False, echo=lines.append)
     assert any(line.startswith("fifo + cusum / toy-realistic / avg_jct_h / seed #1: recorded") for line in lines)
     assert lines[-1].endswith("1 differences")
+
+
+def test_verify_in_a_clone_without_the_trace_compares_the_other_rows_and_names_it(toy, tmp_path, monkeypatch):
+    import dataclasses
+
+    from evalstop_gym.bench.run import RESULTS_FILE, run_bench
+    from evalstop_gym.bench.verify import verify
+
+    run_bench(["fifo"], suite_name=toy, out=tmp_path / "a", progress=False, echo=lambda _t: None)
+    # here the second row replays a trace this machine lacks, as realistic-philly does in a plain clone
+    traced = dataclasses.replace(TOY[1], trace=suite_mod.Trace("absent.csv"))
+    monkeypatch.setitem(suite_mod.SUITES, "toy", (TOY[0], traced))
+    monkeypatch.setenv(suite_mod.TRACES_ENV, str(tmp_path / "no-traces"))
+    lines = []
+    assert verify(tmp_path / "a" / RESULTS_FILE, progress=False, echo=lines.append)
+    assert any(x.startswith("not replayed here, so not compared: toy-realistic (trace absent.csv not found")
+               for x in lines)
+    assert lines[-1].endswith(f"{3 * 2 * 15} cells compared; every one identical")   # 3 arms x 2 seeds of one row
