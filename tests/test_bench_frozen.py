@@ -137,3 +137,17 @@ def test_verify_in_a_clone_without_the_trace_compares_the_other_rows_and_names_i
     assert any(x.startswith("not replayed here, so not compared: toy-realistic (trace absent.csv not found")
                for x in lines)
     assert lines[-1].endswith(f"{3 * 2 * 15} cells compared; every one identical")   # 3 arms x 2 seeds of one row
+
+
+def test_runs_played_under_another_fingerprint_are_set_aside_not_reused(toy, tmp_path):
+    from evalstop_gym.bench.run import INPUTS_FILE, RUNS_FILE, run_bench
+
+    kw = dict(suite_name=toy, out=tmp_path / "a", progress=False, echo=lambda _t: None)
+    first = run_bench(["fifo"], **kw)
+    assert (tmp_path / "a" / INPUTS_FILE).read_text().strip() == fp.fingerprint()
+    lines = (tmp_path / "a" / RUNS_FILE).read_text()
+    (tmp_path / "a" / INPUTS_FILE).write_text("0123456789ab\n")   # as if grounded.yaml had been refitted since
+    again = run_bench(["fifo"], **kw)
+    assert (tmp_path / "a" / "runs.0123456789ab.jsonl").read_text() == lines   # kept aside, not read
+    assert sorted((tmp_path / "a" / RUNS_FILE).read_text().splitlines()) == sorted(lines.splitlines())  # replayed
+    assert again["policies"] == first["policies"]

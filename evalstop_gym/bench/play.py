@@ -77,11 +77,13 @@ class BenchSpec(RunSpec):
 
     @functools.cached_property
     def run_id(self) -> str:
-        """The runner's id, with the bench's fingerprint (:mod:`.fingerprint`: data files and library versions
-        too, which the runner's code hash does not cover) and what a plain spec cannot name."""
-        from .fingerprint import fingerprint
-
-        key = [RunSpec.run_id.func(self), fingerprint(), self.trace_sha, self.trace and self.trace.jobs, self.source]
+        """The runner's id (a plain spec's own, which the runner's other users look runs up by), with what a
+        plain spec cannot name. The inputs the runner's code hash misses (data files, library versions) are
+        guarded per folder instead (:func:`~.run.set_aside_stale`)."""
+        plain = RunSpec.run_id.func(self)
+        if not (self.trace_sha or self.source or self.curves_sha or self.in_process):
+            return plain
+        key = [plain, self.trace_sha, self.trace and self.trace.jobs, self.source]
         if self.curves_sha:
             key += [self.curves, self.curves_sha, list(NOT_REPLAYED)]
         if self.in_process:

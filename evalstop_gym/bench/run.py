@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .. import __version__
@@ -27,6 +28,26 @@ from .score import scorecard, verdicts
 from .suite import DEFAULT_SUITE, suite, suite_hash
 
 RUNS_FILE, TUNE_FILE, RESULTS_FILE, MARKDOWN_FILE = "runs.jsonl", "tune.jsonl", "results.json", "bench.md"
+INPUTS_FILE = "fingerprint.txt"   # the fingerprint the folder's runs were played under
+
+
+def set_aside_stale(outdir: Path, echo: Callable[[str], None]) -> None:
+    """Keep finished runs only while every input of a score is unchanged: the runner's run ids hash the code,
+    not the data files or library versions (:mod:`.fingerprint`), so runs of a folder played under another
+    fingerprint are renamed ``runs.<fingerprint>.jsonl`` (and ``tune...``) and never read back."""
+    from .fingerprint import fingerprint
+
+    marker, now = outdir / INPUTS_FILE, fingerprint()
+    before = marker.read_text().strip() if marker.is_file() else None
+    if before not in (None, now):
+        for name in (RUNS_FILE, TUNE_FILE):
+            old = outdir / name
+            if old.exists():
+                kept = old.with_name(f"{old.stem}.{before}{old.suffix}")
+                old.replace(kept)
+                echo(f"{old}: played under fingerprint {before}, not {now} (code, data or library versions "
+                     f"changed): set aside as {kept.name}, every run plays again")
+    marker.write_text(now + "\n")
 
 
 def score_all(arms: Sequence[Mapping[str, Mapping[str, list]]], ref_values: Mapping[str, Any], *, workers: int,
@@ -99,6 +120,7 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
     refs = references()
     outdir = prepare_out(out)
     with exclusive(outdir, echo=lambda text: print(text, file=sys.stderr)):
+        set_aside_stale(outdir, echo=lambda text: print(text, file=sys.stderr))
         tuning, outside = None, {}
         if tune:
             from .tune import tune_families, tune_outside
