@@ -151,3 +151,18 @@ def test_runs_played_under_another_fingerprint_are_set_aside_not_reused(toy, tmp
     assert (tmp_path / "a" / "runs.0123456789ab.jsonl").read_text() == lines   # kept aside, not read
     assert sorted((tmp_path / "a" / RUNS_FILE).read_text().splitlines()) == sorted(lines.splitlines())  # replayed
     assert again["policies"] == first["policies"]
+
+
+def test_bench_verify_on_the_command_line_exits_1_on_a_difference(toy, tmp_path, capsys):
+    from evalstop_gym.bench.run import RESULTS_FILE, run_bench
+    from evalstop_gym.cli import main
+
+    run_bench(["fifo"], suite_name=toy, out=tmp_path / "a", progress=False, echo=lambda _t: None)
+    path = tmp_path / "a" / RESULTS_FILE
+    assert main(["bench", "verify", str(path), "--quiet"]) == 0
+    data = json.loads(path.read_text())
+    data["reference_values"]["no stopper"]["toy-paper"]["f1"][0] = 0.5
+    path.write_text(json.dumps(data))
+    assert main(["bench", "verify", str(path), "--quiet"]) == 1
+    assert "reference no stopper / toy-paper / f1 / seed #0: recorded 0.5, replayed None" in capsys.readouterr().out
+    assert main(["bench", "verify", str(path), "--policy", "fifo"]) == 2
