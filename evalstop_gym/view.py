@@ -4,7 +4,10 @@ A :class:`JobView` holds the whitelisted public fields of one job and nothing
 else; a :class:`ClusterView` holds the cluster state and the views of active
 jobs. Neither holds a reference to the simulator, the workload or any hidden
 array, so true lengths, hacking labels, true curves, peak positions and
-noise-free scores are unreachable from them. The simulator writes into views;
+noise-free scores are unreachable from them (from them only: code that shares
+the simulator's process can reach the simulator through the interpreter, which
+is why the bench plays outside policies in a process of their own;
+docs/bench.md, *Trust model*). The simulator writes into views;
 it never reads from them, so a policy that scribbles on a view changes only
 its own picture, never the simulation.
 """

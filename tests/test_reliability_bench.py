@@ -175,6 +175,14 @@ TAMPERED = {
     "tuning best is a list": lambda d: d["tuning"].update(best=[]),
     "params as a list": lambda d: d["tuning"]["best"].update(params=[1, 2]),
     "format 2": lambda d: d.update(format=2),
+    "a bootstrap interval as text": lambda d: d["policies"][0]["vs"]["no stopper"]["aggregate"]["avg_jct_h"].update(
+        ci_boot="[-1, 1]"),
+    "an IQM as text": lambda d: d["policies"][0]["vs"]["no stopper"]["aggregate"]["avg_jct_h"].update(iqm="-3"),
+    "fingerprint parts as a list": lambda d: d.update(fingerprint=["code"]),
+    "versions as numbers": lambda d: d.update(versions={"numpy": 2}),
+    "an outside tuning without its best": lambda d: d.update(outside_tuning={"m:C": {"rule": "r", "budget": 1,
+                                                                                     "searched": [],
+                                                                                     "every_trial": []}}),
     "a top-level list": lambda d: (d.clear(), d.update({"": []})),
 }
 

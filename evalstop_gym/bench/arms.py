@@ -45,22 +45,26 @@ def why_not(policy: BenchPolicy, rows: Sequence[Row]) -> str:
     return provider().cannot_run(learned_spec(policy, synthetic[0], synthetic[0].seeds[0])) or "no reason given"
 
 
-def specs_of(policy: BenchPolicy, rows: Sequence[Row]) -> list:
-    """Every run of ``policy`` on the rows of ``rows`` it plays (:func:`rows_of`)."""
-    make = learned_spec if policy.kind == LEARNED_KIND else BenchSpec.make
-    return [make(policy, r, s) for r in rows_of(policy, rows) for s in r.seeds]
+def specs_of(policy: BenchPolicy, rows: Sequence[Row], in_process: bool = False) -> list:
+    """Every run of ``policy`` on the rows of ``rows`` it plays (:func:`rows_of`); ``in_process``: a user
+    class plays beside the simulator instead of in its own process (:mod:`.isolate`)."""
+    if policy.kind == LEARNED_KIND:
+        return [learned_spec(policy, r, s) for r in rows_of(policy, rows) for s in r.seeds]
+    return [BenchSpec.make(policy, r, s, in_process) for r in rows for s in r.seeds]
 
 
 def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStore, *, backend: str, workers: int,
-         ray_address: str | None, progress: bool, desc: str = "bench") -> dict[str, dict[str, dict[str, list]]]:
-    """Run what ``store`` lacks; return label -> row -> metric -> per-seed values (:data:`METRICS`, :data:`COUNTS`)."""
+         ray_address: str | None, progress: bool, desc: str = "bench",
+         in_process: bool = False) -> dict[str, dict[str, dict[str, list]]]:
+    """Run what ``store`` lacks; return label -> row -> metric -> per-seed values (:data:`METRICS`, :data:`COUNTS`).
+    ``in_process``: user classes play beside the simulator (:func:`specs_of`)."""
     from tqdm import tqdm
 
     played = {p.label: rows_of(p, rows) for p in policies}
     for p in policies:
         if not played[p.label]:
             raise ConfigError("policy", p.text, f"plays none of the rows {[r.name for r in rows]}: {why_not(p, rows)}")
-    by_policy = {p.label: specs_of(p, played[p.label]) for p in policies}
+    by_policy = {p.label: specs_of(p, played[p.label], in_process) for p in policies}
     hand = [s for p in policies if p.kind != LEARNED_KIND for s in by_policy[p.label]]
     learned = [s for p in policies if p.kind == LEARNED_KIND for s in by_policy[p.label]]
     todo = len(pending_specs(hand + learned, store))

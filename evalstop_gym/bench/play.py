@@ -3,7 +3,8 @@
 A :class:`BenchSpec` adds what a plain spec cannot name: a replayed trace and
 a replayed curve library (each file's hash is part of the run id) and a user
 class (its module's source hash is part of the run id). It plays in any worker process, or on Ray, from its
-fields alone.
+fields alone. A user class plays in a process of its own (:mod:`.isolate`) unless ``in_process`` is set,
+which the run id and the record then say.
 """
 
 from __future__ import annotations
@@ -64,23 +65,29 @@ class BenchSpec(RunSpec):
     curves: str = ""          # a shipped curve library's name (Row.curves), "" for none
     curves_path: str = ""
     curves_sha: str = ""
+    in_process: bool = False  # a user class plays beside the simulator (``--in-process``), not in its own process
 
     @classmethod
-    def make(cls, policy: BenchPolicy, row: Row, seed: int) -> "BenchSpec":
+    def make(cls, policy: BenchPolicy, row: Row, seed: int, in_process: bool = False) -> "BenchSpec":
         path = row.trace.path() if row.trace is not None else None
         curves = curves_path(row.curves) if row.curves is not None else ""
         return cls(policy.scheduler, policy.stopper, policy.params, row.config(seed), row.trace,
                    str(path or ""), file_hash(str(path)) if path else "", policy.source,
-                   row.curves or "", curves, file_hash(curves) if curves else "")
+                   row.curves or "", curves, file_hash(curves) if curves else "", in_process and bool(policy.source))
 
     @functools.cached_property
     def run_id(self) -> str:
+        """The runner's id (a plain spec's own, which the runner's other users look runs up by), with what a
+        plain spec cannot name. The inputs the runner's code hash misses (data files, library versions) are
+        guarded per folder instead (:func:`~.run.set_aside_stale`)."""
         plain = RunSpec.run_id.func(self)
-        if not (self.trace_sha or self.source or self.curves_sha):
+        if not (self.trace_sha or self.source or self.curves_sha or self.in_process):
             return plain
         key = [plain, self.trace_sha, self.trace and self.trace.jobs, self.source]
         if self.curves_sha:
             key += [self.curves, self.curves_sha, list(NOT_REPLAYED)]
+        if self.in_process:
+            key.append("in-process")
         return hashlib.sha1(json.dumps(key).encode()).hexdigest()[:16]
 
     def workload(self):
@@ -109,7 +116,13 @@ class BenchSpec(RunSpec):
         with warnings.catch_warnings():   # a trace's skipped rows: counted in its report, the same every run
             warnings.simplefilter("ignore")
             workload = self.workload()
-        return compute_metrics(drive(Simulator(workload), build(self.scheduler, self.stopper, dict(self.params))))
+        if self.source and not self.in_process:   # outside code: in its own process, never imported here
+            from .isolate import Remote
+
+            policy = Remote(self.scheduler, self.stopper, self.params)
+        else:
+            policy = build(self.scheduler, self.stopper, dict(self.params))
+        return compute_metrics(drive(Simulator(workload), policy))
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
@@ -120,6 +133,7 @@ class BenchSpec(RunSpec):
             out["curves"] = {"library": self.curves, "sha256": self.curves_sha, "not_replayed": list(NOT_REPLAYED)}
         if self.source:
             out["source"] = self.source
+            out["process"] = "in-process" if self.in_process else "isolated"
         return out
 
 

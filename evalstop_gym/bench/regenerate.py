@@ -76,11 +76,11 @@ def family_policies(tuning: dict[str, Any]) -> list[str]:
     return [builtin(f["scheduler"], f["stopper"], **f["params"]).text for f in tuning["families"].values()]
 
 
-def _fresh_tuning(path: Path, suite_name: str, budget: int) -> bool:
-    """Whether ``path`` is a finished tuning of this suite, code and budget (stage 1 need not run again)."""
+def _fresh_tuning(path: Path, suite_name: str, budget: int, per_scheduler: bool = False) -> bool:
+    """Whether ``path`` is a finished tuning of this suite, code, budget and kind (stage 1 need not run again)."""
     from . import results as res
     from .. import __version__
-    from ..experiments.runner import code_fingerprint
+    from .fingerprint import fingerprint
 
     if not path.is_file():
         return False
@@ -89,8 +89,8 @@ def _fresh_tuning(path: Path, suite_name: str, budget: int) -> bool:
     except UsageError:
         return False
     t = data.get("tuning") or {}
-    return (data["suite_hash"], data["code"], data["version"], t.get("trials")) == (
-        suite_hash(suite_name), code_fingerprint(), __version__, budget)
+    return (data["suite_hash"], data["code"], data["version"], t.get("trials"), bool(t.get("per_scheduler"))) == (
+        suite_hash(suite_name), fingerprint(), __version__, budget, per_scheduler)
 
 
 def train_recipe(recipe: Recipe, models: Path, echo: Callable[[str], None], name: str | None = None,
@@ -142,8 +142,10 @@ def train_trial(recipe: Recipe, params: dict[str, float], models: Path, echo: Ca
 def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budget: int | None = None,
                learned: bool = False, backend: str = "local", workers: int = 1, ray_address: str | None = None,
                progress: bool = True, leaderboard_out: str | os.PathLike | None = None, command: str = "",
-               echo: Callable[[str], None] = lambda text: print(text, file=sys.stderr)) -> str:
-    """Run every stage (module docstring) in ``out``; return the leaderboard's Markdown."""
+               echo: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+               per_scheduler: bool = False) -> str:
+    """Run every stage (module docstring) in ``out``; return the leaderboard's Markdown. ``per_scheduler``: the
+    tuning stage tunes each scheduler and stopper pair on its own (:func:`~.tune.tune_families`)."""
     from . import results as res
     from .tune import BUDGET
 
@@ -158,12 +160,13 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
               progress=progress, echo=lambda _t: None)
     stages = 3 + learned
     tuned = root / TUNED / RESULTS_FILE
-    if _fresh_tuning(tuned, suite_name, budget):
+    if _fresh_tuning(tuned, suite_name, budget, per_scheduler):
         echo(f"leaderboard-run: [1/{stages}] tuning: reusing {tuned}")
     else:
         echo(f"leaderboard-run: [1/{stages}] tuning every family ({budget} trials each) on validation seeds")
-        run_bench(["srtf-est+evalstop:k=2"], out=root / TUNED, tune=True, budget=budget,
-                  command=f"{command} (stage 1: bench --tune --budget {budget} --out {root / TUNED})", **kw)
+        run_bench(["srtf-est+evalstop:k=2"], out=root / TUNED, tune=True, budget=budget, per_scheduler=per_scheduler,
+                  command=f"{command} (stage 1: bench --tune --budget {budget}"
+                          f"{' --per-scheduler' if per_scheduler else ''} --out {root / TUNED})", **kw)
     tuning = res.load(tuned, suite_name=suite_name)["tuning"]
     check_file_names(tuning, tuned, allowed=frozenset())   # a reused file names registered policies only
     policies = _distinct(family_policies(tuning) + builtin_pairs())
@@ -193,10 +196,31 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
         files.append(root / LEARNED / RESULTS_FILE)
     echo(f"leaderboard-run: [{stages}/{stages}] the leaderboard")
     text = res.leaderboard(files, command=command)
-    targets = [root / BOARD] + ([Path(leaderboard_out)] if leaderboard_out is not None else [])
-    for t in targets:
-        write_atomic(t, text, field="leaderboard-out")   # all or nothing: a full disk keeps the old page
-        echo(f"leaderboard-run: wrote {t}")
+    write_atomic(root / BOARD, text, field="leaderboard-out")   # all or nothing: a full disk keeps the old page
+    echo(f"leaderboard-run: wrote {root / BOARD}")
+    if leaderboard_out is not None:
+        text = publish(files, Path(leaderboard_out))
+        echo(f"leaderboard-run: wrote {leaderboard_out} and its results files in {Path(leaderboard_out).with_suffix('')}")
+    return text
+
+
+def publish(files: Sequence[Path], page: Path) -> str:
+    """Copy the stages' results files beside ``page`` (``docs/leaderboard.md``: into ``docs/leaderboard/``) and
+    write the page from the copies, so ``bench --leaderboard docs/leaderboard/*.json --leaderboard-out
+    docs/leaderboard.md`` renders it again byte for byte, and anyone can add a row with ``--leaderboard``."""
+    import shutil
+
+    from . import results as res
+
+    folder = page.with_suffix("")
+    folder.mkdir(exist_ok=True)
+    copies = []
+    for i, f in enumerate(files, 1):   # numbered: a glob lists them in the stages' order, which the page keeps
+        copy = folder / f"{i}-{f.parent.name}.json"
+        shutil.copyfile(f, copy)
+        copies.append(os.path.relpath(copy))
+    text = res.leaderboard(copies)
+    write_atomic(page, text, field="leaderboard-out")
     return text
 
 

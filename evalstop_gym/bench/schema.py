@@ -188,7 +188,7 @@ def _metrics(spec, names=METRICS) -> Record:
 
 
 CHANGE = Record({"unit": OneOf(("%", "abs")), "n": "count", "change": "number?",
-                 "ci": Interval(), "p": "number?"})
+                 "ci": Interval(), "p": "number?"}, {"ci_boot": Interval(), "iqm": "number?"})
 VERDICT = Record({"reference": "text", "metric": OneOf(METRICS), "change": "number?", "unit": OneOf(("%", "abs")),
                   "ci": Interval(), "p": "number?", "p_holm": "number?",
                   "verdict": OneOf(("better", "worse", "tie"))})
@@ -196,13 +196,15 @@ PER_SEED = MapOf(_metrics(ListOf("number?"), METRICS + COUNTS))   # row -> metri
 CARD = Record({"policy": "text", "label": "text", "kind": OneOf((BUILTIN, USER, LEARNED_KIND)), "source": "text",
                "aggregate": _metrics("number?"), "per_row": MapOf(_metrics("number?")),
                "vs": MapOf(Record({"aggregate": _metrics(CHANGE), "per_row": MapOf(_metrics(CHANGE))})),
-               "verdicts": ListOf(VERDICT), "per_seed": PER_SEED})
+               "verdicts": ListOf(VERDICT), "per_seed": PER_SEED}, {"process": OneOf(("isolated", "in-process"))})
 PARAMS = MapOf("scalar")
 TRIAL = Record({"stopper": "text", "scheduler": "text", "params": PARAMS, "score": "number", "tie": "number",
                 "feasible": "flag", "label": "text"})
 FAMILY = Record({**TRIAL.required, "searched": ListOf("text"), "every_trial": ListOf(TRIAL)})
 TUNING = Record({"rule": "text", "trials": "count", "validation_seeds_per_row": Maybe("count"),
-                 "rows": ListOf("text"), "families": MapOf(FAMILY), "best": FAMILY})
+                 "rows": ListOf("text"), "families": MapOf(FAMILY), "best": FAMILY}, {"per_scheduler": "flag"})
+OUTSIDE_TUNING = Record({"rule": "text", "budget": "count", "searched": ListOf("text"), "every_trial": ListOf(TRIAL),
+                         "best": TRIAL})
 LEARNED_TRIAL = Record({"params": MapOf("number"), "score": "number", "feasible": "flag", "model": "text",
                         "label": "text"})
 LEARNED_TUNING = Record({"rule": "text", "trials": "count", "validation_seeds_per_row": Maybe("count"),
@@ -213,7 +215,9 @@ RESULTS = Record({"format": "count", "suite": "text", "suite_hash": "text", "ver
                   "rows": ListOf("text"), "skipped": MapOf("text"), "references": MapOf("text"),
                   "reference_values": MapOf(PER_SEED), "tuning": Maybe(TUNING), "tuned_from": Maybe("text"),
                   "command": "text", "policies": ListOf(CARD)},
-                 {"learned_tuning": LEARNED_TUNING, "trusted": ListOf("text")})
+                 {"learned_tuning": LEARNED_TUNING, "trusted": ListOf("text"), "fingerprint": MapOf("text"),
+                  "commit": "text", "uncommitted_changes": "flag", "date": "text", "versions": MapOf("text"),
+                  "in_process": "flag", "outside_tuning": MapOf(OUTSIDE_TUNING)})
 
 
 def check_results(data: Any) -> None:

@@ -8,7 +8,10 @@ reference (negative: the arm is lower); a rate or score (precision, recall,
 F1, FPR, regret, preemptions) as the mean difference arm - reference, in its
 own unit. Each comes with a 95% t-interval and the two-sided t-test p of the
 same per-workload values (:mod:`evalstop_gym.experiments.stats`), so a
-change whose interval excludes 0 has p < 0.05 before correction. Workloads where a metric is undefined
+change whose interval excludes 0 has p < 0.05 before correction. Over the
+suite a comparison also gets a stratified bootstrap interval (rows kept,
+seeds resampled within each row, as rliable does; it does not assume the
+workloads are one normal sample) and the interquartile mean. Workloads where a metric is undefined
 for either arm (no stop: no precision) are left out of that metric's pairs.
 
 Verdicts (:func:`verdicts`): on the :data:`HEADLINE` metrics against every
@@ -25,6 +28,7 @@ from .play import HIGHER_BETTER, METRICS, RELATIVE
 
 HEADLINE = ("avg_jct_h", "compute_waste_gpu_h", "f1", "delivered_quality_regret")
 ALPHA = 0.05
+BOOTSTRAP_REPS = 2000   # resamples of the stratified bootstrap (seeded: the same interval on every machine)
 
 
 def _mean(xs: Sequence[float | None]) -> float | None:
@@ -32,20 +36,64 @@ def _mean(xs: Sequence[float | None]) -> float | None:
     return sum(v) / len(v) if v else None
 
 
-def _pairs(arm: Sequence[Any], ref: Sequence[Any]) -> tuple[list[float], list[float]]:
-    ok = [(r, a) for a, r in zip(arm, ref) if a is not None and r is not None]
-    return [r for r, _ in ok], [a for _, a in ok]
+def _pairs(arm: Sequence[Any], ref: Sequence[Any], strata: Sequence[Any] | None = None):
+    ok = [(r, a, s) for a, r, s in zip(arm, ref, strata or [None] * len(arm)) if a is not None and r is not None]
+    return [r for r, _, _ in ok], [a for _, a, _ in ok], [s for *_, s in ok]
 
 
-def compare(arm: Sequence[float | None], ref: Sequence[float | None], metric: str) -> dict[str, Any]:
-    """Paired comparison of ``arm`` against ``ref`` (same workloads, same order) on ``metric``."""
+def per_workload(ref: Sequence[float], arm: Sequence[float], metric: str):
+    """The per-workload values a comparison averages: % change for a size metric (0 where the reference is
+    0, as :func:`~evalstop_gym.experiments.stats.paired_relative_change`), else the difference."""
+    import numpy as np
+
+    r, a = np.asarray(ref, dtype=float), np.asarray(arm, dtype=float)
+    if metric not in RELATIVE:
+        return a - r
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(r != 0, 100.0 * (a - r) / r, 0.0)
+
+
+def stratified_bootstrap(values: Sequence[float], strata: Sequence[Any], *, reps: int = BOOTSTRAP_REPS,
+                         seed: int = 0) -> list[float | None]:
+    """95% percentile interval of the mean of ``values`` when each stratum (a row) is resampled on its own,
+    with replacement, keeping its size (rliable's stratified bootstrap: rows stay rows, seeds vary)."""
+    import numpy as np
+
+    if len(values) < 2:
+        return [None, None]
+    rng = np.random.default_rng(seed)
+    groups: dict[Any, list[float]] = {}
+    for v, s in zip(values, strata):
+        groups.setdefault(s, []).append(v)
+    total = np.zeros(reps)
+    for g in groups.values():   # in first-seen order: the same draws on every machine
+        x = np.asarray(g, dtype=float)
+        total += x[rng.integers(0, x.size, size=(reps, x.size))].sum(axis=1)
+    lo, hi = np.percentile(total / len(values), [2.5, 97.5]).tolist()
+    return [lo, hi]
+
+
+def compare(arm: Sequence[float | None], ref: Sequence[float | None], metric: str,
+            strata: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Paired comparison of ``arm`` against ``ref`` (same workloads, same order) on ``metric``.
+
+    With ``strata`` (each workload's row) also the stratified bootstrap interval (``ci_boot``,
+    :func:`stratified_bootstrap`) and the interquartile mean (``iqm``: the mean of the middle half of the
+    per-workload values, robust to a few extreme rows) of the same per-workload values."""
+    from scipy.stats import trim_mean
+
     from ..experiments.stats import paired_difference, paired_relative_change
 
-    r, a = _pairs(arm, ref)
+    r, a, s = _pairs(arm, ref, strata)
     # the p-value tests the very per-workload values the interval is on (% changes for a size metric)
     d = (paired_relative_change if metric in RELATIVE else paired_difference)(r, a)
-    return {"unit": "%" if metric in RELATIVE else "abs", "n": d.n, "change": d.diff, "ci": [d.ci_lo, d.ci_hi],
-            "p": d.p_t}
+    out = {"unit": "%" if metric in RELATIVE else "abs", "n": d.n, "change": d.diff, "ci": [d.ci_lo, d.ci_hi],
+           "p": d.p_t}
+    if strata is not None:
+        x = per_workload(r, a, metric)
+        out["ci_boot"] = stratified_bootstrap(x.tolist(), s)
+        out["iqm"] = float(trim_mean(x, 0.25)) if x.size else None
+    return out
 
 
 def scorecard(values: Mapping[str, Mapping[str, list]], references: Mapping[str, Mapping[str, Mapping[str, list]]],
@@ -61,9 +109,10 @@ def scorecard(values: Mapping[str, Mapping[str, list]], references: Mapping[str,
         "vs": {}}
     for label, ref in references.items():
         common = [row for row in rows if row in ref]
+        strata = [row for row in common for _ in values[row][METRICS[0]]]
         out["vs"][label] = {
             "aggregate": {m: compare([x for row in common for x in values[row][m]],
-                                     [x for row in common for x in ref[row][m]], m) for m in METRICS},
+                                     [x for row in common for x in ref[row][m]], m, strata) for m in METRICS},
             "per_row": {row: {m: compare(values[row][m], ref[row][m], m) for m in METRICS} for row in common}}
     return out
 

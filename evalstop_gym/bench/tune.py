@@ -40,6 +40,7 @@ from ..config import ConfigError, check_range
 from ..experiments.runner import ResultStore
 from .play import COUNTS
 from .policies import builtin
+from .space import optuna_module as _optuna
 from .suite import Row
 
 BUDGET = 12                # trials per family
@@ -66,17 +67,6 @@ SPACES: dict[str, dict[str, tuple[float, float, float]]] = {
 # time terms against delivered quality (weight 100) in its training reward, jct_h and queue_h at -w each. The
 # shipped recipes sit at w = 1 (ppo-realistic.yml) and w = 0.175 (ppo-realistic-quality.yml).
 LEARNED_SPACE: dict[str, tuple[float, float, float]] = {"time_weight": (0.025, 1.0, 0.025)}
-
-
-def _optuna():
-    try:
-        import optuna
-    except ModuleNotFoundError as e:
-        from ..extras import MissingExtra
-
-        raise MissingExtra("bench --tune needs Optuna (the 'live' extra): pip install 'evalstop-gym[live]'") from e
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna
 
 
 def validation_rows(rows: Sequence[Row], n: int = VALIDATION_SEEDS) -> list[Row]:
@@ -151,8 +141,13 @@ def _bar(total: int, progress: bool):
 def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None = None, families: Sequence[str] | None = None,
                   schedulers: Sequence[str] | None = None, rule: Rule = JCT,
                   validation: int | None = VALIDATION_SEEDS, backend: str = "local", workers: int = 1,
-                  ray_address: str | None = None, progress: bool = True) -> dict[str, Any]:
+                  ray_address: str | None = None, progress: bool = True, per_scheduler: bool = False) -> dict[str, Any]:
     """Tune every family with the same budget by ``rule``; return each family's best trial and the best of them.
+
+    ``per_scheduler``: each (scheduler, stopper) pair is a family of its own, its stopper's parameters
+    searched over that scheduler alone with the whole budget (keys ``SCHEDULER+STOPPER``), instead of one
+    study per stopper that searches the scheduler too: ``len(schedulers)`` times the trials, and no scheduler
+    left untried.
 
     ``schedulers``: the base schedulers a trial may pick (default: every registered one). ``validation``:
     validation seeds per row (:meth:`Row.validation_seeds`); ``None``: each row's own seeds, which must be
@@ -186,38 +181,41 @@ def tune_families(rows: Sequence[Row], store: ResultStore, *, budget: int | None
     # Every family's study is its own TPE sequence; round i asks each study for its trial i and plays all
     # of them in one sweep (one worker pool, longest runs first) before telling any result. Each study
     # sees exactly the history it would see tuned alone, so the tuning does not depend on the batching.
-    studies = {fam: optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0)) for fam in families}
+    pairs = {f"{sched}+{fam}": (sched, fam) for fam in families for sched in schedulers} if per_scheduler else \
+        {fam: (None, fam) for fam in families}
+    studies = {key: optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0)) for key in pairs}
     spaces = {fam: SPACES.get(fam, {}) for fam in families}
     for fam, space in spaces.items():
         unknown = sorted(set(space) - set(stopper_params(fam)))
         if unknown:
             raise ConfigError(f"SPACES[{fam!r}]", unknown, f"are not parameters of stopper {fam!r} (it takes: "
                                                            f"{', '.join(stopper_params(fam))})")
-    tried: dict[str, list[dict[str, Any]]] = {fam: [] for fam in families}
-    bar = _bar(budget * len(families), progress)
+    tried: dict[str, list[dict[str, Any]]] = {key: [] for key in pairs}
+    bar = _bar(budget * len(pairs), progress)
     for _ in range(budget):
         asked = []
-        for fam, study in studies.items():
+        for key, study in studies.items():
             trial = study.ask()
-            sched = trial.suggest_categorical("scheduler", schedulers)
+            sched, fam = pairs[key]
+            sched = sched or trial.suggest_categorical("scheduler", schedulers)
             params = {k: (trial.suggest_int(k, lo, hi, step=step) if isinstance(step, int) else
                           round(trial.suggest_float(k, lo, hi, step=step), 6))   # 0.30000000000000004 -> 0.3
                       for k, (lo, hi, step) in spaces[fam].items()}
-            asked.append((fam, trial, sched, params, builtin(sched, fam, **params)))
-        values = play([pol for *_, pol in asked], val, store, **kw)
-        for fam, trial, sched, params, pol in asked:
+            asked.append((key, fam, trial, sched, params, builtin(sched, fam, **params)))
+        values = play(list({pol.label: pol for *_, pol in asked}.values()), val, store, **kw)
+        for key, fam, trial, sched, params, pol in asked:
             score, feasible, tie = rule.score(values[pol.label], base[none.label], base[evalstop.label])
-            studies[fam].tell(trial, score)
-            tried[fam].append({"stopper": fam, "scheduler": sched, "params": params, "score": score, "tie": tie,
+            studies[key].tell(trial, score)
+            tried[key].append({"stopper": fam, "scheduler": sched, "params": params, "score": score, "tie": tie,
                                "feasible": feasible, "label": pol.label})
         bar.update(len(asked))
     bar.close()
     out: dict[str, Any] = {}
-    for fam, trials in tried.items():
-        out[fam] = {**min(trials, key=lambda t: (t["score"], t["tie"])), "searched": sorted(spaces[fam]),
+    for key, trials in tried.items():
+        out[key] = {**min(trials, key=lambda t: (t["score"], t["tie"])), "searched": sorted(spaces[pairs[key][1]]),
                     "every_trial": trials}
     best = min(out.values(), key=lambda f: (f["score"], f["tie"]))
-    return {"rule": rule.text, "trials": budget, "validation_seeds_per_row": validation,
+    return {"rule": rule.text, "trials": budget, "validation_seeds_per_row": validation, "per_scheduler": per_scheduler,
             "rows": [r.name for r in val], "families": out, "best": best}
 
 
@@ -257,3 +255,47 @@ def tune_learned(rows: Sequence[Row], store: ResultStore, train: Callable[[dict[
     best = trials[study.best_trial.number]
     return {"rule": RULE, "trials": budget, "validation_seeds_per_row": VALIDATION_SEEDS, "rows": [r.name for r in val],
             "searched": sorted(LEARNED_SPACE), "best": best, "every_trial": trials}
+
+
+def tune_outside(policy, space: dict[str, str], rows: Sequence[Row], store: ResultStore, *,
+                 budget: int | None = None, rule: Rule = JCT, validation: int = VALIDATION_SEEDS,
+                 in_process: bool = False, backend: str = "local", workers: int = 1, ray_address: str | None = None,
+                 progress: bool = True) -> tuple[dict[str, Any], Any]:
+    """Tune an outside policy's declared ``space`` (:func:`~.space.declared_space`) as a family is tuned: the same
+    budget, sampler (TPE, seed 0), validation seeds, reference arms and rule. Returns ``(tuning, policy)``:
+    the tuning as results record it (budget, validation seeds, every trial, the best) and the best trial's
+    :class:`~.policies.BenchPolicy`."""
+    import json
+    from dataclasses import replace
+
+    from .arms import play
+
+    optuna = _optuna()
+    budget = _budget(budget)
+    val = validation_rows(rows, validation)
+    kw = dict(backend=backend, workers=workers, ray_address=ray_address, progress=False, in_process=in_process)
+    none, evalstop, base = _references(val, store, kw)
+    dists = {k: optuna.distributions.json_to_distribution(v) for k, v in space.items()}
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=0))
+    head = " + ".join([policy.scheduler, *([policy.stopper] if policy.stopper != "none" else [])])
+    trials, tried = [], []
+    bar = _bar(budget, progress)
+    for _ in range(budget):
+        trial = study.ask(dists)
+        params = {**dict(policy.params), **trial.params}
+        pol = replace(policy, params=tuple(sorted(params.items())),
+                      label=head + "".join(f" {k}={v}" for k, v in sorted(params.items())),
+                      text=f"{policy.scheduler}+{policy.stopper}:"
+                           + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items())))
+        score, feasible, tie = rule.score(play([pol], val, store, **kw)[pol.label], base[none.label],
+                                          base[evalstop.label])
+        study.tell(trial, score)
+        trials.append({"params": params, "score": score, "tie": tie, "feasible": feasible, "label": pol.label,
+                       "policy": pol.text})
+        tried.append(pol)
+        bar.update()
+    bar.close()
+    best = min(range(budget), key=lambda i: (trials[i]["score"], trials[i]["tie"]))
+    return {"rule": rule.text, "budget": budget, "validation_seeds_per_row": validation,
+            "validation_seeds": {r.name: list(r.seeds) for r in val}, "searched": sorted(space),
+            "every_trial": trials, "best": trials[best]}, tried[best]
