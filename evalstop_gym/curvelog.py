@@ -89,7 +89,7 @@ import numpy as np
 
 from .config import JOB_TYPES, ConfigError, check_range
 from .curves import Curves
-from .files import DataFileError, atomic_open, csv_rows, has_bad_bytes, lines, open_binary, open_text, walk
+from .files import DataFileError, atomic_open, csv_rows, has_bad_bytes, open_binary, open_text, walk
 from .workload import Workload
 
 CURVE_COLUMNS = ("job", "step", "eval_score", "train_loss", "proxy_reward")
@@ -268,18 +268,10 @@ def read_jsonl_log(path) -> dict[str, LoggedRun]:
     """Runs of a JSONL curve log (one JSON object per line)."""
     path = os.fspath(path)
     col = _Collector(path)
+    from .logs.tables import json_objects
+
     with open_text(path, CurveLogError, "curve log") as f:
-        for i, text in enumerate(lines(f, path, CurveLogError, "curve log"), start=1):
-            if not text.strip():
-                continue
-            if has_bad_bytes(text):
-                raise CurveLogError(path, i, "the line holds bytes that are not UTF-8 text")
-            try:
-                record = json.loads(text)
-            except (json.JSONDecodeError, RecursionError) as e:
-                raise CurveLogError(path, i, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
-            if not isinstance(record, dict):
-                raise CurveLogError(path, i, "each line must be a JSON object")
+        for i, record in json_objects(f, path, CurveLogError):
             col.add(record, i)
     return col.runs()
 
@@ -299,7 +291,6 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
     written by TF2 summaries (stored as tensors) are read too.
     """
     try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
         from tensorboard.util import tensor_util
     except ImportError:  # pragma: no cover - depends on the environment
         raise ConfigError("curves", os.fspath(logdir), "reading TensorBoard logs needs the tensorboard package "
@@ -312,16 +303,11 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
         if k not in TB_TAGS:
             raise ConfigError("tags", k, f"must be among {', '.join(TB_TAGS)}")
         want[k] = (v,) if isinstance(v, str) else tuple(v)
+    from .logs.tensorboard import accumulate
+
     runs = {}
     for d in _event_dirs(root):
-        for f in sorted(os.listdir(d)):
-            if "tfevents" in f:
-                check_event_file(os.path.join(d, f))
-        acc = EventAccumulator(d, size_guidance={"scalars": 0, "tensors": 0})
-        try:
-            acc.Reload()
-        except Exception as e:   # a record with valid checksums but an unparsable event
-            raise CurveLogError(d, None, f"unreadable TensorBoard events ({type(e).__name__}: {e})") from None
+        acc = accumulate(d, CurveLogError)
         available = acc.Tags()
         scalars, tensors = set(available.get("scalars", ())), set(available.get("tensors", ()))
         by_step: dict[float, dict[str, float]] = {}

@@ -1,0 +1,185 @@
+"""Readers of the training logs people have, one module per format, all returning :class:`RunLog`.
+
+=====================================  ==============================  =============================
+format                                 module                          one run is
+=====================================  ==============================  =============================
+transformers / TRL trainer_state.json  :mod:`.trainer_state`           an output folder (its latest
+                                                                       state: nothing counted twice)
+CSV / JSONL curve logs, Lightning      :mod:`.tables`                  a file (a curve log: its
+``metrics.csv``, Ray Tune                                              ``job`` column's runs)
+``progress.csv`` / ``result.json``,
+W&B history CSV export
+MLflow ``mlruns/``                     :mod:`.mlflow`                  a run folder
+TensorBoard event files                :mod:`.tensorboard`             a folder of event files
+=====================================  ==============================  =============================
+
+:func:`read_logs` takes files, folders and globs; a folder is searched (a
+bounded walk) for every log above, and every file that cannot be read is
+refused with one line naming why, while the others are read. Which metric of a
+run is judged, and which way it improves, is :mod:`.metric`'s (never a
+reader's) choice.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..files import DataFileError
+
+LFS_HEADER = b"version https://git-lfs.github.com/spec/v1"
+
+
+class LogError(DataFileError):
+    """A log that cannot be read or judged: names the file and why, in one line."""
+
+    field_name = "curves"
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """One run of a training log.
+
+    ``series`` maps every numeric key the log holds to ``(steps, values)``
+    (steps ascending and unique, values finite); ``evals`` are the keys the
+    log marks as evaluations (``eval_*`` of a Trainer, ``val*`` of Lightning,
+    every reported metric of a Tune trial); ``own_metric`` / ``own_mode`` are
+    the metric and direction the run itself selected on, where the log records
+    them (a Trainer's ``best_metric`` at ``best_model_checkpoint``);
+    ``max_steps`` is the planned length in steps where known.
+    """
+
+    name: str
+    source: str
+    fmt: str
+    series: dict[str, tuple[np.ndarray, np.ndarray]]
+    evals: tuple[str, ...]
+    own_metric: str | None = None
+    own_mode: str | None = None
+    max_steps: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def curve(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(steps, values)`` of ``key``."""
+        return self.series[key]
+
+
+def series_from_rows(rows: dict[float, dict[str, float]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{key: (steps, values)}`` from ``{step: {key: value}}`` (finite values only, steps ascending)."""
+    out: dict[str, tuple[list, list]] = {}
+    for step in sorted(rows):
+        for k, v in rows[step].items():
+            if v is not None and np.isfinite(v):
+                s, vals = out.setdefault(k, ([], []))
+                s.append(step)
+                vals.append(v)
+    return {k: (np.asarray(s, dtype=float), np.asarray(v, dtype=float)) for k, (s, v) in out.items()}
+
+
+def is_lfs_pointer(path: str) -> bool:
+    """Whether ``path`` is a Git LFS pointer file (the log itself was never pulled)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(LFS_HEADER)) == LFS_HEADER
+    except OSError:
+        return False
+
+
+def check_not_lfs(path: str) -> None:
+    if is_lfs_pointer(path):
+        raise LogError(path, None, "a Git LFS pointer, not the log: run `git lfs pull`")
+
+
+def _expand(paths) -> list[str]:
+    out = []
+    for p in paths:
+        p = os.fspath(p)
+        if glob.has_magic(p):
+            hits = sorted(glob.glob(p, recursive=True))
+            if not hits:
+                raise LogError(p, None, "no file matches this pattern")
+            out.extend(hits)
+        else:
+            out.append(p)
+    return out
+
+
+def read_logs(paths) -> tuple[list[RunLog], list[LogError]]:
+    """Every run under ``paths`` (files, folders, globs) and every file refused, with why.
+
+    A path that does not exist is an error at once (a typo is not a refusal).
+    """
+    from . import mlflow, tensorboard, trainer_state
+
+    runs: list[RunLog] = []
+    refused: list[LogError] = []
+    for path in _expand(paths):
+        if not os.path.exists(path):
+            raise LogError(path, None, "no such file or directory")
+        units = _units(path) if os.path.isdir(path) else [("file", path)]
+        if not units:
+            refused.append(LogError(path, None, "no training log here (trainer_state.json, *.csv, *.jsonl, "
+                                                "result.json, mlruns/ or TensorBoard event files)"))
+        for kind, item in units:
+            try:
+                if kind == "states":
+                    runs.append(trainer_state.read_output_folder(item))
+                elif kind == "tensorboard":
+                    runs.extend(tensorboard.read_event_folder(item))
+                elif kind == "mlflow":
+                    runs.append(mlflow.read_run(item))
+                else:
+                    runs.extend(read_file(item))
+            except LogError as e:
+                refused.append(e)
+            except DataFileError as e:
+                refused.append(LogError(e.path, e.line, e.problem))
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):   # one name from two places: tell them apart by their folders
+        where = {id(r): trainer_state.run_folder(r.source) if r.fmt == "trainer_state" else os.path.abspath(r.source)
+                 for r in runs}
+        top = os.path.dirname(os.path.commonpath(list(where.values())))
+        runs = [RunLog(**{**r.__dict__, "name": os.path.relpath(where[id(r)], top)})
+                if names.count(r.name) > 1 else r for r in runs]
+    return runs, refused
+
+
+def read_file(path: str) -> list[RunLog]:
+    """The runs of one log file, its format told by its name."""
+    from . import tables, trainer_state
+
+    check_not_lfs(path)
+    base = os.path.basename(path)
+    if base.endswith("trainer_state.json"):
+        return [trainer_state.read_state(path)]
+    if os.path.isdir(path):
+        raise LogError(path, None, "a folder: give it as a folder to search")
+    return tables.read_table(path)
+
+
+def _units(root: str) -> list[tuple[str, object]]:
+    """What to read under ``root``: trainer-state groups (one per output folder), TensorBoard folders,
+    MLflow run folders and table files, found by a bounded walk."""
+    from ..files import walk
+    from . import mlflow, trainer_state
+
+    states, units = [], []
+    for d, files in walk(root, LogError, "log directory"):
+        if mlflow.is_run_folder(d):
+            units.append(("mlflow", d))
+            continue
+        if os.sep + "metrics" in d and mlflow.is_run_folder(os.path.dirname(d)):
+            continue   # an MLflow run's metric files: read with their run
+        if any("tfevents" in f for f in files):
+            units.append(("tensorboard", d))
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            if f.endswith("trainer_state.json"):
+                states.append(p)
+            elif f.endswith((".csv", ".jsonl", ".csv.gz", ".jsonl.gz")) or f == "result.json":
+                units.append(("file", p))
+    units.extend(("states", g) for g in trainer_state.group_states(states))
+    return sorted(units, key=lambda u: str(u[1]))
