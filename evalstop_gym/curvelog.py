@@ -19,19 +19,22 @@ JSON object per line with these keys (``null`` or a missing key = blank). A
 step logged twice keeps its last values (resumed runs). A TensorBoard log
 directory (TRL, OpenRLHF and ``torch.utils.tensorboard`` write these) is read
 with :func:`read_tensorboard`: each directory holding event files is one run.
-A transformers / TRL ``trainer_state.json`` is read by :func:`read_trainer_state`.
+A transformers / TRL ``trainer_state.json`` from any trainer is read by
+:func:`read_runs` (:mod:`evalstop_gym.logs.trainer_state`: its own metric and
+direction, the latest state of an output folder).
 
-``log_history`` is a list of dicts, each with a ``step``. An entry with a key
-starting ``eval_`` is an eval: ``eval_score`` is its first key present among
-:data:`EVAL_SCORE_KEYS` (the project's own ``eval_score``, then TRL's
-``eval_reward``, then ``eval_accuracy``); every other numeric ``eval_X``
-becomes the extra column ``X`` (``eval_gold`` -> ``gold``, ``eval_kl`` ->
-``kl``), except ``eval_items`` (the eval's n), kept under that name. Any
-other entry is a training log: ``loss`` is ``train_loss``, the first key among
-:data:`PROXY_KEYS` is ``proxy_reward`` (GRPO / RLOO ``reward``, DPO
-``rewards/margins``) and every other numeric key ``Y`` becomes ``train_Y``
-(GRPO's ``kl`` -> ``train_kl``). The end-of-training summary (the entry with
-``train_runtime``) is skipped. Entries of one step merge into one row.
+The project's own trainer states (``curves generate --backend trl`` writes
+``eval_score``, ``eval_gold``, ``eval_kl``, ``eval_items`` at each eval) are also
+read as dicts by :func:`state_runs`: ``log_history`` is a list of dicts, each
+with a ``step``; an entry with a key starting ``eval_`` is an eval, its
+``eval_score`` the score and every other numeric ``eval_X`` the extra column
+``X`` (``eval_gold`` -> ``gold``, ``eval_kl`` -> ``kl``), except ``eval_items``
+(the eval's n), kept under that name. Any other entry is a training log:
+``loss`` is ``train_loss``, the first key among :data:`PROXY_KEYS` is
+``proxy_reward`` (GRPO / RLOO ``reward``, DPO ``rewards/margins``) and every
+other numeric key ``Y`` becomes ``train_Y`` (GRPO's ``kl`` -> ``train_kl``).
+The end-of-training summary (the entry with ``train_runtime``) is skipped.
+Entries of one step merge into one row.
 
 A file named ``<run>.trainer_state.json`` (as ``curves generate --backend
 trl`` keeps them) holds run ``<run>``; a ``trainer_state.json`` is named by the
@@ -62,18 +65,29 @@ last checkpoint and ``drop >= max(GOLD_DROP_SHARE * gain, GOLD_MIN_DROP)``
 clearly more than the dense gold's own sampling error. The eval noise never
 enters, so labels do not move with the noise detectors see.
 
-A log without ``gold`` is labelled from its eval scores, in step order
-(:func:`label_eval_scores`): smooth them with a centred moving average over
-``smooth_frac`` of the run's evals (default 10%; windows shrink at the ends);
-take the noise ``s`` as the larger of the log's own noise, estimated from its
-second differences (``1.4826 * median |second difference| / sqrt(6)``, blind
-to local linear trends), and ``noise_floor`` (the eval noise the simulation
-adds; :func:`apply_curve_log` passes the workload's); the run is *hacking* if
-its smoothed peak is not its last eval and the smoothed score falls from the
-peak to the last eval by more than ``max(k_sigma * s, rel_drop * range)``
-(defaults 2 and 0.1; ``range`` is the smoothed curve's max minus min). That
-is: a peak followed by a decline clearly larger than the noise and than a
-tenth of the run's own movement.
+A log without ``gold`` is never labelled (:func:`label_run` returns None): a
+drop of the eval score after a peak may be over-optimisation or the eval's own
+noise, and only a true score can tell (a run that later beats its best is the
+one verdict a log alone supports: ``evalstop-gym replay``'s false stop). Its
+shape is described, not labelled, by :func:`eval_score_shape`: smooth the eval
+scores with a centred moving average over ``smooth_frac`` of the run's evals
+(default 10%; windows shrink at the ends); take the noise ``s`` as the larger
+of the log's own noise, estimated from its second differences (``1.4826 *
+median |second difference| / sqrt(6)``, blind to local linear trends), and
+``noise_floor``; ``drop`` is the smoothed fall from the peak to the last eval
+and ``threshold`` ``max(k_sigma * s, rel_drop * range)`` (defaults 2 and 0.1;
+``range`` is the smoothed curve's max minus min): a drop above it is larger
+than the noise and than a tenth of the run's own movement.
+
+:func:`read_runs` reads any log :mod:`evalstop_gym.logs` reads (a folder or a
+glob is many runs) and makes each a :class:`LoggedRun` on the metric and
+direction of :func:`evalstop_gym.logs.metric.choose`: ``eval_score`` is that
+metric, negated for a lower-is-better one (the simulator's scores improve
+upwards); ``train_loss`` the training loss; ``proxy_reward`` the curve log's, or
+GRPO / RLOO's ``reward``, DPO's ``rewards/margins``, TRL's
+``objective/scores``; ``gold`` the log's ``gold`` / ``eval_gold``; ``kl`` its
+``eval_kl``, else the ``kl`` GRPO and RLOO log while training, else TRL's
+``objective/kl``; ``eval_items`` the eval's n where logged.
 """
 
 from __future__ import annotations
@@ -127,6 +141,8 @@ class LoggedRun:
     train_loss: np.ndarray
     proxy_reward: np.ndarray
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    metric: str = "eval_score"   # the logged metric eval_score holds (:func:`read_runs`)
+    mode: str = "max"            # "min": eval_score is that metric negated
 
     def series(self, column: str) -> tuple[np.ndarray, np.ndarray]:
         """``(steps, values)`` where ``column`` was logged."""
@@ -387,7 +403,6 @@ def check_event_file(path: str) -> int:
 
 # transformers / TRL trainer_state.json (module docstring)
 
-EVAL_SCORE_KEYS = ("eval_score", "eval_reward", "eval_accuracy")
 PROXY_KEYS = ("reward", "rewards/margins", "objective/scores")
 
 
@@ -426,9 +441,8 @@ def state_records(state: dict, name: str, where: str = "trainer state") -> list[
         row = {"job": name, "step": entry["step"]}
         values = {k: v for k, v in entry.items() if k != "step" and _numeric(v)}
         if any(k.startswith("eval_") for k in values):
-            score = next((k for k in EVAL_SCORE_KEYS if k in values), None)
-            if score is not None:
-                row["eval_score"] = values.pop(score)
+            if "eval_score" in values:
+                row["eval_score"] = values.pop("eval_score")
             for k, v in values.items():
                 row[k if k == "eval_items" else k[len("eval_"):] if k.startswith("eval_") else k] = v
         else:
@@ -477,7 +491,7 @@ def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
     if not os.path.exists(path):
         raise CurveLogError(path, None, "no such file or directory")
     if format == "auto" and is_trainer_state(path):
-        return read_trainer_state(path)
+        return read_runs(path)
     if format == "tensorboard" or (format == "auto" and os.path.isdir(path) and _event_dirs(path)):
         return read_tensorboard(path)
     if os.path.isdir(path):
@@ -548,6 +562,11 @@ def has_gold(run: LoggedRun) -> bool:
     return "gold" in run.extra and int(np.sum(np.isfinite(run.extra["gold"]))) >= 2
 
 
+def has_all_gold(runs) -> bool:
+    """Whether every run logs gold: only then are hacking labels, precision, recall and FPR measurable."""
+    return all(has_gold(r) for r in runs)
+
+
 def eval_noise(run: LoggedRun) -> float:
     """Sd of the logged eval score around the logged gold (the eval's own sampling error), 0 without gold."""
     if not has_gold(run):
@@ -573,9 +592,10 @@ def label_gold(run: LoggedRun, evals: int, *, drop_share: float = GOLD_DROP_SHAR
                     peak_progress=p / evals, drop=drop, threshold=threshold, noise=eval_noise(run))
 
 
-def label_eval_scores(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0, rel_drop: float = 0.1,
-                      smooth_frac: float = 0.1) -> RunLabel:
-    """Hacking label from the logged eval scores (module docstring)."""
+def eval_score_shape(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0, rel_drop: float = 0.1,
+                     smooth_frac: float = 0.1) -> RunLabel:
+    """The shape of the logged eval scores, peak, drop and threshold (module docstring); ``hacking`` is False:
+    a run without gold is not labelled."""
     check_range("noise_floor", noise_floor, 0.0)
     check_range("k_sigma", k_sigma, 0.0)
     check_range("rel_drop", rel_drop, 0.0)
@@ -587,19 +607,79 @@ def label_eval_scores(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: floa
     drop = float(sm[p] - sm[-1])
     threshold = max(k_sigma * sigma, rel_drop * float(sm.max() - sm.min()))
     span = float(steps[-1] - steps[0])
-    return RunLabel(hacking=bool(p < s.size - 1 and drop > threshold), peak_step=float(steps[p]),
+    return RunLabel(hacking=False, peak_step=float(steps[p]),
                     peak_progress=float(steps[p] - steps[0]) / span if span > 0 else 1.0,
                     drop=drop, threshold=threshold, noise=sigma)
 
 
 def label_run(run: LoggedRun, *, evals: int | None = None, drop_share: float = GOLD_DROP_SHARE,
-              min_drop: float = GOLD_MIN_DROP, **eval_score_options) -> RunLabel:
+              min_drop: float = GOLD_MIN_DROP) -> RunLabel | None:
     """Hacking label of a logged run: :func:`label_gold` on ``evals`` checkpoints (default: the log's own
-    steps) if it logs gold, else :func:`label_eval_scores` with ``eval_score_options``."""
-    if has_gold(run):
-        return label_gold(run, evals if evals is not None else run.step.size - 1, drop_share=drop_share,
-                          min_drop=min_drop)
-    return label_eval_scores(run, **eval_score_options)
+    steps) if it logs gold, else None (not labelled: module docstring)."""
+    if not has_gold(run):
+        return None
+    return label_gold(run, evals if evals is not None else run.step.size - 1, drop_share=drop_share,
+                      min_drop=min_drop)
+
+
+# -- any log, on a chosen metric ---------------------------------------------------------
+
+KL_KEYS = ("eval_kl", "kl", "objective/kl")
+GOLD_KEYS = ("gold", "eval_gold")
+
+
+def logged_run(run, choice) -> LoggedRun:
+    """A :class:`LoggedRun` of a :class:`evalstop_gym.logs.RunLog` on ``choice``'s metric (module docstring)."""
+    from .logs.metric import TRAIN_LOSS_KEYS, training_series
+
+    sign = 1.0 if choice.mode == "max" else -1.0
+    columns = {"eval_score": (run.series[choice.metric][0], sign * run.series[choice.metric][1])}
+    for column, keys in (("train_loss", TRAIN_LOSS_KEYS), ("proxy_reward", ("proxy_reward", *PROXY_KEYS))):
+        got = training_series(run, keys)
+        if got is not None:
+            columns[column] = got
+    for column, keys in (("gold", GOLD_KEYS), ("kl", KL_KEYS), ("eval_items", ("eval_items",))):
+        key = next((k for k in keys if k in run.series), None)
+        if key is not None:
+            columns[column] = run.series[key]
+    steps = np.unique(np.concatenate([s for s, _ in columns.values()]))
+
+    def on_steps(s, v):
+        out = np.full(steps.size, math.nan)
+        out[np.searchsorted(steps, s)] = v
+        return out
+
+    full = {c: on_steps(*sv) for c, sv in columns.items()}
+    empty = np.full(steps.size, math.nan)
+    return LoggedRun(name=run.name, step=steps, eval_score=full.pop("eval_score"),
+                     train_loss=full.pop("train_loss", empty), proxy_reward=full.pop("proxy_reward", empty),
+                     extra=full, metric=choice.metric, mode=choice.mode)
+
+
+def read_runs(paths, metric: str | None = None, mode: str = "auto", skipped=None) -> dict[str, LoggedRun]:
+    """``{run name: LoggedRun}`` of every run under ``paths`` (files, folders, globs) on the metric and mode of
+    :func:`evalstop_gym.logs.metric.choose` (module docstring). Each log refused is appended to ``skipped``
+    (a list) as a one-line :class:`~evalstop_gym.logs.LogError`; with no run left, the refusal is the error
+    (the only one, or a count and the first)."""
+    from .logs import LogError, read_logs
+    from .logs.metric import choose
+
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    logs, refused = read_logs(paths)
+    runs: dict[str, LoggedRun] = {}
+    for r in logs:
+        try:
+            runs[r.name] = logged_run(r, choose(r, metric, mode))
+        except LogError as e:
+            refused.append(e)
+    if skipped is not None:
+        skipped.extend(refused)
+    if not runs:
+        if len(refused) == 1:
+            raise refused[0]
+        first = f"; the first: {refused[0]}" if refused else ""
+        raise CurveLogError(", ".join(map(os.fspath, paths)), None, f"no run to use ({len(refused)} logs refused{first})")
+    return runs
 
 
 # -- replay onto a workload ------------------------------------------------------------
@@ -624,9 +704,9 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
     run names, cycling when there are more jobs than runs. Each job's true
     score is its run's eval score at the job's checkpoints (module docstring),
     its hacking label comes from :func:`label_run` on the job's ``E``
-    checkpoints (``label_options``; the noise floor of the eval-score rule
-    defaults to the workload's eval noise), and its
-    observed scores add the workload's eval noise with the workload's own
+    checkpoints (``label_options``: ``drop_share``, ``min_drop``; a run without
+    gold is not hacking: it is not labelled, :func:`has_all_gold` tells the
+    caller to report no detection figures), and its observed scores add the workload's eval noise with the workload's own
     draws. Other jobs keep their curves and labels.
     """
     if not runs:
@@ -646,7 +726,6 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
     gold, start, loss, proxy = c.gold.copy(), c.start.copy(), c.loss.copy(), c.proxy.copy()
     peak, hacking = c.peak_progress.copy(), workload.hacking.copy()
     rlhf = JOB_TYPES.index("rlhf")
-    label_options.setdefault("noise_floor", workload.noise)
     labels = {name: label_run(runs[name], evals=e, **label_options) for name in names}
     offset = np.zeros_like(gold) if any(has_gold(r) for r in runs.values()) else None
     for i, j in enumerate(jobs):
@@ -663,8 +742,8 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
         got = resample(run, "proxy_reward", e)
         if got is not None and workload.job_type[j] == rlhf:
             proxy[j] = got[1]
-        hacking[j] = label.hacking
-        peak[j] = label.peak_progress if label.hacking else np.inf
+        hacking[j] = label is not None and label.hacking   # a run without gold is not labelled
+        peak[j] = label.peak_progress if hacking[j] else np.inf
     if offset is not None and c.eval_offset is not None:
         offset = np.where(np.isin(np.arange(workload.n), jobs)[:, None], offset, c.eval_offset)
     curves = Curves(gold=gold, start=start, eval_z=c.eval_z, loss=loss, proxy=proxy, peak_progress=peak,

@@ -214,8 +214,8 @@ def test_bad_curve_logs_are_refused(tmp_path, capsys):
     assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.yaml")]) == 2
     err = capsys.readouterr().err
     assert "kl" in err and "at least 3 runs" in err and len(err.strip().splitlines()) == 1
-    (tmp_path / "nojob.csv").write_text("step,eval_score\n0,0.5\n")
+    (tmp_path / "nojob.csv").write_text("step,eval_score\n0,0.5\n")   # one run, one eval
     assert main(["calibrate", "--curves", str(tmp_path / "nojob.csv"), "--out", str(tmp_path / "w.yaml")]) == 2
-    assert "missing column(s) job" in capsys.readouterr().err
+    assert "1 eval of eval_score; at least 2 are needed" in capsys.readouterr().err
     assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.json")]) == 2
     assert ".yaml" in capsys.readouterr().err

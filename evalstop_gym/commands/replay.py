@@ -11,8 +11,6 @@ ORDER = 46
 # an eval that does not beat the best so far adds one to the wait, a new best resets it, stop at the 2nd.
 DEFAULT_STOPPERS = ("evalstop:k=2", "patience:patience=2", "cusum", "smoothed", "droptest", "divergence",
                     "lossplateau")
-TRAIN_LOSS_KEYS = ("loss", "train_loss", "train/loss", "train_loss_step", "train_loss_epoch")
-PROXY_KEYS = ("proxy_reward",)
 
 
 def add_parser(sub) -> None:
@@ -65,18 +63,15 @@ def parse_stopper(spec: str) -> tuple[str, dict, str]:
     return name, params, label
 
 
-def _training(run, keys):
-    key = next((k for k in keys if k in run.series and k not in run.evals), None)
-    return run.series[key] if key else None
-
-
 def replay_run(run, choice, stoppers) -> list:
     """:func:`~evalstop_gym.integrations.replay.judge` of ``run`` on ``choice`` under each stopper."""
     from ..integrations.replay import judge
+    from ..logs.metric import TRAIN_LOSS_KEYS, training_series
 
     steps, scores = run.series[choice.metric]
     return [judge(steps, scores, name, mode=choice.mode, max_steps=run.max_steps, label=label,
-                  loss=_training(run, TRAIN_LOSS_KEYS), proxy=_training(run, PROXY_KEYS), **params)
+                  loss=training_series(run, TRAIN_LOSS_KEYS), proxy=training_series(run, ("proxy_reward",)),
+                  **params)
             for name, params, label in stoppers]
 
 

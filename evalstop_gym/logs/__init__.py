@@ -28,15 +28,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..curvelog import CurveLogError
 from ..files import DataFileError
 
 LFS_HEADER = b"version https://git-lfs.github.com/spec/v1"
 
 
-class LogError(DataFileError):
+class LogError(CurveLogError):
     """A log that cannot be read or judged: names the file and why, in one line."""
-
-    field_name = "curves"
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,14 @@ from . import LogError, RunLog
 
 MODES = ("auto", "min", "max")
 MIN_EVALS = 2
+#: The training loss as the logs name it (transformers, the curve log, TRL's TensorBoard, Lightning).
+TRAIN_LOSS_KEYS = ("loss", "train_loss", "train/loss", "train_loss_step", "train_loss_epoch")
+
+
+def training_series(run: RunLog, keys) -> tuple | None:
+    """``(steps, values)`` of the first of ``keys`` the run logs outside its evals, or None."""
+    key = next((k for k in keys if k in run.series and k not in run.evals), None)
+    return run.series[key] if key else None
 
 
 class Choice(NamedTuple):
