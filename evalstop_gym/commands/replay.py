@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 ORDER = 46
 
@@ -75,6 +76,43 @@ def replay_run(run, choice, stoppers) -> list:
             for name, params, label in stoppers]
 
 
+def plot_runs(out_dir: str, judged: list) -> list[str]:
+    """One PNG per judged run: its metric by step, each stopper's stop (a vertical line) and kept best (a
+    marker). Returns the paths written."""
+    import re
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..files import prepare_out
+
+    prepare_out(out_dir, field="plot")
+    paths = []
+    for run, choice, verdicts in judged:
+        steps, scores = run.series[choice.metric]
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(steps, scores, "o-", color="0.3", ms=3, label=choice.metric)
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for i, v in enumerate(verdicts):
+            if v.stop_step is None:
+                continue
+            c = colours[i % len(colours)]
+            ax.axvline(v.stop_step, color=c, ls="--", lw=1, label=f"{v.stopper}: stop at eval {v.stop_eval}")
+            ax.plot([v.best_step], [v.best_score], "*", color=c, ms=12)
+        ax.set_xlabel("step")
+        ax.set_ylabel(f"{choice.metric} ({'lower' if choice.mode == 'min' else 'higher'} is better)")
+        ax.set_title(run.name, fontsize=9)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = os.path.join(out_dir, re.sub(r"[^A-Za-z0-9._-]+", "_", run.name).strip("_") + ".png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
 def _fmt(x, digits=4):
     return "-" if x is None else f"{x:.{digits}g}" if isinstance(x, float) else str(x)
 
@@ -104,8 +142,9 @@ def run(args: argparse.Namespace) -> int:
                                "false_stop": v.false_stop, "delivered_loss": v.delivered_loss}
                               for v in verdicts]})
     if args.plot:
-        from ..logs.plot import plot_runs
-        plot_runs(args.plot, judged)
+        for path in plot_runs(args.plot, judged):
+            if not args.json:
+                print(f"wrote {path}")
     if args.json:
         print(json.dumps(out, indent=1))
         return 0 if out else 2

@@ -178,6 +178,8 @@ def _units(root: str) -> list[tuple[str, object]]:
             p = os.path.join(d, f)
             if f.endswith("trainer_state.json"):
                 states.append(p)
+            elif f == "result.json" and "progress.csv" in files:
+                continue   # a Ray Tune trial writes both: the same results, read once
             elif f.endswith((".csv", ".jsonl", ".csv.gz", ".jsonl.gz")) or f == "result.json":
                 units.append(("file", p))
     units.extend(("states", g) for g in trainer_state.group_states(states))

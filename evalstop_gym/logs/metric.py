@@ -72,7 +72,7 @@ def _default(run: RunLog) -> tuple[str, str]:
     losses = [k for k in run.evals if "loss" in words(k)]
     if len(losses) >= 1:
         exact = [k for k in losses if k in ("eval_loss", "val_loss", "eval/loss", "val/loss")]
-        return (exact or sorted(losses, key=len))[0], "the eval loss (the Trainer's default)"
+        return (exact or sorted(losses, key=len))[0], "the eval loss, the usual default"
     if len(run.evals) == 1:
         return run.evals[0], "the only eval metric"
     raise LogError(run.source, None, f"several eval metrics and none chosen by the run: {_listing(run.evals)} "

@@ -93,9 +93,20 @@ def read_output_folder(paths: list[str]) -> RunLog:
                                                                   f"folder ({skipped} earlier not counted)",)})
 
 
+GENERIC_FOLDERS = ("results", "outputs", "output", "out", "checkpoints", "runs", "model", "trainer_output")
+
+
 def _name(path: str) -> str:
+    """``<run>`` of ``<run>.trainer_state.json``; else the output folder's name, with its parent's where the
+    name says nothing (``results``, ``outputs``)."""
     prefix = os.path.basename(path)[:-len("trainer_state.json")].rstrip("._-")
-    return prefix or os.path.basename(run_folder(path)) or "run"
+    if prefix:
+        return prefix
+    folder = run_folder(path)
+    name = os.path.basename(folder) or "run"
+    if name.lower() in GENERIC_FOLDERS and os.path.basename(os.path.dirname(folder)):
+        return f"{os.path.basename(os.path.dirname(folder))}/{name}"
+    return name
 
 
 def read_state(path: str) -> RunLog:
