@@ -338,7 +338,7 @@ def test_cli_runs_without_gold_are_never_labelled(tmp_path):
     path = write_library(tmp_path, gold=False)
     r = cli("curves", "label", path)
     assert r.returncode == 0, r.stderr
-    assert "n/a (no gold)" in r.stdout and "hacking (" not in r.stdout and "2 runs without gold not labelled" in r.stdout
+    assert "n/a (no gold)" in r.stdout and "hacking (" not in r.stdout and "2 runs without gold: runs hacking n/a (no gold)" in r.stdout
     r = cli("simulate", "--curves", path, "--stopper", "evalstop", "--jobs", "40", "--json")
     got = json.loads(r.stdout)
     assert all(got[k] == "n/a (no gold)" for k in ("precision", "recall", "fpr", "f1", "true_positives"))

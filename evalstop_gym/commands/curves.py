@@ -236,8 +236,9 @@ def run_label(args: argparse.Namespace) -> int:
     if labelled:
         print(f"{n_hack} of {len(labelled)} runs with gold hacking ({n_hack / len(labelled):.0%})")
     if len(labelled) < len(rows):
-        print(f"{len(rows) - len(labelled)} runs without gold not labelled: a fall of the eval score may be "
-              "noise or over-optimisation, only a gold column tells (drop and threshold describe the shape)")
+        print(f"{len(rows) - len(labelled)} runs without gold: runs hacking {NO_GOLD}, not labelled (a fall of "
+              "the eval score may be noise or over-optimisation, only a gold column tells; drop and threshold "
+              "describe the shape)")
     return 0
 
 

@@ -130,8 +130,9 @@ def read_table(path: str) -> list[RunLog]:
     """The run(s) of one CSV / JSONL log (module docstring)."""
     stem = path[:-3] if path.endswith(".gz") else path
     if not stem.endswith((".csv", ".jsonl")) and os.path.basename(path) != "result.json":
-        raise LogError(path, None, "not a log this reads (trainer_state.json, .csv, .jsonl, result.json, "
-                                   "an mlruns/ or TensorBoard folder)")
+        raise LogError(path, None, "unknown curve-log type: name it .csv or .jsonl (.gz allowed), "
+                                   "trainer_state.json or result.json, give a folder (mlruns/, TensorBoard), or "
+                                   "give its format (--format / --curves-format csv|jsonl|tensorboard)")
     records = list(_records(path))
     if not records:
         raise LogError(path, None, "no rows")
