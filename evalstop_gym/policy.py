@@ -17,6 +17,7 @@ from functools import partial
 from operator import itemgetter
 from typing import Mapping, NamedTuple, Sequence
 
+from .checks import check_range
 from .running_order import RunningOrder
 from .simulator import DONE, EVAL, Outcome, Simulator
 from .view import ClusterView, JobView
@@ -430,12 +431,24 @@ class Stopper(Policy):
     """Wraps a base policy: scheduling is the base's, ``should_stop`` is the stopper's.
 
     Stopping composes: if the wrapped policy would stop a job, so does this one.
+
+    Warm-up, shared by every stopper that takes it (the same names on each): the
+    rule makes no decision on a job's first ``warmup`` evals, nor while its
+    ``progress`` (fraction of the run done, in [0, 1]) is below ``warmup_progress``
+    (Optuna's ``n_warmup_steps``, Keras' ``start_from_epoch``). A job that reports
+    no progress (a live run of unknown length: progress 0) is never judged under a
+    positive ``warmup_progress``. While a job warms up the rule still sees its
+    scores (:meth:`observe`), so a pooled noise estimate learns from them. The
+    defaults (0, 0.0) judge every eval.
     """
 
-    def __init__(self, base: Policy):
+    def __init__(self, base: Policy, warmup: int = 0, warmup_progress: float = 0.0):
         if not isinstance(base, Policy):
             raise TypeError(f"base must be a Policy, got {type(base).__name__}")
+        check_range("warmup", warmup, 0, integer=True)
+        check_range("warmup_progress", warmup_progress, 0.0, 1.0)
         self.base = base
+        self.warmup, self.warmup_progress = warmup, warmup_progress
 
     @property
     def name(self) -> str:
@@ -450,7 +463,21 @@ class Stopper(Policy):
         return self.base.schedule(cluster)
 
     def should_stop(self, job: JobView, cluster: ClusterView) -> bool:
+        if (self.warmup or self.warmup_progress) and self.warming_up(job):
+            self.observe(job)
+            return self.base.should_stop(job, cluster)
         return self.rule(job, cluster) or self.base.should_stop(job, cluster)
+
+    def warming_up(self, job: JobView) -> bool:
+        """Whether ``job`` is still in its warm-up (class docstring): no decision of the rule yet."""
+        return len(job.eval_scores) <= self.warmup or job.progress < self.warmup_progress
+
+    def min_evals(self) -> int:
+        """The fewest evals after which the rule can stop a job (a live run planning fewer is warned)."""
+        return max(2, self.warmup + 1)
+
+    def observe(self, job: JobView) -> None:
+        """See ``job``'s data during its warm-up without deciding (a stopper with pooled state overrides it)."""
 
     def rule(self, job: JobView, cluster: ClusterView) -> bool:
         raise NotImplementedError

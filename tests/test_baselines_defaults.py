@@ -59,7 +59,10 @@ def test_the_shipped_defaults_are_the_recorded_choice(stopper):
     chosen = RECORD["detectors"][stopper]["chosen"]
     assert shipped == chosen, f"{stopper}: evalstop_gym/baselines/ ships {shipped}, docs/select_detectors.py " \
                               f"chose {chosen} (docs/detector_defaults.json)"
-    # every other parameter is the noise a user may pass; by default estimated
-    assert set(sig.parameters) - set(SEL.SPACES[stopper]) - {"self", "base"} <= {"sigma"}
+    # every other parameter is the noise a user may pass (by default estimated) or the shared warm-up, off by
+    # default
+    assert set(sig.parameters) - set(SEL.SPACES[stopper]) - {"self", "base"} <= {"sigma", "warmup",
+                                                                                  "warmup_progress"}
+    assert (sig.parameters["warmup"].default, sig.parameters["warmup_progress"].default) == (0, 0.0)
     if "sigma" in sig.parameters:
         assert sig.parameters["sigma"].default is None

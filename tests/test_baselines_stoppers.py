@@ -262,7 +262,8 @@ PARAMETER_MESSAGES = [
     (lambda: make_policy("fifo", "none", k=2), "k=2 is invalid: is not a parameter of stopper 'none' "
                                                 "(it takes: nothing)"),
     (lambda: make_policy("fifo", "patience", k=2), "k=2 is invalid: is not a parameter of stopper 'patience' "
-                                                    "(it takes: patience, min_delta)"),
+                                                    "(it takes: patience, min_delta, warmup, "
+                                                    "warmup_progress)"),
 ]
 
 
@@ -285,15 +286,19 @@ def test_the_edges_of_every_range_are_accepted():
     _tiresias(thresholds_gpu_h=(0.5,), promote_knob=0.1)
 
 
+WARMUP = ["warmup", "warmup_progress"]
+
+
 def test_registry_names_each_stoppers_parameters():
     from evalstop_gym.baselines import stopper_params
 
     assert {s: stopper_params(s) for s in STOPPERS} == {
-        "none": [], "evalstop": ["k"], "stopat": ["p"], "lossplateau": ["window", "tolerance"],
-        "patience": ["patience", "min_delta"], "cusum": ["threshold", "drift", "sigma"],
-        "smoothed": ["window", "threshold", "sigma"],
-        "droptest": ["window", "z", "min_drop", "sigma"],
-        "divergence": ["window", "z", "min_drop", "fast_z", "fast_min_drop", "proxy_z", "lag", "sigma"]}
+        "none": [], "evalstop": ["k", "min_delta", *WARMUP], "stopat": ["p"],
+        "lossplateau": ["window", "tolerance", *WARMUP],
+        "patience": ["patience", "min_delta", *WARMUP], "cusum": ["threshold", "drift", "sigma", *WARMUP],
+        "smoothed": ["window", "threshold", "sigma", *WARMUP],
+        "droptest": ["window", "z", "min_drop", "sigma", *WARMUP],
+        "divergence": ["window", "z", "min_drop", "fast_z", "fast_min_drop", "proxy_z", "lag", "sigma", *WARMUP]}
     assert type(make_policy("srtf-est", "none")) is SCHEDULERS["srtf-est"]      # no stopper: the bare scheduler
     p = make_policy("fifo", "patience", patience=4)
     assert type(p) is Patience and p.patience == 4 and type(p.base) is FIFO

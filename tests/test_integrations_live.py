@@ -163,10 +163,12 @@ def test_pooled_noise_is_shared_by_the_jobs_of_one_live_stopper():
     (lambda s: s.update("a", 0.5, eval_items=-1), "eval_items"),
     (lambda s: s.update("a", 0.5, progress=1.5), "progress"),
     (lambda s: s.update("a", 0.5, job_type="sft"), "job_type"),
+    (lambda s: s.update("a", 0.5, step="abc"), "step"),
+    (lambda s: s.update("a", 0.5, step=float("inf")), "step"),
     (lambda s: s.best("nobody"), "job_key"),
 ])
 def test_bad_live_input_names_the_field(call, field):
-    s = live_stopper("evalstop")
+    s = live_stopper("evalstop", on_nonfinite="raise")
     with pytest.raises(ConfigError) as e:
         call(s)
     assert e.value.field == field

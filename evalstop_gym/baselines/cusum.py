@@ -18,6 +18,9 @@ textbook ``drift = 0.5, threshold = 4-5`` (made for long streams) to fire
 before a run ends. With ``drift = 0`` the sum since its last reset is the drop
 from the highest recent score, so the rule reads "the score fell more than
 ``1.5 * sqrt(2)`` noise sigmas below a recent high".
+``warmup`` / ``warmup_progress``: no decision on the first ``warmup`` evals nor
+below that fraction of the run (the scores still feed the noise estimate;
+:class:`~evalstop_gym.policy.Stopper`).
 Source: Page, "Continuous Inspection Schemes", Biometrika 1954.
 """
 
@@ -31,8 +34,9 @@ from .noise import NoiseAwareStopper
 class CUSUM(NoiseAwareStopper):
     rule_name = "cusum"
 
-    def __init__(self, base, threshold: float = 1.5, drift: float = 0.0, sigma: float | None = None):
-        super().__init__(base, sigma)
+    def __init__(self, base, threshold: float = 1.5, drift: float = 0.0, sigma: float | None = None,
+                 warmup: int = 0, warmup_progress: float = 0.0):
+        super().__init__(base, sigma, warmup, warmup_progress)
         check_range("threshold", threshold, 0.0)
         check_range("drift", drift, 0.0)
         self.threshold = threshold

@@ -22,6 +22,9 @@ docs/detectors.md): while the proxy rose over the last two evals by more than
 and ``1.5 * sqrt(2)`` sigmas below the best earlier one stops the job; otherwise
 the mean of the last two scores must fall 0.04 and ``1.5 * sqrt(1.5)`` sigmas
 below the best before them (``window = 2``, ``z = 1.5``, ``min_drop = 0.04``).
+``warmup`` / ``warmup_progress``: no decision on the first ``warmup`` evals nor
+below that fraction of the run (the scores still feed the noise estimates;
+:class:`~evalstop_gym.policy.Stopper`).
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ class Divergence(DropTest):
     rule_name = "divergence"
 
     def __init__(self, base, window: int = 2, z: float = 1.5, min_drop: float = 0.04, fast_z: float = 1.5,
-                 fast_min_drop: float = 0.04, proxy_z: float = 1.0, lag: int = 2, sigma: float | None = None):
-        super().__init__(base, window, z, min_drop, sigma)
+                 fast_min_drop: float = 0.04, proxy_z: float = 1.0, lag: int = 2, sigma: float | None = None,
+                 warmup: int = 0, warmup_progress: float = 0.0):
+        super().__init__(base, window, z, min_drop, sigma, warmup, warmup_progress)
         check_range("fast_z", fast_z, 0.0, 20.0)
         check_range("fast_min_drop", fast_min_drop, 0.0, 1.0)
         check_range("proxy_z", proxy_z, 0.0, 20.0)
@@ -50,6 +54,10 @@ class Divergence(DropTest):
     def reset(self) -> None:
         super().reset()
         self.proxy_noise.reset()
+
+    def observe(self, job) -> None:
+        super().observe(job)
+        self.proxy_noise.add(job.job_id, job.proxy_rewards)
 
     def proxy_rising(self, job) -> bool:
         """Pool ``job``'s proxy readings; True if they rose significantly over the last ``lag`` evals."""

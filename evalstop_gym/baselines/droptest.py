@@ -19,6 +19,9 @@ evaluated on 30 items only when the drop is far beyond its noise. Defaults
 (``window``, ``z``, ``min_drop``) are the choice of ``docs/select_detectors.py``
 on validation seeds of the selection world (``docs/detector_defaults.json``;
 docs/detectors.md).
+``warmup`` / ``warmup_progress``: no decision on the first ``warmup`` evals nor
+below that fraction of the run (the scores still feed the noise estimate;
+:class:`~evalstop_gym.policy.Stopper`).
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ def drop_below_best(scores, window: int) -> tuple[float, float]:
 class DropTest(NoiseAwareStopper):
     rule_name = "droptest"
 
-    def __init__(self, base, window: int = 1, z: float = 1.5, min_drop: float = 0.08, sigma: float | None = None):
-        super().__init__(base, sigma)
+    def __init__(self, base, window: int = 1, z: float = 1.5, min_drop: float = 0.08, sigma: float | None = None,
+                 warmup: int = 0, warmup_progress: float = 0.0):
+        super().__init__(base, sigma, warmup, warmup_progress)
         check_range("window", window, 1, 20, integer=True)
         check_range("z", z, 0.0, 20.0)
         check_range("min_drop", min_drop, 0.0, 1.0)

@@ -14,6 +14,8 @@ shape of a loss-plateau rule (as in Keras ``ReduceLROnPlateau``/
 loss keeps falling while a run hacks its proxy reward,
 so this rule misses hacking runs by design: the paper's loss-plateau
 baseline, which "misses more than half of hacking runs" (Zhang et al. 2026).
+``warmup`` / ``warmup_progress``: no decision on the first ``warmup`` evals nor
+below that fraction of the run (:class:`~evalstop_gym.policy.Stopper`).
 """
 
 from evalstop_gym.config import check_range
@@ -23,8 +25,8 @@ from evalstop_gym.policy import Stopper
 class LossPlateau(Stopper):
     rule_name = "lossplateau"
 
-    def __init__(self, base, window: int = 3, tolerance: float = 0.01):
-        super().__init__(base)
+    def __init__(self, base, window: int = 3, tolerance: float = 0.01, warmup: int = 0, warmup_progress: float = 0.0):
+        super().__init__(base, warmup, warmup_progress)
         check_range("window", window, 1, integer=True)
         check_range("tolerance", tolerance, 0.0, 1.0)
         self.window = window

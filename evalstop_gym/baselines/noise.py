@@ -106,11 +106,12 @@ class NoiseAwareStopper(Stopper):
     ``sigma`` (score units) is the noise if the user knows it; by default
     (None) it is estimated by :class:`NoiseBySize`, which is reset with the
     policy at each episode. Until the estimate exists the detector never stops.
+    ``warmup`` / ``warmup_progress``: :class:`~evalstop_gym.policy.Stopper`.
     Subclasses implement :meth:`declined`.
     """
 
-    def __init__(self, base, sigma: float | None = None):
-        super().__init__(base)
+    def __init__(self, base, sigma: float | None = None, warmup: int = 0, warmup_progress: float = 0.0):
+        super().__init__(base, warmup, warmup_progress)
         if sigma is not None:
             check_range("sigma", sigma, 0.0, 1.0, lo_open=True)
         self.sigma = sigma
@@ -124,6 +125,9 @@ class NoiseAwareStopper(Stopper):
         """Pool ``job``'s scores, then return the noise its test uses (None: not known yet)."""
         self.noise.observe(job)
         return self.sigma if self.sigma is not None else self.noise.sigma(job)
+
+    def observe(self, job) -> None:
+        self.noise.observe(job)   # a job warming up still feeds the pooled estimate
 
     def rule(self, job, cluster):
         sigma = self.job_sigma(job)

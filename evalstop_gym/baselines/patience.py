@@ -14,6 +14,8 @@ on validation seeds of the selection world (recorded in
 ``docs/detector_defaults.json``; docs/detectors.md), the best F1 among the
 settings that reach its waste floor (EvalStop k=2's). It needs no noise estimate and carries
 no noise scale: ``min_delta`` is in score units. Works on every job type.
+``warmup`` / ``warmup_progress``: no decision on the first ``warmup`` evals nor
+below that fraction of the run (:class:`~evalstop_gym.policy.Stopper`).
 Source: Prechelt, "Early Stopping - But When?" (1998); Keras EarlyStopping.
 """
 
@@ -24,8 +26,8 @@ from evalstop_gym.policy import Stopper
 class Patience(Stopper):
     rule_name = "patience"
 
-    def __init__(self, base, patience: int = 3, min_delta: float = 0.0):
-        super().__init__(base)
+    def __init__(self, base, patience: int = 3, min_delta: float = 0.0, warmup: int = 0, warmup_progress: float = 0.0):
+        super().__init__(base, warmup, warmup_progress)
         check_range("patience", patience, 1, integer=True)
         check_range("min_delta", min_delta, 0.0, 1.0)
         self.patience = patience
@@ -40,3 +42,6 @@ class Patience(Stopper):
             else:
                 wait += 1
         return wait >= self.patience
+
+    def min_evals(self) -> int:
+        return max(self.patience + 1, self.warmup + 1)

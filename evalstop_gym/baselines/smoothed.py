@@ -20,6 +20,9 @@ size; a positive threshold asks for a decline beyond noise. A longer window
 averages more noise at the price of delay, and relies on healthy runs still
 rising over it; a run that has truly plateaued is stopped often at threshold
 0 (each look is a coin flip on a flat run).
+``warmup`` / ``warmup_progress``: no decision on the first ``warmup`` evals nor
+below that fraction of the run (the scores still feed the noise estimate;
+:class:`~evalstop_gym.policy.Stopper`).
 Source: slope tests for trend change, e.g. Mann-Kendall/Sen; here the plain
 least-squares t-test with a pooled noise estimate.
 """
@@ -32,8 +35,9 @@ from .noise import NoiseAwareStopper
 class SmoothedDecline(NoiseAwareStopper):
     rule_name = "smoothed"
 
-    def __init__(self, base, window: int = 3, threshold: float = 1.0, sigma: float | None = None):
-        super().__init__(base, sigma)
+    def __init__(self, base, window: int = 3, threshold: float = 1.0, sigma: float | None = None,
+                 warmup: int = 0, warmup_progress: float = 0.0):
+        super().__init__(base, sigma, warmup, warmup_progress)
         check_range("window", window, 3, 1000, integer=True)
         check_range("threshold", threshold, 0.0)
         self.window = window

@@ -17,10 +17,35 @@ kept where the Trainer saves checkpoints: the callback writes its step into
 ``state.best_global_step``, so the Trainer's checkpoint rotation
 (``save_total_limit``) never deletes it and ``load_best_model_at_end`` loads it;
 and it writes ``evalstop.json`` in ``output_dir`` (the evals, the stop, the best
-step, score and checkpoint directory). A checkpoint exists for an eval only if
-the Trainer saves at that step (``save_steps`` dividing ``eval_steps``). If
-``metric_for_best_model`` is set it must name the same metric in the same
+step, score and checkpoint directory, and the stopper's state), replacing the
+file whole at each write. A checkpoint exists for an eval only if the Trainer
+saves at that step (``save_steps`` dividing ``eval_steps``): at setup a
+misaligned pair is warned about with its fix, and a best eval without a
+checkpoint names ``nearest_checkpoint``, the saved one closest to it, as such.
+If ``metric_for_best_model`` is set it must name the same metric in the same
 direction, since the Trainer then keeps the best itself.
+
+State that survives (resume): the callback is transformers'
+``ExportableState``; every checkpoint's ``trainer_state.json`` holds its state,
+restored with ``restore_callback_states_from_checkpoint=True`` (the Trainer
+then builds a new callback object: read it from ``trainer.callback_handler``
+or from ``evalstop.json``). With or without that flag a resumed run also reads
+``output_dir/evalstop.json``, the latest record (written after every eval), and
+continues from it; an eval the resumed run repeats (its step already recorded)
+is not counted twice. A relaunched run that was already stopped stops at once:
+the Trainer cannot skip its first step, so the callback drops that step's
+gradients before the optimizer step and cancels its log, eval and save; the
+weights, the checkpoints and the record stay as they were. A shared ``live``
+stopper is the caller's to save and restore (:meth:`LiveStopper.state`).
+
+Several processes (``torchrun``, DDP): every rank runs the callback; at each
+eval the ranks take process 0's score, loss and proxy (a broadcast), so each
+rank's stopper sees the same history and stops at the same eval; only process 0
+writes ``evalstop.json``.
+
+A NaN or infinite score follows ``on_nonfinite``
+(:data:`~evalstop_gym.integrations.live.NONFINITE`, default ``"stop"``: the run
+stops and keeps its best finite checkpoint).
 
 TRL's trainers (``GRPOTrainer``, ``RLOOTrainer``, ``DPOTrainer``) subclass
 ``Trainer`` and take ``callbacks=[...]`` alike. Needs the ``live`` extra.
@@ -32,15 +57,17 @@ import csv
 import json
 import math
 import os
+import warnings
 from typing import Hashable
 
 from ..config import ConfigError
 from ..curvelog import CURVE_COLUMNS
 from ..extras import missing_extra
-from .live import LiveStopper
+from .live import DEFAULT_NONFINITE, LiveStopper
 
 try:
     from transformers import TrainerCallback
+    from transformers.trainer_callback import ExportableState
 except ModuleNotFoundError as e:
     raise missing_extra(e, "evalstop_gym.integrations.EvalStopCallback") from None
 
@@ -64,31 +91,61 @@ def latest_logged(name: str, log_history: list) -> float | None:
     return None
 
 
-class EvalStopCallback(TrainerCallback):
+class EvalStopCallback(TrainerCallback, ExportableState):
     """Stop training when the stopper ``stopper`` (a name of ``STOPPERS``, with ``params``) says so.
 
     ``metric``: the eval metric watched (``eval_reward``; ``reward`` finds
-    ``eval_reward`` too); ``mode``: ``max`` or ``min`` (a loss); ``eval_items``:
+    ``eval_reward`` too); ``mode``: ``max``, ``min`` (a loss) or ``auto`` (from
+    the metric's name; a name that says neither is refused); ``eval_items``:
     the eval set's size when the metric is a proportion of items (0: unknown,
     the noise is then estimated from the scores); ``proxy_metric``: a logged
     proxy reward (TRL's ``reward``), read from the eval metrics or the training
-    logs. ``live`` and ``job``: a :class:`LiveStopper` shared with other runs
-    and this run's key in it (then ``stopper``, ``mode`` and ``params`` are the
-    shared object's).
+    logs; ``on_nonfinite``: what a NaN or infinite score does (module
+    docstring). ``live`` and ``job``: a :class:`LiveStopper` shared with other
+    runs and this run's key in it (then ``stopper``, ``mode``, ``on_nonfinite``
+    and ``params`` are the shared object's).
     """
 
-    def __init__(self, stopper: str = "evalstop", metric: str = "eval_reward", mode: str = "max", *,
-                 eval_items: int = 0, proxy_metric: str | None = None, live: LiveStopper | None = None,
-                 job: Hashable = "run", **params):
+    def __init__(self, stopper: str = "evalstop", metric: str = "eval_reward", mode: str = "auto", *,
+                 eval_items: int = 0, proxy_metric: str | None = None, on_nonfinite: str = DEFAULT_NONFINITE,
+                 live: LiveStopper | None = None, job: Hashable = "run", **params):
         if live is not None and params:
             raise ConfigError("params", params, "must be empty when a shared live stopper is given")
-        self.live = live if live is not None else LiveStopper(stopper, mode=mode, **params)
+        self._shared = live is not None
+        if live is None:
+            live = LiveStopper(stopper, mode=mode, metric=metric, on_nonfinite=on_nonfinite, **params)
+        self.live = live
+        # what ExportableState rebuilds the callback from (mode resolved: no second warning)
+        self._args = dict(stopper=stopper, metric=metric, mode=live.mode, eval_items=eval_items,
+                          proxy_metric=proxy_metric, on_nonfinite=on_nonfinite, job=job, **params)
         self.metric, self.eval_items, self.proxy_metric, self.job = metric, eval_items, proxy_metric, job
         self.evals: list[dict] = []
         self.stopped_at: int | None = None
         self.best_checkpoint: str | None = None
         self._output_dir: str | None = None
+        self._halted = False   # a relaunched stopped run: its one unavoidable step changes nothing
 
+    # -- state that survives -------------------------------------------------------------
+    def state(self) -> dict:
+        return {"args": self._args, "attributes": {"history": self.history}}
+
+    @property
+    def history(self) -> dict | None:
+        """What the callback has decided, as JSON data (None for a shared live stopper, the caller's to save)."""
+        if self._shared:
+            return None
+        return {"live": self.live.state(), "evals": self.evals, "stopped_at": self.stopped_at}
+
+    @history.setter
+    def history(self, history: dict | None) -> None:
+        if history is None or self._shared:
+            return
+        live = LiveStopper(self._args["stopper"], mode=self.live.mode, metric=self.metric,
+                           on_nonfinite=self.live.on_nonfinite, **self.live.params)
+        live.restore(history["live"])
+        self.live, self.evals, self.stopped_at = live, list(history["evals"]), history["stopped_at"]
+
+    # -- the Trainer's events --------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
         self._output_dir = args.output_dir
         mine = self.metric if self.metric.startswith("eval_") else f"eval_{self.metric}"
@@ -99,25 +156,46 @@ class EvalStopCallback(TrainerCallback):
                 raise ConfigError("metric_for_best_model", args.metric_for_best_model,
                                   f"must be {mine!r} with greater_is_better={self.live.mode == 'max'} (the "
                                   f"metric EvalStopCallback watches) or None, so both keep the same best checkpoint")
+        self._warn_at_setup(args, state)
+        if state.global_step > 0:   # resumed: the latest record knows at least what the checkpoint knew
+            record = self._read_record()
+            saved = (record or {}).get("history")
+            if saved and len(saved["live"]["evals"]) >= len(self.live.state()["evals"]):
+                self.history = saved
+        if self.stopped_at is not None:
+            self._halted = True
+            control.should_training_stop = True
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        if self._halted and model is not None:
+            for p in model.parameters():
+                p.grad = None   # the optimizer skips a parameter without a gradient: the weights stay
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._halted:
+            control.should_training_stop = True
+            control.should_log = control.should_evaluate = control.should_save = False
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        if self._halted or self.stopped_at is not None:
+            return
         metrics = metrics or {}
         step = state.global_step
-        if self.evals and self.evals[-1]["step"] == step:
-            return   # evaluated twice at one step (trainer.evaluate() after training): one eval of the run
-        if self.stopped_at is not None:
-            return
+        if self.live.repeated(self.job, step):
+            return   # a step already judged: evaluated again after training, or repeated after a resume
         score = metrics[_metric_key(self.metric, metrics)]
         progress = min(step / state.max_steps, 1.0) if state.max_steps else None
         loss = latest_logged("loss", state.log_history)
         proxy = None
         if self.proxy_metric:   # an eval metric, else the training logs' latest (TRL logs ``reward`` there)
             proxy = metrics.get(self.proxy_metric, latest_logged(self.proxy_metric, state.log_history))
+        score, loss, proxy = from_rank_zero([_plain(score), _plain(loss), _plain(proxy)])
         stop = self.live.update(self.job, score, eval_items=self.eval_items, loss=loss, proxy=proxy,
                                 progress=progress, step=step)
-        self.evals.append({"step": step, "score": float(score), "stop": stop})
-        best = self.live.best(self.job)
-        if args.metric_for_best_model is None:   # else the Trainer tracks the same best itself
+        finite = isinstance(score, (int, float)) and math.isfinite(score)
+        self.evals.append({"step": step, "score": float(score) if finite else None, "stop": stop})
+        if len(self.live.view(self.job).eval_scores) and args.metric_for_best_model is None:
+            best = self.live.best(self.job)   # else the Trainer tracks the same best itself
             state.best_global_step = int(best.step)
             state.best_metric = best.score
         if stop:
@@ -131,18 +209,79 @@ class EvalStopCallback(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):
         self._write(state)
 
+    # -- internals ---------------------------------------------------------------------------
+    def _warn_at_setup(self, args, state) -> None:
+        """Warnings a run should get before it trains: a best eval that may have no checkpoint, a stopper that can
+        never fire within the planned evals."""
+        evals_by_steps = args.eval_strategy == "steps" and state.eval_steps
+        if evals_by_steps and args.save_strategy == "steps" and state.eval_steps % state.save_steps:
+            warnings.warn(f"eval_steps={state.eval_steps} is not a multiple of save_steps={state.save_steps}: evals "
+                          f"between saves have no checkpoint, so the best eval may have none (evalstop.json then "
+                          f"names the nearest saved one); set save_steps to a divisor of eval_steps", stacklevel=2)
+        if evals_by_steps and state.max_steps:
+            # the eval at the last step ends the run and is not judged
+            self.live.warn_if_short((state.max_steps - 1) // state.eval_steps)
+
+    def _read_record(self) -> dict | None:
+        path = os.path.join(self._output_dir, RECORD)
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            record = json.load(f)
+        same = (record.get("stopper"), record.get("metric"), record.get("job"))
+        if same != (self.live.name, self.metric, self.job):
+            return None   # another callback's record in the same output_dir
+        return record
+
     def _write(self, state) -> None:
         if not self.evals or self._output_dir is None or not state.is_world_process_zero:
             return
-        best = self.live.best(self.job)
-        path = os.path.join(self._output_dir, f"{CHECKPOINT_PREFIX}-{int(best.step)}")
-        self.best_checkpoint = path if os.path.isdir(path) else None
-        record = {"stopper": self.live.name, "metric": self.metric, "mode": self.live.mode, "evals": self.evals,
-                  "stopped_at_step": self.stopped_at,
-                  "best": {"step": int(best.step), "score": best.score, "checkpoint": self.best_checkpoint}}
+        best_record = nearest = None
+        if len(self.live.view(self.job).eval_scores):
+            best = self.live.best(self.job)
+            self.best_checkpoint, nearest = _checkpoint_at(self._output_dir, int(best.step))
+            best_record = {"step": int(best.step), "score": best.score, "checkpoint": self.best_checkpoint}
+            if self.best_checkpoint is None:
+                best_record["nearest_checkpoint"] = nearest
+        record = {"stopper": self.live.name, "metric": self.metric, "mode": self.live.mode, "job": self.job,
+                  "evals": self.evals, "stopped_at_step": self.stopped_at, "best": best_record,
+                  "history": self.history}
         os.makedirs(self._output_dir, exist_ok=True)
-        with open(os.path.join(self._output_dir, RECORD), "w") as f:
+        path = os.path.join(self._output_dir, RECORD)
+        with open(path + ".tmp", "w") as f:   # a whole file or the last one: a kill never leaves half a record
             json.dump(record, f, indent=1)
+        os.replace(path + ".tmp", path)
+
+
+def from_rank_zero(values: list) -> list:
+    """``values`` as process 0 has them when ``torch.distributed`` runs several processes (else unchanged): every
+    rank then feeds its stopper the same eval and, the stoppers being deterministic, makes the same decision."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return values
+    box = [values]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _plain(value):
+    """A metric as a Python number (a numpy or torch scalar too), so it crosses processes as plain data."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _checkpoint_at(output_dir: str, step: int) -> tuple[str | None, str | None]:
+    """``(checkpoint of step, None)`` if it exists, else ``(None, the saved checkpoint nearest to step)``
+    (the earlier one on a tie; None if there is none)."""
+    path = os.path.join(output_dir, f"{CHECKPOINT_PREFIX}-{step}")
+    if os.path.isdir(path):
+        return path, None
+    saved = []
+    for name in os.listdir(output_dir):
+        prefix, _, number = name.partition("-")
+        if prefix == CHECKPOINT_PREFIX and number.isdigit() and os.path.isdir(os.path.join(output_dir, name)):
+            saved.append((abs(int(number) - step), int(number), os.path.join(output_dir, name)))
+    return None, (min(saved)[2] if saved else None)
 
 
 class CurveLogger(TrainerCallback):
