@@ -331,7 +331,7 @@ def test_cli_simulate_with_curves_and_label(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["jobs"] == 40 and "2 logged runs" in r.stderr
     r = cli("curves", "label", path)
-    assert r.returncode == 0 and "1 of 2 runs with gold hacking" in r.stdout
+    assert r.returncode == 0 and "1 of 2 runs hacking (50%), by their gold" in r.stdout
 
 
 def test_cli_runs_without_gold_are_never_labelled(tmp_path):

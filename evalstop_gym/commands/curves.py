@@ -234,7 +234,7 @@ def run_label(args: argparse.Namespace) -> int:
     labelled = [r for r in rows if r["hacking"] != NO_GOLD]
     n_hack = sum(r["hacking"] for r in labelled)
     if labelled:
-        print(f"{n_hack} of {len(labelled)} runs with gold hacking ({n_hack / len(labelled):.0%})")
+        print(f"{n_hack} of {len(labelled)} runs hacking ({n_hack / len(labelled):.0%}), by their gold")
     if len(labelled) < len(rows):
         print(f"{len(rows) - len(labelled)} runs without gold: runs hacking {NO_GOLD}, not labelled (a fall of "
               "the eval score may be noise or over-optimisation, only a gold column tells; drop and threshold "

@@ -78,18 +78,14 @@ def series_from_rows(rows: dict[float, dict[str, float]]) -> dict[str, tuple[np.
     return {k: (np.asarray(s, dtype=float), np.asarray(v, dtype=float)) for k, (s, v) in out.items()}
 
 
-def is_lfs_pointer(path: str) -> bool:
-    """Whether ``path`` is a Git LFS pointer file (the log itself was never pulled)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(LFS_HEADER)) == LFS_HEADER
-    except OSError:
-        return False
-
-
 def check_not_lfs(path: str) -> None:
-    if is_lfs_pointer(path):
-        raise LogError(path, None, "a Git LFS pointer, not the log: run `git lfs pull`")
+    """Refuse a Git LFS pointer file (the log itself was never pulled), and anything that is not a regular
+    file (:func:`evalstop_gym.files.open_binary`: a FIFO is refused at once, never waited on)."""
+    from ..files import open_binary
+
+    with open_binary(path, LogError, "log") as f:
+        if f.read(len(LFS_HEADER)) == LFS_HEADER:
+            raise LogError(path, None, "a Git LFS pointer, not the log: run `git lfs pull`")
 
 
 def _expand(paths) -> list[str]:
