@@ -20,8 +20,8 @@ step logged twice keeps its last values (resumed runs). A TensorBoard log
 directory (TRL, OpenRLHF and ``torch.utils.tensorboard`` write these) is read
 with :func:`read_tensorboard`: each directory holding event files is one run.
 A transformers / TRL ``trainer_state.json`` from any trainer is read by
-:func:`read_runs` (:mod:`evalstop_gym.logs.trainer_state`: its own metric and
-direction, the latest state of an output folder).
+:func:`evalstop_gym.logs.logged.read_runs` (:mod:`evalstop_gym.logs.trainer_state`:
+its own metric and direction, the latest state of an output folder).
 
 The project's own trainer states (``curves generate --backend trl`` writes
 ``eval_score``, ``eval_gold``, ``eval_kl``, ``eval_items`` at each eval) are also
@@ -79,15 +79,8 @@ and ``threshold`` ``max(k_sigma * s, rel_drop * range)`` (defaults 2 and 0.1;
 ``range`` is the smoothed curve's max minus min): a drop above it is larger
 than the noise and than a tenth of the run's own movement.
 
-:func:`read_runs` reads any log :mod:`evalstop_gym.logs` reads (a folder or a
-glob is many runs) and makes each a :class:`LoggedRun` on the metric and
-direction of :func:`evalstop_gym.logs.metric.choose`: ``eval_score`` is that
-metric, negated for a lower-is-better one (the simulator's scores improve
-upwards); ``train_loss`` the training loss; ``proxy_reward`` the curve log's, or
-GRPO / RLOO's ``reward``, DPO's ``rewards/margins``, TRL's
-``objective/scores``; ``gold`` the log's ``gold`` / ``eval_gold``; ``kl`` its
-``eval_kl``, else the ``kl`` GRPO and RLOO log while training, else TRL's
-``objective/kl``; ``eval_items`` the eval's n where logged.
+Any other log (a Trainer's state from elsewhere, Lightning, Ray Tune, MLflow,
+W&B) is read by :func:`evalstop_gym.logs.logged.read_runs`, on a chosen metric.
 """
 
 from __future__ import annotations
@@ -103,7 +96,7 @@ import numpy as np
 
 from .config import JOB_TYPES, ConfigError, check_range
 from .curves import Curves
-from .files import DataFileError, atomic_open, csv_rows, has_bad_bytes, open_binary, open_text, walk
+from .files import DataFileError, atomic_open, csv_rows, has_bad_bytes, lines, open_binary, open_text, walk
 from .workload import Workload
 
 CURVE_COLUMNS = ("job", "step", "eval_score", "train_loss", "proxy_reward")
@@ -141,7 +134,7 @@ class LoggedRun:
     train_loss: np.ndarray
     proxy_reward: np.ndarray
     extra: dict[str, np.ndarray] = field(default_factory=dict)
-    metric: str = "eval_score"   # the logged metric eval_score holds (:func:`read_runs`)
+    metric: str = "eval_score"   # the logged metric eval_score holds (evalstop_gym.logs.logged.read_runs)
     mode: str = "max"            # "min": eval_score is that metric negated
 
     def series(self, column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -284,12 +277,27 @@ def read_jsonl_log(path) -> dict[str, LoggedRun]:
     """Runs of a JSONL curve log (one JSON object per line)."""
     path = os.fspath(path)
     col = _Collector(path)
-    from .logs.tables import json_objects
-
     with open_text(path, CurveLogError, "curve log") as f:
         for i, record in json_objects(f, path, CurveLogError):
             col.add(record, i)
     return col.runs()
+
+
+def json_objects(f, path: str, error: type):
+    """``(line number, object)`` of a JSON-lines text stream; blank lines skipped, anything else that is not
+    one JSON object a line raises ``error`` naming the line."""
+    for i, text in enumerate(lines(f, path, error, "log"), start=1):
+        if not text.strip():
+            continue
+        if has_bad_bytes(text):
+            raise error(path, i, "the line holds bytes that are not UTF-8 text")
+        try:
+            record = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise error(path, i, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
+        if not isinstance(record, dict):
+            raise error(path, i, "each line must be a JSON object")
+        yield i, record
 
 
 def _event_dirs(root: str) -> list[str]:
@@ -319,8 +327,6 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
         if k not in TB_TAGS:
             raise ConfigError("tags", k, f"must be among {', '.join(TB_TAGS)}")
         want[k] = (v,) if isinstance(v, str) else tuple(v)
-    from .logs.tensorboard import accumulate
-
     runs = {}
     for d in _event_dirs(root):
         acc = accumulate(d, CurveLogError)
@@ -354,6 +360,25 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
     if not runs:
         raise CurveLogError(root, None, "no TensorBoard event files (*tfevents*) found")
     return runs
+
+
+def accumulate(folder: str, error: type):
+    """A loaded ``EventAccumulator`` of one folder's event files, each file's framing checked first;
+    problems raise ``error`` (one line)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    try:
+        for f in sorted(os.listdir(folder)):
+            if "tfevents" in f:
+                check_event_file(os.path.join(folder, f))
+    except CurveLogError as e:
+        raise error(e.path, e.line, e.problem) from None
+    acc = EventAccumulator(folder, size_guidance={"scalars": 0, "tensors": 0})
+    try:
+        acc.Reload()
+    except Exception as e:   # a record with valid checksums but an unparsable event
+        raise error(folder, None, f"unreadable TensorBoard events ({type(e).__name__}: {e})") from None
+    return acc
 
 
 def check_event_file(path: str) -> int:
@@ -491,7 +516,7 @@ def read_curve_log(path, format: str = "auto") -> dict[str, LoggedRun]:
     if not os.path.exists(path):
         raise CurveLogError(path, None, "no such file or directory")
     if format == "auto" and is_trainer_state(path):
-        return read_runs(path)
+        return read_trainer_state(path)
     if format == "tensorboard" or (format == "auto" and os.path.isdir(path) and _event_dirs(path)):
         return read_tensorboard(path)
     if os.path.isdir(path):
@@ -622,66 +647,6 @@ def label_run(run: LoggedRun, *, evals: int | None = None, drop_share: float = G
                       min_drop=min_drop)
 
 
-# -- any log, on a chosen metric ---------------------------------------------------------
-
-KL_KEYS = ("eval_kl", "kl", "objective/kl")
-GOLD_KEYS = ("gold", "eval_gold")
-
-
-def logged_run(run, choice) -> LoggedRun:
-    """A :class:`LoggedRun` of a :class:`evalstop_gym.logs.RunLog` on ``choice``'s metric (module docstring)."""
-    from .logs.metric import TRAIN_LOSS_KEYS, training_series
-
-    sign = 1.0 if choice.mode == "max" else -1.0
-    columns = {"eval_score": (run.series[choice.metric][0], sign * run.series[choice.metric][1])}
-    for column, keys in (("train_loss", TRAIN_LOSS_KEYS), ("proxy_reward", ("proxy_reward", *PROXY_KEYS))):
-        got = training_series(run, keys)
-        if got is not None:
-            columns[column] = got
-    for column, keys in (("gold", GOLD_KEYS), ("kl", KL_KEYS), ("eval_items", ("eval_items",))):
-        key = next((k for k in keys if k in run.series), None)
-        if key is not None:
-            columns[column] = run.series[key]
-    steps = np.unique(np.concatenate([s for s, _ in columns.values()]))
-
-    def on_steps(s, v):
-        out = np.full(steps.size, math.nan)
-        out[np.searchsorted(steps, s)] = v
-        return out
-
-    full = {c: on_steps(*sv) for c, sv in columns.items()}
-    empty = np.full(steps.size, math.nan)
-    return LoggedRun(name=run.name, step=steps, eval_score=full.pop("eval_score"),
-                     train_loss=full.pop("train_loss", empty), proxy_reward=full.pop("proxy_reward", empty),
-                     extra=full, metric=choice.metric, mode=choice.mode)
-
-
-def read_runs(paths, metric: str | None = None, mode: str = "auto", skipped=None) -> dict[str, LoggedRun]:
-    """``{run name: LoggedRun}`` of every run under ``paths`` (files, folders, globs) on the metric and mode of
-    :func:`evalstop_gym.logs.metric.choose` (module docstring). Each log refused is appended to ``skipped``
-    (a list) as a one-line :class:`~evalstop_gym.logs.LogError`; with no run left, the refusal is the error
-    (the only one, or a count and the first)."""
-    from .logs import LogError, read_logs
-    from .logs.metric import choose
-
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    logs, refused = read_logs(paths)
-    runs: dict[str, LoggedRun] = {}
-    for r in logs:
-        try:
-            runs[r.name] = logged_run(r, choose(r, metric, mode))
-        except LogError as e:
-            refused.append(e)
-    if skipped is not None:
-        skipped.extend(refused)
-    if not runs:
-        if len(refused) == 1:
-            raise refused[0]
-        first = f"; the first: {refused[0]}" if refused else ""
-        raise CurveLogError(", ".join(map(os.fspath, paths)), None, f"no run to use ({len(refused)} logs refused{first})")
-    return runs
-
-
 # -- replay onto a workload ------------------------------------------------------------
 
 def resample(run: LoggedRun, column: str, evals: int) -> tuple[float, np.ndarray] | None:
@@ -706,8 +671,8 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
     its hacking label comes from :func:`label_run` on the job's ``E``
     checkpoints (``label_options``: ``drop_share``, ``min_drop``; a run without
     gold is not hacking: it is not labelled, :func:`has_all_gold` tells the
-    caller to report no detection figures), and its observed scores add the workload's eval noise with the workload's own
-    draws. Other jobs keep their curves and labels.
+    caller to report no detection figures), and its observed scores add the
+    workload's eval noise with the workload's own draws. Other jobs keep their curves and labels.
     """
     if not runs:
         raise ConfigError("curves", {}, "the curve log holds no runs")

@@ -236,7 +236,7 @@ def test_curves_and_curves_format_reach_the_replay(capsys, tmp_path):
 
 
 def test_curves_metric_and_mode_reach_the_replay(capsys, tmp_path):
-    from evalstop_gym.curvelog import read_runs
+    from evalstop_gym.logs.logged import read_runs
     from evalstop_gym.workload import generate
 
     log = tmp_path / "metrics.csv"   # a Lightning CSVLogger file: two eval metrics, val_loss by default

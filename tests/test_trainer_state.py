@@ -11,6 +11,7 @@ import pytest
 from evalstop_gym.config import JOB_TYPES, WorkloadConfig
 from evalstop_gym.curvelog import CurveLogError, apply_curve_log, label_run, read_curve_log
 from evalstop_gym.curvelog import read_trainer_state, state_runs
+from evalstop_gym.logs.logged import read_runs
 from evalstop_gym.workload import generate
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "trl_grpo_trainer_state.json")
@@ -35,7 +36,7 @@ def write_state(tmp_path, history, folder="my-run"):
 
 
 def test_hand_written_log_history(tmp_path):
-    runs = read_curve_log(write_state(tmp_path, HISTORY))
+    runs = read_runs(write_state(tmp_path, HISTORY))
     assert list(runs) == ["my-run"]   # named by its folder
     run = runs["my-run"]
     assert run.step.tolist() == [0, 5, 10]
@@ -55,7 +56,7 @@ def test_hand_written_log_history(tmp_path):
 def test_checkpoint_folder_takes_the_run_folder_name_and_dpo_margins_are_the_proxy(tmp_path):
     history = [{"eval_reward": 0.1, "step": 0}, {"loss": 0.7, "rewards/margins": 0.05, "step": 4},
                {"eval_reward": 0.3, "step": 4}]
-    runs = read_curve_log(write_state(tmp_path, history, "dpo-run/checkpoint-4"))
+    runs = read_runs(write_state(tmp_path, history, "dpo-run/checkpoint-4"))
     assert list(runs) == ["dpo-run"]
     run = runs["dpo-run"]
     assert run.eval_score.tolist() == [0.1, 0.3]          # the only eval metric, higher is better by its name
@@ -75,7 +76,7 @@ def test_bad_trainer_state_names_the_problem(tmp_path, content, problem):
     path = tmp_path / "trainer_state.json"
     path.write_text(content)
     with pytest.raises(CurveLogError, match=problem):
-        read_curve_log(path)
+        read_runs(path)
 
 
 def test_real_trl_run_replays_in_a_workload():

@@ -103,11 +103,12 @@ def add_metric_flags(p, metric_flag: str, mode_flag: str) -> None:
 
 def load_runs(path, curves_format: str = "auto", metric: str | None = None, mode: str = "auto",
               out=None) -> dict:
-    """``{name: LoggedRun}`` of a log (:func:`evalstop_gym.curvelog.read_runs`; a named ``curves_format``
+    """``{name: LoggedRun}`` of a log (:func:`evalstop_gym.logs.logged.read_runs`; a named ``curves_format``
     reads the curve-log format alone, :func:`~evalstop_gym.curvelog.read_curve_log`); each log refused is
     one line on ``out`` (default stderr), as is the metric and mode the runs are read on."""
     from ..config import UsageError
-    from ..curvelog import read_curve_log, read_runs
+    from ..curvelog import read_curve_log
+    from ..logs.logged import read_runs
 
     if curves_format != "auto":
         if metric is not None or mode != "auto":

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..direction import mode_from_name, words
-from . import LogError, RunLog
+from .record import LogError, RunLog
 
 MODES = ("auto", "min", "max")
 MIN_EVALS = 2

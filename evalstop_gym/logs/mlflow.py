@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 
-from . import LogError, RunLog, series_from_rows
+from .record import LogError, RunLog, series_from_rows
 from .tables import is_eval_key
 
 MAX_METRIC_LINES = 5_000_000

@@ -27,12 +27,11 @@ file names, else by the file name.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 
 from ..direction import words
-from . import LogError, RunLog, series_from_rows
+from .record import LogError, RunLog, series_from_rows
 
 STEP_COLUMNS = ("step", "global_step", "trainer/global_step", "_step", "Step", "training_iteration", "epoch")
 EVAL_WORDS = ("eval", "val", "valid", "validation", "test", "dev")
@@ -61,6 +60,7 @@ def _float(v) -> float:
 
 def _records(path: str):
     """``(line, {column: raw value})`` of a CSV (header row) or JSONL file."""
+    from ..curvelog import json_objects
     from ..files import csv_rows, open_text
 
     stem = path[:-3] if path.endswith(".gz") else path
@@ -81,25 +81,6 @@ def _records(path: str):
             return
         for i, record in json_objects(f, path, LogError):
             yield i, _flatten(record)
-
-
-def json_objects(f, path: str, error: type):
-    """``(line number, object)`` of a JSON-lines text stream; blank lines skipped, anything else that is not
-    one JSON object a line raises ``error`` naming the line."""
-    from ..files import has_bad_bytes, lines
-
-    for i, text in enumerate(lines(f, path, error, "log"), start=1):
-        if not text.strip():
-            continue
-        if has_bad_bytes(text):
-            raise error(path, i, "the line holds bytes that are not UTF-8 text")
-        try:
-            record = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as e:
-            raise error(path, i, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
-        if not isinstance(record, dict):
-            raise error(path, i, "each line must be a JSON object")
-        yield i, record
 
 
 def _flatten(record: dict, prefix: str = "") -> dict:

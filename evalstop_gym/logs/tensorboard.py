@@ -12,28 +12,8 @@ from __future__ import annotations
 import math
 import os
 
-from . import LogError, RunLog, series_from_rows
+from .record import LogError, RunLog, series_from_rows
 from .tables import is_eval_key
-
-
-def accumulate(folder: str, error: type):
-    """A loaded ``EventAccumulator`` of one folder's event files, each file's framing checked first;
-    problems raise ``error`` (one line)."""
-    from ..curvelog import CurveLogError, check_event_file
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    try:
-        for f in sorted(os.listdir(folder)):
-            if "tfevents" in f:
-                check_event_file(os.path.join(folder, f))
-    except CurveLogError as e:
-        raise error(e.path, e.line, e.problem) from None
-    acc = EventAccumulator(folder, size_guidance={"scalars": 0, "tensors": 0})
-    try:
-        acc.Reload()
-    except Exception as e:   # a record with valid checksums but an unparsable event
-        raise error(folder, None, f"unreadable TensorBoard events ({type(e).__name__}: {e})") from None
-    return acc
 
 
 def read_event_folder(folder: str) -> list[RunLog]:
@@ -44,6 +24,8 @@ def read_event_folder(folder: str) -> list[RunLog]:
     except ImportError:  # pragma: no cover - depends on the environment
         raise ConfigError("curves", folder, "reading TensorBoard logs needs the tensorboard package "
                                             "(pip install tensorboard)") from None
+    from ..curvelog import accumulate
+
     acc = accumulate(folder, LogError)
     tags = acc.Tags()
     rows: dict[float, dict[str, float]] = {}

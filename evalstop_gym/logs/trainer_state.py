@@ -29,7 +29,7 @@ import math
 import os
 import re
 
-from . import LogError, RunLog, check_not_lfs, series_from_rows
+from .record import LogError, RunLog, check_not_lfs, series_from_rows
 
 TIMING_KEYS = ("eval_runtime", "eval_samples_per_second", "eval_steps_per_second")
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)$")
