@@ -120,3 +120,26 @@ def test_bad_stopper_specs_are_one_line_errors(capsys, argv, message):
 def test_nothing_to_judge_exits_2_after_saying_why(capsys):
     out = cli(capsys, "--curves", os.path.join(DATA, "lfs-run"), os.path.join(DATA, "grpo-qwen"), code=2).out
     assert "0 runs judged, 2 refused" in out and "git lfs pull" in out and "no eval rows" in out
+
+
+def test_replaying_a_run_evalstopcallback_stopped_gives_its_stop_and_kept_best(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    import sys
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from trainer_toy import one_thread, toy_trainer
+
+    from evalstop_gym.integrations import EvalStopCallback
+
+    cb = EvalStopCallback("evalstop", metric="eval_reward", k=2)
+    with one_thread():   # evals at steps 2..10 score 0.1, 0.3, 0.5, 0.45, 0.4: live, the stop is at step 10
+        trainer = toy_trainer(tmp_path / "out", [cb], [0.1, 0.3, 0.5, 0.45, 0.4, 0.9, 0.9, 0.9], max_steps=16)
+        trainer.train()
+        trainer.save_state()   # the output folder's own trainer_state.json, beside checkpoint-6's
+    live = json.loads((tmp_path / "out" / "evalstop.json").read_text())
+    capsys.readouterr()   # the Trainer's own log lines
+    (run,) = json.loads(cli(capsys, "--curves", str(tmp_path / "out"), "--stopper", "evalstop:k=2", "--json").out)
+    assert (run["metric"], run["mode"], run["evals"]) == ("eval_reward", "max", 5)
+    stop = run["stops"][0]
+    assert stop["stop_step"] == live["stopped_at_step"] == 10 and stop["stop_eval"] == 5   # the last eval, judged
+    assert (stop["best_step"], stop["best_score"]) == (live["best"]["step"], live["best"]["score"]) == (6, 0.5)
