@@ -187,3 +187,10 @@ def test_a_folder_is_many_runs_and_one_bad_file_does_not_stop_the_others():
     assert len(runs) == 11 and len(refused) == 1      # the LFS pointer; the GRPO and one-eval runs are read
     assert "git lfs pull" in str(refused[0])
     assert len({r.name for r in runs}) == len(runs)
+
+
+def test_checkpoint_states_given_one_by_one_or_twice_are_still_one_run():
+    pattern = os.path.join(DATA, "whisper-small-hi", "checkpoint-*", "trainer_state.json")
+    runs, refused = read_logs([pattern, os.path.join(DATA, "whisper-small-hi")])
+    assert not refused and [r.name for r in runs] == ["whisper-small-hi"]
+    assert runs[0].source.endswith("checkpoint-4000/trainer_state.json")

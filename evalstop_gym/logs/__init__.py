@@ -50,27 +50,47 @@ def read_logs(paths) -> tuple[list[RunLog], list[LogError]]:
 
     runs: list[RunLog] = []
     refused: list[LogError] = []
-    for path in _expand(paths):
+    units, states = [], []   # every trainer state of every path, grouped by output folder at the end
+    order: dict[str, int] = {}   # a file or folder -> the index of the path it was found under
+    for i, path in enumerate(_expand(paths)):
         if not os.path.exists(path):
             raise LogError(path, None, "no such file or directory")
-        units = _units(path) if os.path.isdir(path) else [("file", path)]
-        if not units:
-            refused.append(LogError(path, None, "no training log here (trainer_state.json, *.csv, *.jsonl, "
-                                                "result.json, mlruns/ or TensorBoard event files)"))
-        for kind, item in units:
-            try:
-                if kind == "states":
-                    runs.append(trainer_state.read_output_folder(item))
-                elif kind == "tensorboard":
-                    runs.extend(tensorboard.read_event_folder(item))
-                elif kind == "mlflow":
-                    runs.append(mlflow.read_run(item))
-                else:
-                    runs.extend(read_file(item))
-            except LogError as e:
-                refused.append(e)
-            except DataFileError as e:
-                refused.append(LogError(e.path, e.line, e.problem))
+        if os.path.isdir(path):
+            found, found_states = _units(path)
+            if not found and not found_states:
+                refused.append(LogError(path, None, "no training log here (trainer_state.json, *.csv, *.jsonl, "
+                                                    "result.json, mlruns/ or TensorBoard event files)"))
+        elif os.path.basename(path).endswith("trainer_state.json"):
+            found, found_states = [], [path]
+        else:
+            found, found_states = [("file", path)], []
+        for item in [u[1] for u in found] + found_states:
+            order.setdefault(os.path.abspath(item), i)
+        units += found
+        states += found_states
+    given = {}
+    for p in states:   # a state named twice (a folder and a glob) counts once
+        given.setdefault(os.path.abspath(p), p)
+    units = list(dict.fromkeys(units)) + [("states", g) for g in trainer_state.group_states(list(given.values()))]
+
+    def where(unit):   # in the order the paths were given, then by path
+        first = unit[1][0] if unit[0] == "states" else unit[1]
+        return order[os.path.abspath(first)], first
+
+    for kind, item in sorted(units, key=where):
+        try:
+            if kind == "states":
+                runs.append(trainer_state.read_output_folder(item))
+            elif kind == "tensorboard":
+                runs.extend(tensorboard.read_event_folder(item))
+            elif kind == "mlflow":
+                runs.append(mlflow.read_run(item))
+            else:
+                runs.extend(read_file(item))
+        except LogError as e:
+            refused.append(e)
+        except DataFileError as e:
+            refused.append(LogError(e.path, e.line, e.problem))
     names = [r.name for r in runs]
     if len(set(names)) != len(names):   # one name from two places: tell them apart by their folders
         where = {id(r): trainer_state.run_folder(r.source) if r.fmt == "trainer_state" else os.path.abspath(r.source)
@@ -94,11 +114,11 @@ def read_file(path: str) -> list[RunLog]:
     return tables.read_table(path)
 
 
-def _units(root: str) -> list[tuple[str, object]]:
-    """What to read under ``root``: trainer-state groups (one per output folder), TensorBoard folders,
-    MLflow run folders and table files, found by a bounded walk."""
+def _units(root: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """What to read under ``root``, found by a bounded walk: TensorBoard folders, MLflow run folders and table
+    files; and the trainer states (grouped into runs by the caller)."""
     from ..files import walk
-    from . import mlflow, trainer_state
+    from . import mlflow
 
     states, units = [], []
     for d, files in walk(root, LogError, "log directory"):
@@ -117,5 +137,4 @@ def _units(root: str) -> list[tuple[str, object]]:
                 continue   # a Ray Tune trial writes both: the same results, read once
             elif f.endswith((".csv", ".jsonl", ".csv.gz", ".jsonl.gz")) or f == "result.json":
                 units.append(("file", p))
-    units.extend(("states", g) for g in trainer_state.group_states(states))
-    return sorted(units, key=lambda u: str(u[1]))
+    return units, states
