@@ -2,6 +2,7 @@
 whose RLHF jobs take their curves from logs."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -376,3 +377,17 @@ def test_curve_replay_in_the_realistic_world_noises_the_logged_scores_by_each_jo
     sd = w.eval_factor[j] * np.sqrt(p * (1 - p) / w.eval_items[j])   # the realistic world adds no extra noise
     np.testing.assert_allclose(w.observed[j], w.curves.gold[j] + sd * w.curves.eval_z[j])
     assert w.ckpt_service_h is not None   # costs and speed jitter stay
+
+
+def test_cli_label_and_compare_take_the_metric_and_its_direction():
+    lightning = os.path.join(os.path.dirname(__file__), "data", "logs", "lightning_logs")
+    r = cli("curves", "label", lightning)
+    assert r.returncode == 0, r.stderr
+    assert "| version_0 | val_loss | min " in r.stdout and "1 runs read on val_loss (min)" in r.stderr
+    # val_acc 0.6, 0.7, 0.75, 0.74 in its own units: peak 0.75, last 0.74
+    r = cli("curves", "label", lightning, "--metric", "val_acc")
+    row = next(line for line in r.stdout.splitlines() if line.startswith("| version_0"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["val_acc", "max", "n/a (no gold)"] and cells[4:7] == ["0.6", "0.75", "0.74"]
+    r = cli("curves", "label", lightning, "--metric", "val_acc", "--format", "csv")
+    assert r.returncode == 2 and "format auto" in r.stderr
