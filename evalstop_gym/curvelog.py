@@ -19,19 +19,22 @@ JSON object per line with these keys (``null`` or a missing key = blank). A
 step logged twice keeps its last values (resumed runs). A TensorBoard log
 directory (TRL, OpenRLHF and ``torch.utils.tensorboard`` write these) is read
 with :func:`read_tensorboard`: each directory holding event files is one run.
-A transformers / TRL ``trainer_state.json`` is read by :func:`read_trainer_state`.
+A transformers / TRL ``trainer_state.json`` from any trainer is read by
+:func:`evalstop_gym.logs.logged.read_runs` (:mod:`evalstop_gym.logs.trainer_state`:
+its own metric and direction, the latest state of an output folder).
 
-``log_history`` is a list of dicts, each with a ``step``. An entry with a key
-starting ``eval_`` is an eval: ``eval_score`` is its first key present among
-:data:`EVAL_SCORE_KEYS` (the project's own ``eval_score``, then TRL's
-``eval_reward``, then ``eval_accuracy``); every other numeric ``eval_X``
-becomes the extra column ``X`` (``eval_gold`` -> ``gold``, ``eval_kl`` ->
-``kl``), except ``eval_items`` (the eval's n), kept under that name. Any
-other entry is a training log: ``loss`` is ``train_loss``, the first key among
-:data:`PROXY_KEYS` is ``proxy_reward`` (GRPO / RLOO ``reward``, DPO
-``rewards/margins``) and every other numeric key ``Y`` becomes ``train_Y``
-(GRPO's ``kl`` -> ``train_kl``). The end-of-training summary (the entry with
-``train_runtime``) is skipped. Entries of one step merge into one row.
+The project's own trainer states (``curves generate --backend trl`` writes
+``eval_score``, ``eval_gold``, ``eval_kl``, ``eval_items`` at each eval) are also
+read as dicts by :func:`state_runs`: ``log_history`` is a list of dicts, each
+with a ``step``; an entry with a key starting ``eval_`` is an eval, its
+``eval_score`` the score and every other numeric ``eval_X`` the extra column
+``X`` (``eval_gold`` -> ``gold``, ``eval_kl`` -> ``kl``), except ``eval_items``
+(the eval's n), kept under that name. Any other entry is a training log:
+``loss`` is ``train_loss``, the first key among :data:`PROXY_KEYS` is
+``proxy_reward`` (GRPO / RLOO ``reward``, DPO ``rewards/margins``) and every
+other numeric key ``Y`` becomes ``train_Y`` (GRPO's ``kl`` -> ``train_kl``).
+The end-of-training summary (the entry with ``train_runtime``) is skipped.
+Entries of one step merge into one row.
 
 A file named ``<run>.trainer_state.json`` (as ``curves generate --backend
 trl`` keeps them) holds run ``<run>``; a ``trainer_state.json`` is named by the
@@ -62,18 +65,22 @@ last checkpoint and ``drop >= max(GOLD_DROP_SHARE * gain, GOLD_MIN_DROP)``
 clearly more than the dense gold's own sampling error. The eval noise never
 enters, so labels do not move with the noise detectors see.
 
-A log without ``gold`` is labelled from its eval scores, in step order
-(:func:`label_eval_scores`): smooth them with a centred moving average over
-``smooth_frac`` of the run's evals (default 10%; windows shrink at the ends);
-take the noise ``s`` as the larger of the log's own noise, estimated from its
-second differences (``1.4826 * median |second difference| / sqrt(6)``, blind
-to local linear trends), and ``noise_floor`` (the eval noise the simulation
-adds; :func:`apply_curve_log` passes the workload's); the run is *hacking* if
-its smoothed peak is not its last eval and the smoothed score falls from the
-peak to the last eval by more than ``max(k_sigma * s, rel_drop * range)``
-(defaults 2 and 0.1; ``range`` is the smoothed curve's max minus min). That
-is: a peak followed by a decline clearly larger than the noise and than a
-tenth of the run's own movement.
+A log without ``gold`` is never labelled (:func:`label_run` returns None): a
+drop of the eval score after a peak may be over-optimisation or the eval's own
+noise, and only a true score can tell (a run that later beats its best is the
+one verdict a log alone supports: ``evalstop-gym replay``'s false stop). Its
+shape is described, not labelled, by :func:`eval_score_shape`: smooth the eval
+scores with a centred moving average over ``smooth_frac`` of the run's evals
+(default 10%; windows shrink at the ends); take the noise ``s`` as the larger
+of the log's own noise, estimated from its second differences (``1.4826 *
+median |second difference| / sqrt(6)``, blind to local linear trends), and
+``noise_floor``; ``drop`` is the smoothed fall from the peak to the last eval
+and ``threshold`` ``max(k_sigma * s, rel_drop * range)`` (defaults 2 and 0.1;
+``range`` is the smoothed curve's max minus min): a drop above it is larger
+than the noise and than a tenth of the run's own movement.
+
+Any other log (a Trainer's state from elsewhere, Lightning, Ray Tune, MLflow,
+W&B) is read by :func:`evalstop_gym.logs.logged.read_runs`, on a chosen metric.
 """
 
 from __future__ import annotations
@@ -127,6 +134,8 @@ class LoggedRun:
     train_loss: np.ndarray
     proxy_reward: np.ndarray
     extra: dict[str, np.ndarray] = field(default_factory=dict)
+    metric: str = "eval_score"   # the logged metric eval_score holds (evalstop_gym.logs.logged.read_runs)
+    mode: str = "max"            # "min": eval_score is that metric negated
 
     def series(self, column: str) -> tuple[np.ndarray, np.ndarray]:
         """``(steps, values)`` where ``column`` was logged."""
@@ -269,19 +278,26 @@ def read_jsonl_log(path) -> dict[str, LoggedRun]:
     path = os.fspath(path)
     col = _Collector(path)
     with open_text(path, CurveLogError, "curve log") as f:
-        for i, text in enumerate(lines(f, path, CurveLogError, "curve log"), start=1):
-            if not text.strip():
-                continue
-            if has_bad_bytes(text):
-                raise CurveLogError(path, i, "the line holds bytes that are not UTF-8 text")
-            try:
-                record = json.loads(text)
-            except (json.JSONDecodeError, RecursionError) as e:
-                raise CurveLogError(path, i, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
-            if not isinstance(record, dict):
-                raise CurveLogError(path, i, "each line must be a JSON object")
+        for i, record in json_objects(f, path, CurveLogError):
             col.add(record, i)
     return col.runs()
+
+
+def json_objects(f, path: str, error: type):
+    """``(line number, object)`` of a JSON-lines text stream; blank lines skipped, anything else that is not
+    one JSON object a line raises ``error`` naming the line."""
+    for i, text in enumerate(lines(f, path, error, "log"), start=1):
+        if not text.strip():
+            continue
+        if has_bad_bytes(text):
+            raise error(path, i, "the line holds bytes that are not UTF-8 text")
+        try:
+            record = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise error(path, i, f"not valid JSON ({getattr(e, 'msg', 'nested too deeply')})") from None
+        if not isinstance(record, dict):
+            raise error(path, i, "each line must be a JSON object")
+        yield i, record
 
 
 def _event_dirs(root: str) -> list[str]:
@@ -299,7 +315,6 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
     written by TF2 summaries (stored as tensors) are read too.
     """
     try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
         from tensorboard.util import tensor_util
     except ImportError:  # pragma: no cover - depends on the environment
         raise ConfigError("curves", os.fspath(logdir), "reading TensorBoard logs needs the tensorboard package "
@@ -314,14 +329,7 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
         want[k] = (v,) if isinstance(v, str) else tuple(v)
     runs = {}
     for d in _event_dirs(root):
-        for f in sorted(os.listdir(d)):
-            if "tfevents" in f:
-                check_event_file(os.path.join(d, f))
-        acc = EventAccumulator(d, size_guidance={"scalars": 0, "tensors": 0})
-        try:
-            acc.Reload()
-        except Exception as e:   # a record with valid checksums but an unparsable event
-            raise CurveLogError(d, None, f"unreadable TensorBoard events ({type(e).__name__}: {e})") from None
+        acc = accumulate(d, CurveLogError)
         available = acc.Tags()
         scalars, tensors = set(available.get("scalars", ())), set(available.get("tensors", ()))
         by_step: dict[float, dict[str, float]] = {}
@@ -352,6 +360,25 @@ def read_tensorboard(logdir, tags: dict[str, tuple[str, ...] | str] | None = Non
     if not runs:
         raise CurveLogError(root, None, "no TensorBoard event files (*tfevents*) found")
     return runs
+
+
+def accumulate(folder: str, error: type):
+    """A loaded ``EventAccumulator`` of one folder's event files, each file's framing checked first;
+    problems raise ``error`` (one line)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    try:
+        for f in sorted(os.listdir(folder)):
+            if "tfevents" in f:
+                check_event_file(os.path.join(folder, f))
+    except CurveLogError as e:
+        raise error(e.path, e.line, e.problem) from None
+    acc = EventAccumulator(folder, size_guidance={"scalars": 0, "tensors": 0})
+    try:
+        acc.Reload()
+    except Exception as e:   # a record with valid checksums but an unparsable event
+        raise error(folder, None, f"unreadable TensorBoard events ({type(e).__name__}: {e})") from None
+    return acc
 
 
 def check_event_file(path: str) -> int:
@@ -401,7 +428,6 @@ def check_event_file(path: str) -> int:
 
 # transformers / TRL trainer_state.json (module docstring)
 
-EVAL_SCORE_KEYS = ("eval_score", "eval_reward", "eval_accuracy")
 PROXY_KEYS = ("reward", "rewards/margins", "objective/scores")
 
 
@@ -440,9 +466,8 @@ def state_records(state: dict, name: str, where: str = "trainer state") -> list[
         row = {"job": name, "step": entry["step"]}
         values = {k: v for k, v in entry.items() if k != "step" and _numeric(v)}
         if any(k.startswith("eval_") for k in values):
-            score = next((k for k in EVAL_SCORE_KEYS if k in values), None)
-            if score is not None:
-                row["eval_score"] = values.pop(score)
+            if "eval_score" in values:
+                row["eval_score"] = values.pop("eval_score")
             for k, v in values.items():
                 row[k if k == "eval_items" else k[len("eval_"):] if k.startswith("eval_") else k] = v
         else:
@@ -562,6 +587,11 @@ def has_gold(run: LoggedRun) -> bool:
     return "gold" in run.extra and int(np.sum(np.isfinite(run.extra["gold"]))) >= 2
 
 
+def has_all_gold(runs) -> bool:
+    """Whether every run logs gold: only then are hacking labels, precision, recall and FPR measurable."""
+    return all(has_gold(r) for r in runs)
+
+
 def eval_noise(run: LoggedRun) -> float:
     """Sd of the logged eval score around the logged gold (the eval's own sampling error), 0 without gold."""
     if not has_gold(run):
@@ -587,9 +617,10 @@ def label_gold(run: LoggedRun, evals: int, *, drop_share: float = GOLD_DROP_SHAR
                     peak_progress=p / evals, drop=drop, threshold=threshold, noise=eval_noise(run))
 
 
-def label_eval_scores(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0, rel_drop: float = 0.1,
-                      smooth_frac: float = 0.1) -> RunLabel:
-    """Hacking label from the logged eval scores (module docstring)."""
+def eval_score_shape(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0, rel_drop: float = 0.1,
+                     smooth_frac: float = 0.1) -> RunLabel:
+    """The shape of the logged eval scores, peak, drop and threshold (module docstring); ``hacking`` is False:
+    a run without gold is not labelled."""
     check_range("noise_floor", noise_floor, 0.0)
     check_range("k_sigma", k_sigma, 0.0)
     check_range("rel_drop", rel_drop, 0.0)
@@ -601,19 +632,19 @@ def label_eval_scores(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: floa
     drop = float(sm[p] - sm[-1])
     threshold = max(k_sigma * sigma, rel_drop * float(sm.max() - sm.min()))
     span = float(steps[-1] - steps[0])
-    return RunLabel(hacking=bool(p < s.size - 1 and drop > threshold), peak_step=float(steps[p]),
+    return RunLabel(hacking=False, peak_step=float(steps[p]),
                     peak_progress=float(steps[p] - steps[0]) / span if span > 0 else 1.0,
                     drop=drop, threshold=threshold, noise=sigma)
 
 
 def label_run(run: LoggedRun, *, evals: int | None = None, drop_share: float = GOLD_DROP_SHARE,
-              min_drop: float = GOLD_MIN_DROP, **eval_score_options) -> RunLabel:
+              min_drop: float = GOLD_MIN_DROP) -> RunLabel | None:
     """Hacking label of a logged run: :func:`label_gold` on ``evals`` checkpoints (default: the log's own
-    steps) if it logs gold, else :func:`label_eval_scores` with ``eval_score_options``."""
-    if has_gold(run):
-        return label_gold(run, evals if evals is not None else run.step.size - 1, drop_share=drop_share,
-                          min_drop=min_drop)
-    return label_eval_scores(run, **eval_score_options)
+    steps) if it logs gold, else None (not labelled: module docstring)."""
+    if not has_gold(run):
+        return None
+    return label_gold(run, evals if evals is not None else run.step.size - 1, drop_share=drop_share,
+                      min_drop=min_drop)
 
 
 # -- replay onto a workload ------------------------------------------------------------
@@ -638,10 +669,10 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
     run names, cycling when there are more jobs than runs. Each job's true
     score is its run's eval score at the job's checkpoints (module docstring),
     its hacking label comes from :func:`label_run` on the job's ``E``
-    checkpoints (``label_options``; the noise floor of the eval-score rule
-    defaults to the workload's eval noise), and its
-    observed scores add the workload's eval noise with the workload's own
-    draws. Other jobs keep their curves and labels.
+    checkpoints (``label_options``: ``drop_share``, ``min_drop``; a run without
+    gold is not hacking: it is not labelled, :func:`has_all_gold` tells the
+    caller to report no detection figures), and its observed scores add the
+    workload's eval noise with the workload's own draws. Other jobs keep their curves and labels.
     """
     if not runs:
         raise ConfigError("curves", {}, "the curve log holds no runs")
@@ -660,7 +691,6 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
     gold, start, loss, proxy = c.gold.copy(), c.start.copy(), c.loss.copy(), c.proxy.copy()
     peak, hacking = c.peak_progress.copy(), workload.hacking.copy()
     rlhf = JOB_TYPES.index("rlhf")
-    label_options.setdefault("noise_floor", workload.noise)
     labels = {name: label_run(runs[name], evals=e, **label_options) for name in names}
     offset = np.zeros_like(gold) if any(has_gold(r) for r in runs.values()) else None
     for i, j in enumerate(jobs):
@@ -677,8 +707,8 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
         got = resample(run, "proxy_reward", e)
         if got is not None and workload.job_type[j] == rlhf:
             proxy[j] = got[1]
-        hacking[j] = label.hacking
-        peak[j] = label.peak_progress if label.hacking else np.inf
+        hacking[j] = label is not None and label.hacking   # a run without gold is not labelled
+        peak[j] = label.peak_progress if hacking[j] else np.inf
     if offset is not None and c.eval_offset is not None:
         offset = np.where(np.isin(np.arange(workload.n), jobs)[:, None], offset, c.eval_offset)
     curves = Curves(gold=gold, start=start, eval_z=c.eval_z, loss=loss, proxy=proxy, peak_progress=peak,

@@ -140,18 +140,28 @@ def loss_fit(x: np.ndarray, loss: np.ndarray) -> tuple[tuple[float, float, float
     return (float(lo[i] + up[i]), float(lo[i] / (lo[i] + up[i])), float(TAU_GRID[i])), loss / fitted[i] - 1.0
 
 
-def fit_run(run) -> RunFit | None:
-    """The fit of one :class:`~evalstop_gym.curvelog.LoggedRun`, or None if it logs no ``kl``."""
+def skip_reason(run) -> str | None:
+    """Why a logged run cannot be fitted (None if it can): it must log ``kl`` (an eval's ``eval_kl``, or the
+    ``kl`` GRPO and RLOO log while training) and ``gold`` (the true score: without it the eval score's fall
+    cannot be told from its noise, and the fitted world would be a guess)."""
     from .curvelog import has_gold
 
-    if "kl" not in run.extra:
+    missing = [what for what, ok in (("kl", "kl" in run.extra and np.isfinite(run.extra["kl"]).sum() >= 3),
+                                     ("gold", has_gold(run))) if not ok]
+    return f"no {' and no '.join(missing)} logged (at 3 evals or more)" if missing else None
+
+
+def fit_run(run) -> RunFit | None:
+    """The fit of one :class:`~evalstop_gym.curvelog.LoggedRun`, or None if it logs no ``kl`` or no gold
+    (:func:`skip_reason`) or too few evals."""
+    if skip_reason(run) is not None:
         return None
     step = run.step.astype(float)
     span_steps = float(step[-1] - step[0])
     if span_steps <= 0:
         return None
     x_all = (step - step[0]) / span_steps
-    gold_col = run.extra["gold"] if has_gold(run) else run.eval_score
+    gold_col = run.extra["gold"]
     ok = np.isfinite(gold_col) & np.isfinite(run.extra["kl"])
     first = int(np.flatnonzero(ok)[0]) if ok.any() else -1
     pts = ok & (x_all > 0)
@@ -178,14 +188,13 @@ def fit_run(run) -> RunFit | None:
     items_col = run.extra.get("eval_items")
     items = items_col[np.isfinite(items_col)] if items_col is not None else np.empty(0)
     n_items = int(round(float(np.median(items)))) if items.size else 0
-    eval_err, eval_z = np.empty(0), np.empty(0)
-    if has_gold(run):
-        ev = pts & np.isfinite(run.eval_score)
-        eval_err = run.eval_score[ev] - run.extra["gold"][ev]
-        pg = np.clip(run.extra["gold"][ev], 0.0, 1.0)
-        inner = (pg > 0) & (pg < 1)
-        if n_items > 0 and inner.any():
-            eval_z = eval_err[inner] / np.sqrt(pg[inner] * (1.0 - pg[inner]) / n_items)
+    eval_z = np.empty(0)
+    ev = pts & np.isfinite(run.eval_score)
+    eval_err = run.eval_score[ev] - run.extra["gold"][ev]
+    pg = np.clip(run.extra["gold"][ev], 0.0, 1.0)
+    inner = (pg > 0) & (pg < 1)
+    if n_items > 0 and inner.any():
+        eval_z = eval_err[inner] / np.sqrt(pg[inner] * (1.0 - pg[inner]) / n_items)
     return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain,
                   bool(d_star <= d_hat.max()), np.diff(np.concatenate([[0.0], resid])), slope, proxy_resid,
                   None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items)
@@ -254,7 +263,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     fits = tuple(f for f in (fit_run(r) for r in runs.values()) if f is not None)
     if len(fits) < MIN_RUNS:
         raise ConfigError("curves", f"{len(fits)} of {len(runs)} runs",
-                          f"at least {MIN_RUNS} runs must log eval_score and kl (and ideally gold) at >= 3 evals "
+                          f"at least {MIN_RUNS} runs must log eval_score, gold and kl at >= 3 evals "
                           "after the first to fit a world")
     c0, notes, from_base = base.curves, [], list(FROM_BASE)
 
@@ -333,8 +342,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
         notes.append("eval noise: Gaussian (the log has gold but no eval_items)")
     else:
         from_base += ["noise", "world.eval_items", "world.seed_noise_factor"]
-        notes.append("eval noise: the base's (no gold column, so the eval's own error is not separable; "
-                     "the gold fit is on the eval scores and its drift holds their noise)")
+        notes.append("eval noise: the base's (no eval score logged beside the gold)")
     cal = Calibration(description or f"fitted to {len(fits)} logged runs", noise=noise, curves=curves,
                       world=world, gpus_per_node=base.gpus_per_node)
     if steps and curves.drift > 0:

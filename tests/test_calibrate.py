@@ -5,6 +5,7 @@ name."""
 
 import dataclasses
 import hashlib
+import json
 import math
 import pickle
 
@@ -214,8 +215,55 @@ def test_bad_curve_logs_are_refused(tmp_path, capsys):
     assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.yaml")]) == 2
     err = capsys.readouterr().err
     assert "kl" in err and "at least 3 runs" in err and len(err.strip().splitlines()) == 1
-    (tmp_path / "nojob.csv").write_text("step,eval_score\n0,0.5\n")
+    (tmp_path / "nojob.csv").write_text("step,eval_score\n0,0.5\n")   # one run, one eval
     assert main(["calibrate", "--curves", str(tmp_path / "nojob.csv"), "--out", str(tmp_path / "w.yaml")]) == 2
-    assert "missing column(s) job" in capsys.readouterr().err
+    assert "1 eval of eval_score; at least 2 are needed" in capsys.readouterr().err
     assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.json")]) == 2
     assert ".yaml" in capsys.readouterr().err
+
+
+def grpo_state(run, with_gold=True):
+    """A GRPO-style trainer_state.json of a sampled run: eval rows (eval_score, eval_gold) and training rows
+    with GRPO's own keys (loss, reward, kl): the KL comes only from the training side."""
+    history = []
+    for j, step in enumerate(run.step):
+        history.append({"step": int(step), "loss": float(run.train_loss[j]) if np.isfinite(run.train_loss[j]) else 0.0,
+                        "reward": float(run.proxy_reward[j]) if np.isfinite(run.proxy_reward[j]) else 0.0,
+                        "kl": float(run.extra["kl"][j])})
+        history.append({"step": int(step), "eval_score": float(run.eval_score[j]),
+                        **({"eval_gold": float(run.extra["gold"][j])} if with_gold else {})})
+    return {"global_step": int(run.step[-1]), "max_steps": int(run.step[-1]), "log_history": history}
+
+
+def test_calibrate_a_folder_of_trainer_states_fits_the_runs_with_gold_and_kl(tmp_path, capsys):
+    runs = fit.sample_runs(CALIBRATIONS["realistic"], {"rlhf": 6}, 10, 3, 0.6)
+    folder = tmp_path / "states"
+    for i, run in enumerate(runs.values()):
+        d = folder / f"grpo-{i}" / "checkpoint-100"
+        d.mkdir(parents=True)
+        (d / "trainer_state.json").write_text(json.dumps(grpo_state(run, with_gold=i != 0)))
+    (folder / "pointer").mkdir()
+    (folder / "pointer" / "trainer_state.json").write_text("version https://git-lfs.github.com/spec/v1\nsize 9\n")
+    out = tmp_path / "w.yaml"
+    assert main(["calibrate", "--curves", str(folder), "--out", str(out), "--samples", "50"]) == 0
+    text = capsys.readouterr().out
+    assert "skipped: run 'grpo-0': no gold logged" in text
+    assert "Git LFS pointer" in text and "Fitted 5 of 5 runs" in text
+    # GRPO's training-side kl is the KL the fit reads: the same runs as a curve log with kl fit the same world
+    log = tmp_path / "runs.csv"
+    write_curve_log(log, fit.log_rows({n: r for i, (n, r) in enumerate(runs.items()) if i != 0}))
+    from evalstop_gym.files import load_yaml
+
+    assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "v.yaml"), "--samples", "50"]) == 0
+    assert load_yaml(out)["curves"]["kl_scale"] == load_yaml(tmp_path / "v.yaml")["curves"]["kl_scale"]
+
+
+def test_calibrate_on_runs_without_gold_is_a_one_line_refusal(tmp_path, capsys):
+    runs = fit.sample_runs(CALIBRATIONS["realistic"], {"rlhf": 4}, 10, 0, 0.6)
+    rows = [{k: v for k, v in r.items() if k != "gold"} for r in fit.log_rows(runs)]
+    log = tmp_path / "nogold.csv"
+    write_curve_log(log, rows)
+    assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.yaml")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.count("no gold logged") == 4
+    assert "gold" in captured.err and "at least 3 runs" in captured.err and len(captured.err.strip().splitlines()) == 1

@@ -213,8 +213,8 @@ def test_trace_flag_itself_and_format_and_bad_rows(capsys, trace_files):
 def curve_rows():
     x = np.linspace(0, 1, 21)
     hack, ok = 0.1 + 0.5 * np.sin(np.pi * x), 0.1 + 0.7 * x
-    return [{"job": name, "step": float(s), "eval_score": float(curve[s])}
-            for name, curve in (("hack", hack), ("ok", ok)) for s in range(21)]
+    return [{"job": name, "step": float(s), "eval_score": float(curve[s]), "gold": float(curve[s])}
+            for name, curve in (("hack", hack), ("ok", ok)) for s in range(21)]   # gold: the runs are labelled
 
 
 def test_curves_and_curves_format_reach_the_replay(capsys, tmp_path):
@@ -235,12 +235,38 @@ def test_curves_and_curves_format_reach_the_replay(capsys, tmp_path):
     assert "unknown curve-log type" in run_cli(capsys, [*SIM, *ctx, "--curves", str(unnamed)], code=2).err
 
 
+def test_curves_metric_and_mode_reach_the_replay(capsys, tmp_path):
+    from evalstop_gym.logs.logged import read_runs
+    from evalstop_gym.workload import generate
+
+    log = tmp_path / "metrics.csv"   # a Lightning CSVLogger file: two eval metrics, val_loss by default
+    x = np.linspace(0, 1, 11)
+    log.write_text("step,val_acc,val_loss\n" + "".join(f"{10 * i},{0.5 + 0.3 * np.sin(3 * v)},{1 - 0.5 * v}\n"
+                                                         for i, v in enumerate(x)))
+    ctx = ["--stopper", "evalstop", "--curves", str(log)]
+    policy = make_policy(default_of("simulate", "scheduler"), "evalstop")
+
+    def expected(metric=None, mode="auto"):   # no gold in the log: the detection figures are not measured
+        from evalstop_gym.commands.simulate import without_labels
+
+        return without_labels(run_policy(apply_curve_log(generate(WorkloadConfig(jobs=40, seed=3)),
+                                                         read_runs(str(log), metric, mode), seed=3), policy))
+
+    default = json.loads(run_cli(capsys, [*SIM, *ctx]).out)
+    assert default == expected()
+    got = json.loads(run_cli(capsys, [*SIM, *ctx, "--curves-metric", "val_acc"]).out)
+    assert got == expected("val_acc") != default
+    got = json.loads(run_cli(capsys, [*SIM, *ctx, "--curves-mode", "max"]).out)
+    assert got == expected(None, "max") != default
+    assert "--curves-metric does nothing without --curves" in run_cli(capsys, [*SIM, "--curves-metric", "x"], code=2).err
+
+
 def test_every_simulate_flag_has_a_case():
     # --json: tests/test_cli.py compares the table with the JSON, value by value
     # --placement goes with --nodes or --cluster (both set `cluster`): tests/test_placement.py,
     # test_cli_cluster_flags_match_the_python_api, compares it with the API
     covered = {*SIMULATE_CASES, *TRACE_CASES, "--json", "--tie", "--trace", "--trace-format", "--on-bad-row", "--curves",
-               "--curves-format", "--placement"}
+               "--curves-format", "--curves-metric", "--curves-mode", "--placement"}
     assert flags_of("simulate") <= covered, flags_of("simulate") - covered
 
 

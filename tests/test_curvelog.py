@@ -2,6 +2,7 @@
 whose RLHF jobs take their curves from logs."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 
 from evalstop_gym import WorkloadConfig, generate, run_policy
 from evalstop_gym.config import JOB_TYPES, ConfigError
-from evalstop_gym.curvelog import (CurveLogError, LoggedRun, apply_curve_log, label_run, read_curve_log,
+from evalstop_gym.curvelog import (CurveLogError, LoggedRun, apply_curve_log, eval_score_shape, label_run, read_curve_log,
                                    resample, write_curve_log)
 
 
@@ -113,39 +114,51 @@ def test_missing_path_and_bad_format_name(tmp_path):
         read_curve_log(str(tmp_path), "wandb")
 
 
-# -- labelling rule ----------------------------------------------------------------------------
+# -- a run without gold: never labelled; its shape described ----------------------------------
 
-def test_rising_and_saturating_runs_are_healthy():
+def declines(run, **options):
+    """Whether the eval-score shape shows a peak followed by a decline above its threshold."""
+    shape = eval_score_shape(run, **options)
+    assert not shape.hacking   # a shape, never a label
+    return shape.peak_progress < 1 and shape.drop > shape.threshold
+
+
+def test_a_run_without_gold_is_never_labelled():
     x = np.linspace(0, 1, 41)
-    assert not label_run(run_of(0.1 + 0.8 * x)).hacking
-    assert not label_run(run_of(0.1 + 0.8 * (1 - np.exp(-5 * x)))).hacking
+    assert label_run(run_of(0.7 - 0.6 * x)) is None   # however clearly it falls
+
+def test_rising_and_saturating_runs_show_no_decline():
+    x = np.linspace(0, 1, 41)
+    assert not declines(run_of(0.1 + 0.8 * x))
+    assert not declines(run_of(0.1 + 0.8 * (1 - np.exp(-5 * x))))
 
 
-def test_peak_then_decline_is_hacking_with_its_peak_position():
+def test_peak_then_decline_shows_with_its_peak_position():
     x = np.linspace(0, 1, 41)
     gao = np.where(x > 0, (x / 0.4) * (1 - np.log(np.maximum(x, 1e-9) / 0.4)), 0)   # Gao's form, peak at 0.4
-    lab = label_run(run_of(0.1 + 0.6 * gao, steps=100 + 10 * np.arange(41)))
-    assert lab.hacking
+    run = run_of(0.1 + 0.6 * gao, steps=100 + 10 * np.arange(41))
+    lab = eval_score_shape(run)
+    assert declines(run)
     assert lab.peak_progress == pytest.approx(0.4, abs=0.03)
     assert lab.peak_step == pytest.approx(100 + 0.4 * 400, abs=12)
 
 
-def test_a_decline_within_the_noise_is_not_hacking():
+def test_a_decline_within_the_noise_does_not_show():
     x = np.linspace(0, 1, 41)
     rise_then_dip = 0.1 + 0.6 * np.minimum(x / 0.5, 1) - 0.2 * np.maximum(x - 0.5, 0)   # dips 0.1
-    assert label_run(run_of(rise_then_dip)).hacking              # a clean log: the dip is real
-    assert not label_run(run_of(rise_then_dip), noise_floor=0.06).hacking   # 2 sigma = 0.12 > 0.1
-    assert not label_run(run_of(0.1 + 0.6 * x - 0.01 * (x > 0.9))).hacking  # under a tenth of the range
+    assert declines(run_of(rise_then_dip))              # a clean log: the dip is real
+    assert not declines(run_of(rise_then_dip), noise_floor=0.06)   # 2 sigma = 0.12 > 0.1
+    assert not declines(run_of(0.1 + 0.6 * x - 0.01 * (x > 0.9)))  # under a tenth of the range
 
 
-def test_noisy_healthy_logs_are_rarely_called_hacking_and_clear_drops_are():
+def test_noisy_healthy_logs_rarely_show_a_decline_and_clear_drops_do():
     x = np.linspace(0, 1, 41)
     plateau = 0.1 + 0.6 * np.minimum(x / 0.5, 1)
     drop = plateau - 0.4 * np.maximum(x - 0.5, 0)               # falls 0.2 = 4 sigma
     rngs = [np.random.default_rng(s) for s in range(100)]
     noisy = [0.05 * r.standard_normal(41) for r in rngs]
-    assert np.mean([label_run(run_of(plateau + z)).hacking for z in noisy]) <= 0.05
-    assert np.mean([label_run(run_of(drop + z)).hacking for z in noisy]) >= 0.95
+    assert np.mean([declines(run_of(plateau + z)) for z in noisy]) <= 0.05
+    assert np.mean([declines(run_of(drop + z)) for z in noisy]) >= 0.95
 
 
 def test_resample_interpolates_onto_progress_checkpoints():
@@ -185,23 +198,27 @@ def test_gold_rule_reads_the_detectors_checkpoint_grid_and_ignores_eval_noise():
     spike = gold_run([0.2, 0.9, 0.5, 0.5, 0.5])
     assert label_run(spike, evals=4).hacking          # checkpoints at steps 1..4 see the spike at step 1
     assert not label_run(spike, evals=2).hacking      # checkpoints at steps 2 and 4 never see it
-    # the same gold with very noisy evals gets the same label; the eval-score rule would call it hacking
+    # the same gold with very noisy evals gets the same label; the evals alone fall at the end, yet without the
+    # gold column that run is not labelled at all
     gold = np.linspace(0.2, 0.8, 11)
     noisy = gold_run(gold, evals_noise=[0, 0, 0, 0, 0, 0, 0, 0, 0.1, 0, -0.3])
     assert not label_run(noisy, evals=10).hacking
-    assert label_run(LoggedRun("e", noisy.step, noisy.eval_score, noisy.train_loss, noisy.proxy_reward)).hacking
+    evals_only = LoggedRun("e", noisy.step, noisy.eval_score, noisy.train_loss, noisy.proxy_reward)
+    assert declines(evals_only) and label_run(evals_only) is None
     assert label_run(noisy, evals=10).noise == pytest.approx(np.sqrt((0.1 ** 2 + 0.3 ** 2) / 11))
 
 
 # -- replay onto a workload -------------------------------------------------------------------
 
-def library():
+def library(gold=True):
+    """Two runs, one over-optimised, one healthy; with ``gold`` their true score logged beside the evals
+    (equal to them: a noise-free eval), so the gold rule labels them."""
     x = np.linspace(0, 1, 21)
     hack = 0.1 + 0.5 * np.sin(np.pi * x)                 # peaks at the middle, back to 0.1
     healthy = 0.1 + 0.7 * x
     nan = np.full(21, np.nan)
-    return {"hack": LoggedRun("hack", np.arange(21.0), hack, 2 - x, x),
-            "ok": LoggedRun("ok", np.arange(21.0), healthy, nan, nan)}
+    return {"hack": LoggedRun("hack", np.arange(21.0), hack, 2 - x, x, {"gold": hack} if gold else {}),
+            "ok": LoggedRun("ok", np.arange(21.0), healthy, nan, nan, {"gold": healthy} if gold else {})}
 
 
 def test_rlhf_jobs_take_logged_curves_and_labels_others_keep_theirs():
@@ -282,7 +299,7 @@ def test_tensorboard_event_directories_are_runs(tmp_path):
     assert up.step.tolist() == [0, 10, 20, 30, 40]
     np.testing.assert_allclose(up.eval_score, [0.5, 0.6, 0.7, 0.8, 0.9], rtol=1e-6)
     np.testing.assert_allclose(up.proxy_reward, [0.0, 0.2, 0.4, 0.6, 0.8], atol=1e-6)
-    assert label_run(runs["run_down"]).drop > 0
+    assert eval_score_shape(runs["run_down"]).drop > 0
 
 
 def test_tensorboard_without_an_eval_tag_is_an_error(tmp_path):
@@ -301,8 +318,9 @@ def cli(*args):
     return subprocess.run([sys.executable, "-m", "evalstop_gym.cli", *args], capture_output=True, text=True)
 
 
-def write_library(tmp_path):
-    rows = [{"job": name, "step": float(s), "eval_score": float(run.eval_score[s])}
+def write_library(tmp_path, gold=True):
+    rows = [{"job": name, "step": float(s), "eval_score": float(run.eval_score[s]),
+             **({"gold": float(run.eval_score[s])} if gold else {})}
             for name, run in library().items() for s in range(21)]
     write_curve_log(str(tmp_path / "lib.jsonl"), rows)
     return str(tmp_path / "lib.jsonl")
@@ -314,7 +332,23 @@ def test_cli_simulate_with_curves_and_label(tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["jobs"] == 40 and "2 logged runs" in r.stderr
     r = cli("curves", "label", path)
-    assert r.returncode == 0 and "1 of 2 runs hacking" in r.stdout
+    assert r.returncode == 0 and "1 of 2 runs hacking (50%), by their gold" in r.stdout
+
+
+def test_cli_runs_without_gold_are_never_labelled(tmp_path):
+    path = write_library(tmp_path, gold=False)
+    r = cli("curves", "label", path)
+    assert r.returncode == 0, r.stderr
+    assert "n/a (no gold)" in r.stdout and "hacking (" not in r.stdout and "2 runs without gold: runs hacking n/a (no gold)" in r.stdout
+    r = cli("simulate", "--curves", path, "--stopper", "evalstop", "--jobs", "40", "--json")
+    got = json.loads(r.stdout)
+    assert all(got[k] == "n/a (no gold)" for k in ("precision", "recall", "fpr", "f1", "true_positives"))
+    assert isinstance(got["avg_jct_h"], float) and "no hacking labels" in r.stderr
+    r = cli("curves", "compare", "--curves", path, "--jobs", "40", "--seeds", "1", "--scheduler", "fifo")
+    assert r.returncode == 0, r.stderr
+    logged = [line for line in r.stdout.splitlines() if line.startswith("| logged")]
+    assert logged and all(line.count("n/a (no gold)") == 3 for line in logged)
+    assert "eval noise 0.000" not in r.stdout and "hacking by the labelling rule" not in r.stdout
 
 
 def test_cli_bad_curve_log_exit_2(tmp_path):
@@ -343,3 +377,17 @@ def test_curve_replay_in_the_realistic_world_noises_the_logged_scores_by_each_jo
     sd = w.eval_factor[j] * np.sqrt(p * (1 - p) / w.eval_items[j])   # the realistic world adds no extra noise
     np.testing.assert_allclose(w.observed[j], w.curves.gold[j] + sd * w.curves.eval_z[j])
     assert w.ckpt_service_h is not None   # costs and speed jitter stay
+
+
+def test_cli_label_and_compare_take_the_metric_and_its_direction():
+    lightning = os.path.join(os.path.dirname(__file__), "data", "logs", "lightning_logs")
+    r = cli("curves", "label", lightning)
+    assert r.returncode == 0, r.stderr
+    assert "| version_0 | val_loss | min " in r.stdout and "1 runs read on val_loss (min)" in r.stderr
+    # val_acc 0.6, 0.7, 0.75, 0.74 in its own units: peak 0.75, last 0.74
+    r = cli("curves", "label", lightning, "--metric", "val_acc")
+    row = next(line for line in r.stdout.splitlines() if line.startswith("| version_0"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["val_acc", "max", "n/a (no gold)"] and cells[4:7] == ["0.6", "0.75", "0.74"]
+    r = cli("curves", "label", lightning, "--metric", "val_acc", "--format", "csv")
+    assert r.returncode == 2 and "format auto" in r.stderr

@@ -11,6 +11,7 @@ import pytest
 from evalstop_gym.config import JOB_TYPES, WorkloadConfig
 from evalstop_gym.curvelog import CurveLogError, apply_curve_log, label_run, read_curve_log
 from evalstop_gym.curvelog import read_trainer_state, state_runs
+from evalstop_gym.logs.logged import read_runs
 from evalstop_gym.workload import generate
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "trl_grpo_trainer_state.json")
@@ -35,7 +36,7 @@ def write_state(tmp_path, history, folder="my-run"):
 
 
 def test_hand_written_log_history(tmp_path):
-    runs = read_curve_log(write_state(tmp_path, HISTORY))
+    runs = read_runs(write_state(tmp_path, HISTORY))
     assert list(runs) == ["my-run"]   # named by its folder
     run = runs["my-run"]
     assert run.step.tolist() == [0, 5, 10]
@@ -43,10 +44,10 @@ def test_hand_written_log_history(tmp_path):
     assert np.isnan(run.train_loss[0]) and run.train_loss[1:].tolist() == [0.25, 0.125]
     assert np.isnan(run.proxy_reward[0]) and run.proxy_reward[1:].tolist() == [0.8, 1.1]
     assert run.extra["gold"].tolist() == [0.55, 0.62, 0.45]
-    assert run.extra["kl"].tolist() == [0.0, 0.4, 0.9]       # the eval's kl ...
-    assert run.extra["train_kl"][1:].tolist() == [0.3, 0.6]  # ... and the trainer's, apart
+    assert run.extra["kl"].tolist() == [0.0, 0.4, 0.9]       # the eval's kl, before the trainer's
     assert run.extra["eval_items"].tolist() == [30, 30, 30]
-    assert "train_epoch" not in run.extra and "train_runtime" not in run.extra
+    assert set(run.extra) == {"gold", "kl", "eval_items"}
+    assert (run.metric, run.mode) == ("eval_score", "max")
     # gold by hand: start 0.55, peak 0.62 at the middle, last 0.45: drop 0.17 >= max(0.25 * 0.07, 0.03)
     lab = label_run(run, evals=2)
     assert lab.hacking and lab.peak_progress == 0.5 and lab.drop == pytest.approx(0.17)
@@ -55,23 +56,27 @@ def test_hand_written_log_history(tmp_path):
 def test_checkpoint_folder_takes_the_run_folder_name_and_dpo_margins_are_the_proxy(tmp_path):
     history = [{"eval_reward": 0.1, "step": 0}, {"loss": 0.7, "rewards/margins": 0.05, "step": 4},
                {"eval_reward": 0.3, "step": 4}]
-    runs = read_trainer_state(write_state(tmp_path, history, "dpo-run/checkpoint-4"))
+    runs = read_runs(write_state(tmp_path, history, "dpo-run/checkpoint-4"))
     assert list(runs) == ["dpo-run"]
-    assert runs["dpo-run"].eval_score.tolist() == [0.1, 0.3]          # TRL's own eval_reward
-    assert runs["dpo-run"].proxy_reward[1] == 0.05
+    run = runs["dpo-run"]
+    assert run.eval_score.tolist() == [0.1, 0.3]          # the only eval metric, higher is better by its name
+    assert (run.metric, run.mode) == ("eval_reward", "max")
+    assert run.proxy_reward[1] == 0.05
+    with pytest.raises(CurveLogError, match="0 eval scores"):   # the project's own state reader guesses nothing
+        read_trainer_state(write_state(tmp_path, history, "again"))
 
 
 @pytest.mark.parametrize("content, problem", [
     ("{", "not valid JSON"),
     ('{"global_step": 3}', "no log_history"),
-    ('{"log_history": [{"loss": 1.0}]}', "not an object with a 'step'"),
-    ('{"log_history": [{"loss": 1.0, "step": 1}]}', "at least 2 are needed"),   # no eval at all
+    ('{"log_history": [{"loss": 1.0}]}', "not an object with a numeric 'step'"),
+    ('{"log_history": [{"loss": 1.0, "step": 1}]}', "no eval rows; keys logged: loss"),   # no eval at all
 ])
 def test_bad_trainer_state_names_the_problem(tmp_path, content, problem):
     path = tmp_path / "trainer_state.json"
     path.write_text(content)
     with pytest.raises(CurveLogError, match=problem):
-        read_curve_log(path)
+        read_runs(path)
 
 
 def test_real_trl_run_replays_in_a_workload():

@@ -20,7 +20,9 @@ def add_parser(sub) -> None:
                                    "quality: per-feature quantiles, real runs against the fitted world's samples. "
                                    "What a log cannot tell (costs, speed, cluster) comes from --base. Use the file "
                                    "anywhere a calibration is named: --calibration OUT (docs/calibration.md).")
-    p.add_argument("--curves", required=True, metavar="FILE", help="curve log of the runs to fit")
+    p.add_argument("--curves", required=True, metavar="PATH",
+                   help="the runs to fit: a curve log, a trainer_state.json, or a folder of logs (runs without "
+                        "gold or kl are listed as skipped, with why)")
     p.add_argument("--curves-format", default="auto", metavar="FORMAT",
                    help="auto, csv, jsonl or tensorboard (default %(default)s)")
     p.add_argument("--out", required=True, metavar="FILE.yaml", help="world file to write")
@@ -67,11 +69,29 @@ def command_line(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
+def fitted_runs(args: argparse.Namespace) -> dict:
+    """The runs of ``--curves`` that a world can be fitted to (gold and kl logged); the others, and every log
+    refused, listed on stdout with why (an error stays one line on stderr)."""
+    import sys
+
+    from .. import fit
+    from .curves import load_runs
+
+    runs = load_runs(args.curves, args.curves_format, out=sys.stdout)
+    usable = {}
+    for name, run in runs.items():
+        why = fit.skip_reason(run)
+        if why:
+            print(f"skipped: run {name!r}: {why}")
+        else:
+            usable[name] = run
+    return usable or runs   # none usable: fit_world says what every run lacks
+
+
 def run(args: argparse.Namespace) -> int:
     from .. import __version__, fit
     from ..checks import UsageError, check_range
     from ..config import calibration_of
-    from ..curvelog import read_curve_log
     from ..files import atomic_open
     from ..worldfile import dump_world, is_world_path, rounded
 
@@ -80,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     check_range("samples", args.samples, 10, 100_000, integer=True)
     check_range("evals", args.evals, 3, 1000, integer=True)
     base = calibration_of(args.base)
-    runs = read_curve_log(args.curves, args.curves_format)
+    runs = fitted_runs(args)
     description = args.description or (f"fitted by evalstop-gym calibrate to the runs of "
                                        f"{os.path.basename(os.fspath(args.curves))}; costs, speed and cluster "
                                        f"from {args.base}")

@@ -68,6 +68,7 @@ def add_parser(sub) -> None:
                           "(default %(default)s)")
     lab.add_argument("--format", dest="curves_format", choices=CURVE_FORMATS, default="auto",
                      help="curve-log format (default: by extension, or TensorBoard for a folder of event files)")
+    add_metric_flags(lab, "--metric", "--mode")
     lab.set_defaults(func=run_label)
 
     c = csub.add_parser("compare", help="E1-style: no stopper vs EvalStop on logged and on calibrated curves",
@@ -86,8 +87,42 @@ def add_parser(sub) -> None:
                    help="seeds SEED..SEED+N-1 (--seed), paired across arms (default %(default)s)")
     c.add_argument("--drop-share", type=float, default=None, metavar="F",
                    help="gold labelling rule: share of the gain the drop must reach (default 0.25)")
+    add_metric_flags(c, "--metric", "--mode")
     add_workload_flags(c)
     c.set_defaults(func=run_compare)
+
+
+def add_metric_flags(p, metric_flag: str, mode_flag: str) -> None:
+    """The metric and direction flags of a command that reads logs (:mod:`evalstop_gym.logs.metric`)."""
+    p.add_argument(metric_flag, default=None, metavar="NAME",
+                   help="the logged metric to use as the eval score (default: the run's own, else the curve "
+                        "log's eval_score, else the eval loss, else its only eval metric)")
+    p.add_argument(mode_flag, choices=("auto", "min", "max"), default="auto",
+                   help="which way it improves (default %(default)s: the run's own, else by its name)")
+
+
+def load_runs(path, curves_format: str = "auto", metric: str | None = None, mode: str = "auto",
+              out=None) -> dict:
+    """``{name: LoggedRun}`` of a log (:func:`evalstop_gym.logs.logged.read_runs`; a named ``curves_format``
+    reads the curve-log format alone, :func:`~evalstop_gym.curvelog.read_curve_log`); each log refused is
+    one line on ``out`` (default stderr), as is the metric and mode the runs are read on."""
+    from ..config import UsageError
+    from ..curvelog import read_curve_log
+    from ..logs.logged import read_runs
+
+    if curves_format != "auto":
+        if metric is not None or mode != "auto":
+            raise UsageError("choosing the metric or its direction needs the format auto (any log)")
+        return read_curve_log(path, curves_format)
+    skipped: list = []
+    runs = read_runs(path, metric, mode, skipped)
+    out = out or sys.stderr
+    for e in skipped:
+        print(f"skipped: {e}", file=out)
+    used = sorted({(r.metric, r.mode) for r in runs.values()})
+    print(f"{len(runs)} runs read on " + ", ".join(f"{m} ({d})" for m, d in used)
+          + (f"; {len(skipped)} logs skipped" if skipped else ""), file=out)
+    return runs
 
 
 def _progress_bar(total: int):
@@ -172,33 +207,51 @@ def _drop_share(args: argparse.Namespace) -> dict:
     return {"drop_share": args.drop_share}
 
 
+NO_GOLD = "n/a (no gold)"
+
+
 def run_label(args: argparse.Namespace) -> int:
     from ..config import check_range
-    from ..curvelog import MAX_EVALS, has_gold, label_run, read_curve_log
+    from ..curvelog import MAX_EVALS, eval_score_shape, has_gold, label_run
     from ..report import format_table
 
     check_range("evals", args.evals, 1, MAX_EVALS, integer=True)
     check_range("noise_floor", args.noise_floor, 0.0)
-    options = {"evals": args.evals, "noise_floor": args.noise_floor, **_drop_share(args)}
-    runs = read_curve_log(args.path, args.curves_format)
+    options = {"evals": args.evals, **_drop_share(args)}
+    runs = load_runs(args.path, args.curves_format, args.metric, args.mode)
     rows = []
     for name in sorted(runs):
-        lab = label_run(runs[name], **options)
-        _, s = runs[name].series("gold" if has_gold(runs[name]) else "eval_score")
-        rows.append({"run": name, "hacking": lab.hacking, "start": float(s[0]), "peak": float(s.max()),
-                     "last": float(s[-1]), "peak_progress": lab.peak_progress, "drop": lab.drop,
-                     "threshold": lab.threshold})
-    print(format_table(rows, ("run", "hacking", "start", "peak", "last", "peak_progress", "drop", "threshold")))
-    n_hack = sum(r["hacking"] for r in rows)
-    print(f"{n_hack} of {len(rows)} runs hacking ({n_hack / len(rows):.0%})")
+        run = runs[name]
+        gold = has_gold(run)
+        lab = label_run(run, **options) if gold else eval_score_shape(run, noise_floor=args.noise_floor)
+        sign = 1.0 if run.mode == "max" or gold else -1.0   # in the metric's own units
+        _, s = run.series("gold" if gold else "eval_score")
+        rows.append({"run": name, "metric": "gold" if gold else run.metric, "mode": "max" if gold else run.mode,
+                     "hacking": lab.hacking if gold else NO_GOLD, "start": sign * float(s[0]),
+                     "peak": sign * float(s.max()), "last": sign * float(s[-1]), "peak_progress": lab.peak_progress,
+                     "drop": lab.drop, "threshold": lab.threshold})
+    print(format_table(rows, ("run", "metric", "mode", "hacking", "start", "peak", "last", "peak_progress", "drop",
+                              "threshold")))
+    labelled = [r for r in rows if r["hacking"] != NO_GOLD]
+    n_hack = sum(r["hacking"] for r in labelled)
+    if labelled:
+        print(f"{n_hack} of {len(labelled)} runs hacking ({n_hack / len(labelled):.0%}), by their gold")
+    if len(labelled) < len(rows):
+        print(f"{len(rows) - len(labelled)} runs without gold: runs hacking {NO_GOLD}, not labelled (a fall of "
+              "the eval score may be noise or over-optimisation, only a gold column tells; drop and threshold "
+              "describe the shape)")
     return 0
 
 
 def library_noise(runs: dict) -> float:
-    """Root-mean-square eval noise the logged runs carry themselves (0 for logs without a gold column)."""
+    """Root-mean-square eval noise the logged runs carry themselves, measured against their gold (every run
+    must log gold: :func:`~evalstop_gym.curvelog.has_all_gold`)."""
     from ..curvelog import eval_noise
 
     return float(np.sqrt(np.mean([eval_noise(r) ** 2 for r in runs.values()])))
+
+
+LABEL_METRICS = ("precision", "recall", "fpr")
 
 
 def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
@@ -211,18 +264,24 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
     ``hacking_fraction`` set to the logged runs' base rate, so precision is
     compared at equal base rates, and with the eval noise the logged jobs'
     detectors see (``config.noise`` combined with the logs' own eval noise).
-    ``label_options`` go to :func:`~evalstop_gym.curvelog.label_run` (e.g. ``drop_share``).
+    Runs without gold have no labels: then the logged arm's precision, recall
+    and FPR are ``"n/a (no gold)"`` and the calibrated arm keeps ``config``'s
+    hacking share and noise. ``label_options`` go to :func:`~evalstop_gym.curvelog.label_run` (e.g. ``drop_share``).
     """
     from evalstop_gym.baselines import make_policy
 
     from ..api import run_policy
-    from ..curvelog import apply_curve_log, label_run
+    from ..curvelog import apply_curve_log, has_all_gold, label_run
     from ..workload import generate
 
-    label_options = {"noise_floor": config.noise, **label_options}
-    rate = float(np.mean([label_run(r, evals=config.evals_per_job, **label_options).hacking for r in runs.values()]))
-    noise = float(np.hypot(config.noise, library_noise(runs)))
-    arms = {"logged": config, "calibrated": config.replace(hacking_fraction=rate, noise=noise)}
+    gold = has_all_gold(runs.values())
+    if gold:
+        rate = float(np.mean([label_run(r, evals=config.evals_per_job, **label_options).hacking
+                              for r in runs.values()]))
+        calibrated = config.replace(hacking_fraction=rate, noise=float(np.hypot(config.noise, library_noise(runs))))
+    else:   # no labels to match: the calibrated arm at its own hacking share and noise
+        rate, calibrated = None, config
+    arms = {"logged": config, "calibrated": calibrated}
     rows = []
     for source, cfg in arms.items():
         for stopper in ("none", *stoppers):
@@ -239,17 +298,20 @@ def compare(runs: dict, config, scheduler: str, k: int = 2, seeds: int = 5,
                 vals = [m[key] for m in per_seed if m[key] is not None]
                 row[key] = float(np.mean(vals)) if vals else None
                 row[key + "_sd"] = float(np.std(vals)) if vals else None
+            if source == "logged" and not gold:
+                for key in LABEL_METRICS:
+                    row[key] = row[key + "_sd"] = NO_GOLD
             rows.append(row)
     return rows
 
 
 def run_compare(args: argparse.Namespace) -> int:
     from ..config import ConfigError, WorkloadConfig, check_range
-    from ..curvelog import read_curve_log
+    from ..curvelog import has_all_gold
     from ..report import format_table
 
     check_range("seeds", args.seeds, 1, integer=True)
-    runs = read_curve_log(args.curves, args.curves_format)
+    runs = load_runs(args.curves, args.curves_format, args.metric, args.mode)
     cfg = WorkloadConfig(**workload_kwargs(args))
     scheduler = args.scheduler
     from evalstop_gym.baselines import STOPPERS
@@ -262,12 +324,17 @@ def run_compare(args: argparse.Namespace) -> int:
                    **_drop_share(args))
     for r in rows:
         for key in ("precision", "recall", "fpr", "avg_jct_h"):
-            if r[key] is not None:
+            if isinstance(r[key], float):
                 r[key] = f"{r[key]:.3f} ± {r[key + '_sd']:.3f}"
-    print(f"{scheduler} base, {cfg.workload}, {cfg.jobs} jobs, {cfg.gpus} GPUs, noise {cfg.noise}, "
-          f"{cfg.evals_per_job} evals/job, seeds {args.seed}..{args.seed + args.seeds - 1}; {len(runs)} logged runs, "
-          f"{rows[0]['hacking_rate']:.0%} hacking by the labelling rule; the logs' own eval noise "
-          f"{library_noise(runs):.3f}, calibrated arm at noise {rows[-1]['noise']:.3f}")
+    head = (f"{scheduler} base, {cfg.workload}, {cfg.jobs} jobs, {cfg.gpus} GPUs, noise {cfg.noise}, "
+            f"{cfg.evals_per_job} evals/job, seeds {args.seed}..{args.seed + args.seeds - 1}; {len(runs)} logged runs")
+    if has_all_gold(runs.values()):
+        head += (f", {rows[0]['hacking_rate']:.0%} hacking by the labelling rule; the logs' own eval noise "
+                 f"{library_noise(runs):.3f} (against their gold), calibrated arm at noise {rows[-1]['noise']:.3f}")
+    else:
+        head += (f"; not every run logs gold: the logged arm has no hacking labels, so its precision, recall and "
+                 f"FPR are {NO_GOLD}; the calibrated arm at its own hacking share")
+    print(head)
     print(format_table(rows, ("curves", "stopper", "precision", "recall", "fpr", "avg_jct_h",
                               "compute_waste_gpu_h", "delivered_quality")))
     return 0

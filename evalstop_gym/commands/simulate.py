@@ -61,6 +61,11 @@ def add_parser(sub) -> None:
                         "(.csv, .jsonl, or a directory of them or of TensorBoard event files)")
     c.add_argument("--curves-format", choices=LazyChoices(curvelog, "CURVE_FORMATS"), default=None,
                    metavar="FORMAT", help="%(choices)s (default auto)")
+    c.add_argument("--curves-metric", default=None, metavar="NAME",
+                   help="the logged metric the jobs replay (default: each run's own, else eval_score, else the "
+                        "eval loss, else its only eval metric)")
+    c.add_argument("--curves-mode", choices=("auto", "min", "max"), default=None,
+                   help="which way that metric improves (default auto: the run's own, else by its name)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     p.set_defaults(func=run)
 
@@ -74,7 +79,9 @@ _DEPENDENT_FLAGS = (("trace_format", "--trace-format", "trace", "philly"),
                     ("trace_rescale", "--trace-rescale", "trace", "arrivals"),
                     ("trace_gpu_scale", "--trace-gpu-scale", "trace", "1"),
                     ("trace_min_duration", "--trace-min-duration", "trace", 1.0),
-                    ("curves_format", "--curves-format", "curves", "auto"))
+                    ("curves_format", "--curves-format", "curves", "auto"),
+                    ("curves_metric", "--curves-metric", "curves", None),
+                    ("curves_mode", "--curves-mode", "curves", "auto"))
 
 
 def check_dependent_flags(args: argparse.Namespace) -> None:
@@ -103,7 +110,8 @@ def gpu_scale_arg(text: str) -> float | str:
 
 
 def build_workload(args: argparse.Namespace):
-    """The episode's workload: generated, or replayed from ``--trace``; curves from ``--curves``."""
+    """The episode's workload: generated, or replayed from ``--trace``; curves from ``--curves``; its
+    description; and whether its hacking labels are measured (False: runs from ``--curves`` without gold)."""
     from ..config import WorkloadConfig
     from ..workload import generate
 
@@ -126,14 +134,29 @@ def build_workload(args: argparse.Namespace):
     else:
         w = generate(cfg)
     if args.curves:
-        from ..curvelog import apply_curve_log, read_curve_log
+        from ..curvelog import apply_curve_log, has_all_gold
+        from .curves import NO_GOLD, load_runs
 
-        runs = read_curve_log(args.curves, args.curves_format)
+        runs = load_runs(args.curves, args.curves_format, args.curves_metric, args.curves_mode)
         w = apply_curve_log(w, runs, seed=cfg.seed)
-        print(f"curves: {len(runs)} logged runs from {args.curves} on the RLHF jobs "
-              f"({int(w.hacking.sum())} hacking jobs by the labelling rule)", file=sys.stderr)
-        what += ", logged curves"
-    return w, what
+        labelled = has_all_gold(runs.values())
+        labels = (f"{int(w.hacking.sum())} hacking jobs by the gold rule" if labelled else
+                  f"not every run logs gold: no hacking labels, detection figures {NO_GOLD}")
+        print(f"curves: {len(runs)} logged runs from {args.curves} on the RLHF jobs ({labels})", file=sys.stderr)
+        return w, what + ", logged curves", labelled
+    return w, what, True
+
+
+# the metrics that count hacking jobs: unmeasurable when the replayed runs carry no gold
+DETECTION_METRICS = ("precision", "recall", "fpr", "f1", "detection_delay_evals", "true_positives",
+                     "false_positives", "false_negatives")
+
+
+def without_labels(metrics: dict) -> dict:
+    """``metrics`` with the detection figures "n/a (no gold)" (the replayed runs do not all log gold)."""
+    from .curves import NO_GOLD
+
+    return {**metrics, **{k: NO_GOLD for k in DETECTION_METRICS if k in metrics}}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,8 +168,10 @@ def run(args: argparse.Namespace) -> int:
     if args.trace or args.curves:
         from ..api import run_policy
 
-        w, what = build_workload(args)
+        w, what, labelled = build_workload(args)
         metrics = run_policy(w, policy)
+        if not labelled:
+            metrics = without_labels(metrics)
     else:
         from ..api import simulate
 

@@ -29,6 +29,15 @@ job of 6 evals has 4 second differences, far below the
 for. A user who knows the eval noise passes ``sigma`` and the eval test no
 longer pools (``divergence``'s proxy test still does).
 
+:func:`judge` is the offline verdict on one logged run: its evals fed one by
+one, in step order, to the same rule object as live
+(:func:`~evalstop_gym.integrations.live.live_stopper`), one stopper per run (a
+pooled noise estimate learns from that run alone; other runs are other
+tenants' and their order is unknown). The ``progress`` of an eval is its step
+over the run's planned ``max_steps`` where the log records it, else unknown; so
+the eval at ``max_steps`` is the run's end and is not asked about, as live,
+while the last eval of a run stopped early (a stopped log) is judged.
+
 A run's evals are its logged eval scores at steps after 0 (the curve log's
 step-0 row is the pre-training eval, which no hook reports), with the training
 loss and proxy reward logged on the same row, as a Tune trial reports them.
@@ -47,6 +56,64 @@ from ..policy import Stopper, drive
 from ..simulator import Simulator
 from ..timebase import TICKS_PER_HOUR
 from ..workload import Workload, workload_from_jobs
+
+
+class Verdict(NamedTuple):
+    """What a stopper would have done to one logged run (scores in the run's units, steps in its steps)."""
+
+    stopper: str                 # the stopper and its parameters, e.g. "evalstop k=2"
+    evals: int
+    stop_eval: int | None        # 1-based index of the eval it stopped at; None if it never fired
+    stop_step: float | None
+    best_step: float             # the kept best (at the stop; the run's best if it never fired)
+    best_score: float
+    final_score: float           # the run's last eval
+    evals_saved: int
+    steps_saved_share: float     # (last step - stop step) / last step; 0 if it never fired
+    false_stop: bool | None      # a later eval beat the kept best (None if it never fired)
+    delivered_loss: float        # how much worse the delivered score is than the final one (>0: worse)
+
+
+def _latest(steps: np.ndarray, values: np.ndarray, at: float) -> float | None:
+    i = int(np.searchsorted(steps, at, side="right")) - 1
+    return float(values[i]) if i >= 0 else None
+
+
+def judge(steps, scores, stopper: str = "evalstop", *, mode: str = "max", max_steps: float | None = None,
+          loss=None, proxy=None, label: str | None = None, **params) -> Verdict:
+    """Feed one run's evals (``steps`` ascending, ``scores``) to ``live_stopper(stopper, mode=mode,
+    **params)`` and report its :class:`Verdict` (module docstring). ``loss`` / ``proxy`` are optional
+    ``(steps, values)`` of the training loss and proxy reward; each eval gets the latest at its step."""
+    from .live import live_stopper
+
+    steps, scores = np.asarray(steps, dtype=float), np.asarray(scores, dtype=float)
+    if steps.size != scores.size or steps.size < 1:
+        raise ConfigError("scores", scores.size, "one score per step, at least one")
+    live = live_stopper(stopper, mode=mode, job_type="rlhf" if proxy is not None else "lora", **params)
+    stop = None
+    for i, (step, score) in enumerate(zip(steps, scores)):
+        kw = {}
+        if max_steps:
+            kw["progress"] = min(max(step / max_steps, 0.0), 1.0)
+        if loss is not None:
+            kw["loss"] = _latest(*loss, step)
+        if proxy is not None:
+            kw["proxy"] = _latest(*proxy, step)
+        if live.update("run", float(score), step=float(step), **kw):
+            stop = i
+            break
+    sign = 1.0 if mode == "max" else -1.0
+    final = float(scores[-1])
+    last = float(steps[-1])
+    if stop is None:
+        b = int(np.argmax(sign * scores))   # first of equal bests
+        return Verdict(label or stopper, scores.size, None, None, float(steps[b]), float(scores[b]), final, 0,
+                       0.0, None, 0.0)
+    best = live.best("run")
+    later = sign * scores[stop + 1:]
+    return Verdict(label or stopper, scores.size, stop + 1, float(steps[stop]), float(best.step), best.score,
+                   final, scores.size - stop - 1, float((last - steps[stop]) / last) if last > 0 else 0.0,
+                   bool(np.any(later > sign * best.score)), sign * (final - best.score))
 
 
 class Replay(NamedTuple):
