@@ -29,7 +29,11 @@ State that survives: :class:`EvalStopScheduler` implements the scheduler's
 experiment's directory (``evalstop_scheduler.json``, synced with Tune's own
 experiment state), and restores from it when ``Tuner.restore`` adds the
 experiment's trials back, so a restored experiment stops each trial where the
-uninterrupted one would.
+uninterrupted one would. :class:`TuneStopper` needs no file: Tune keeps the
+``RunConfig(stop=...)`` object in its experiment state (pickled with the
+controller's state) and puts it back on restore, and a
+:class:`~evalstop_gym.integrations.live.LiveStopper` pickles as its
+:meth:`~evalstop_gym.integrations.live.LiveStopper.state`.
 
 The best checkpoint of each trial (its best eval, the one before the
 declines) is Tune's to keep: ``CheckpointConfig(checkpoint_score_attribute=metric,
