@@ -4,6 +4,7 @@ that restores every decision."""
 
 import json
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -113,6 +114,31 @@ def test_a_restored_stopper_decides_as_the_original_from_then_on(stopper):
         va, vb = a.view(n), b.view(n)
         assert list(va.eval_scores) == list(vb.eval_scores) and va.consecutive_declines == vb.consecutive_declines
         np.testing.assert_array_equal(np.asarray(va.proxy_rewards), np.asarray(vb.proxy_rewards))
+
+
+class Clock:
+    """A settable clock that, unpickled, reads 5 s: another process's monotonic clock has another origin."""
+
+    def __init__(self, now: float = 0.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def __reduce__(self):
+        return Clock, (5.0,)
+
+
+def test_a_pickled_stopper_goes_on_from_its_saved_times_on_another_clock():
+    a = live_stopper("evalstop", k=2, mode="min", metric="wer", clock=Clock())
+    for t, x in ((0, 1.0), (60, 0.8), (120, 0.9)):
+        a.clock.now = 1000.0 + t
+        assert not a.update("j", x, step=t)
+    b = pickle.loads(pickle.dumps(a))
+    assert (b.metric, b.mode, b.stopped("j"), b.best("j")) == ("wer", "min", False, Best(1, 60.0, 0.8))
+    a.clock.now, b.clock.now = 1180.0, 65.0   # 60 s after the last eval on each clock
+    assert a.update("j", 0.95, step=180) and b.update("j", 0.95, step=180)   # the second rise of WER
+    assert b.arrivals() == a.arrivals() == {"j": [0.0, 60.0, 120.0, 180.0]}
 
 
 def test_restore_refuses_another_stoppers_state():

@@ -93,6 +93,19 @@ def test_a_killed_and_resumed_run_stops_where_the_uninterrupted_run_stops(tmp_pa
     assert r["best"] == {"step": 6, "score": 0.5, "checkpoint": str(tmp_path / "checkpoint-6")}
 
 
+def test_a_resumed_run_with_a_wrong_metric_fails_at_setup_listing_the_logged_keys(tmp_path):
+    with pytest.raises(Killed):
+        toy_trainer(tmp_path, [EvalStopCallback(k=2), KillAt(8, "on_save")], SCRIPT, max_steps=16).train()
+    before = (tmp_path / "evalstop.json").read_text()
+    resumed = toy_trainer(tmp_path, [EvalStopCallback(k=2, metric="rewrd", mode="max")], SCRIPT[4:], max_steps=16)
+    with pytest.raises(ConfigError, match=r"metric='rewrd' is invalid: is not among the eval metrics the run logged "
+                                          r"before this resume \(.*eval_loss, eval_reward, .*did you mean"):
+        resumed.train(resume_from_checkpoint=True)
+    # before its first step: no training, no eval, nothing written or deleted
+    assert resumed.state.global_step == 8 and resumed.compute_metrics.calls == 0
+    assert checkpoints(tmp_path) == [6, 8] and (tmp_path / "evalstop.json").read_text() == before
+
+
 def test_a_relaunched_stopped_run_trains_nothing_and_deletes_nothing(tmp_path):
     import torch
     from transformers import GPT2LMHeadModel

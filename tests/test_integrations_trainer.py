@@ -96,6 +96,18 @@ def test_bad_configuration_names_the_field(tmp_path):
     cb = EvalStopCallback(metric="eval_accuracy")
     with pytest.raises(ConfigError, match="metric='eval_accuracy'.*eval_reward"):
         toy_trainer(tmp_path / "a", [cb], SCRIPT, max_steps=4).train()
+    # a misspelt metric: one line at the first eval (step 2), listing the keys found, before anything is recorded
+    cb = EvalStopCallback(metric="eval_rewrd", mode="max")
+    trainer = toy_trainer(tmp_path / "m", [cb], SCRIPT, max_steps=8)
+    with pytest.raises(ConfigError) as caught:
+        trainer.train()
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("metric='eval_rewrd' is invalid: is not among the eval "
+                                                       "metrics at step 2 (")
+    assert {"eval_loss", "eval_reward", "eval_runtime", "epoch"} <= set(message.split("(")[1].split(")")[0]
+                                                                       .split(", "))
+    assert message.endswith("did you mean 'eval_reward'?")
+    assert trainer.state.global_step == 2 and cb.evals == [] and not (tmp_path / "m" / "evalstop.json").exists()
     cb = EvalStopCallback(metric="reward")
     with pytest.raises(ConfigError, match="metric_for_best_model"):
         toy_trainer(tmp_path / "b", [cb], SCRIPT, max_steps=4, metric_for_best_model="loss",

@@ -93,26 +93,41 @@ def crashing_trainable(marker: str):
     return train
 
 
-@pytest.mark.slow   # Ray's start-up and two fits: about 40 s on 2 loaded cores
-def test_tuner_restore_resumes_the_scheduler(tmp_path):
+def crash_and_restore(tmp_path, scheduler=None, stop=None):
+    """The metrics of the one trial of an experiment whose first attempt dies at step 5, restored with
+    ``Tuner.restore`` (``scheduler``, ``stop``: factories, called once as a user's script would)."""
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     try:
         marker = str(tmp_path / "killed")
         trainable = tune.with_resources(crashing_trainable(marker), {"cpu": 1})
-
-        def scheduler():
-            return EvalStopScheduler(stopper="patience", patience=3, time_attr="step")
-
-        tuner = tune.Tuner(trainable, tune_config=tune.TuneConfig(scheduler=scheduler(), metric="eval_reward",
-                                                                  mode="max"),
-                           run_config=tune.RunConfig(storage_path=str(tmp_path), name="exp", verbose=0))
+        tuner = tune.Tuner(trainable,
+                           tune_config=tune.TuneConfig(scheduler=scheduler and scheduler(), metric="eval_reward",
+                                                       mode="max"),
+                           run_config=tune.RunConfig(storage_path=str(tmp_path), name="exp", verbose=0,
+                                                     stop=stop and stop()))
         first = tuner.fit()
         assert first.errors and first[0].metrics["step"] == 4
         restored = tune.Tuner.restore(str(tmp_path / "exp"), trainable, resume_errored=True)
         (result,) = restored.fit()
-        assert not result.error and result.metrics["step"] == 5   # stopped at 5, as the uninterrupted run
+        assert not result.error
+        return result.metrics
     finally:
         ray.shutdown()
+
+
+@pytest.mark.slow   # Ray's start-up and two fits: about 40 s on 2 loaded cores
+def test_tuner_restore_resumes_the_scheduler(tmp_path):
+    metrics = crash_and_restore(tmp_path, scheduler=lambda: EvalStopScheduler(stopper="patience", patience=3,
+                                                                               time_attr="step"))
+    assert metrics["step"] == 5   # stopped at 5, as the uninterrupted run
+
+
+@pytest.mark.slow   # as above
+def test_tuner_restore_resumes_the_stopper(tmp_path):
+    # Tune keeps the stopper in its experiment state (the controller's state, pickled) and takes it back on
+    # restore; a stopper that restarted empty would train to step 8
+    metrics = crash_and_restore(tmp_path, stop=lambda: TuneStopper("eval_reward", stopper="patience", patience=3))
+    assert metrics["step"] == 5 and metrics["training_iteration"] == 5
 
 
 def test_the_shared_options_reach_the_tune_stoppers():

@@ -52,7 +52,8 @@ State that survives: :meth:`LiveStopper.state` is every recorded eval as plain
 JSON data, in arrival order; :meth:`LiveStopper.restore` replays it through a
 fresh stopper of the same configuration, so every decision, the pooled noise
 estimates, the best evals and the arrival times come back as they were (the
-stoppers are deterministic functions of the evals they saw, in order).
+stoppers are deterministic functions of the evals they saw, in order). A
+pickled stopper goes through the same two steps.
 """
 
 from __future__ import annotations
@@ -288,6 +289,13 @@ class LiveStopper:
             self._record(key, Eval(*fields), t)
         self._shift = t - self.clock()   # the live clock goes on from the last saved time
 
+    def __reduce__(self):
+        """Pickled as its configuration and :meth:`state`; unpickling replays the evals into a fresh stopper
+        (:meth:`restore`). Ray Tune keeps a ``Stopper`` in its experiment state this way, and a process restored
+        on another machine has another monotonic clock: the saved times go on from the last one, not from it."""
+        return _unpickled, (self.name, self.params, self.mode, self.metric, self.job_type, self.on_nonfinite,
+                            self.clock, self.state())
+
     # -- internals ---------------------------------------------------------------------
     def _record(self, job_key: Hashable, e: Eval, now: float) -> bool:
         """Record the checked eval ``e`` of ``job_key`` at time ``now`` (seconds) and ask the stopper."""
@@ -348,6 +356,15 @@ class LiveStopper:
         view.status = status
         self.cluster.running.pop(view.job_id, None)
         self.cluster.finished += 1
+
+
+def _unpickled(name: str, params: dict, mode: str, metric: str | None, job_type: str, on_nonfinite: str,
+               clock: Callable[[], float], state: dict) -> LiveStopper:
+    """A :class:`LiveStopper` rebuilt from what :meth:`LiveStopper.__reduce__` pickled."""
+    live = LiveStopper(name, mode=mode, job_type=job_type, on_nonfinite=on_nonfinite, clock=clock, **params)
+    live.metric = metric   # set after: the mode is resolved and its warning, if any, was given when it was made
+    live.restore(state)
+    return live
 
 
 def _optional(value) -> float | None:

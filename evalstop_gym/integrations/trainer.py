@@ -23,7 +23,11 @@ saves at that step (``save_steps`` dividing ``eval_steps``): at setup a
 misaligned pair is warned about with its fix, and a best eval without a
 checkpoint names ``nearest_checkpoint``, the saved one closest to it, as such.
 If ``metric_for_best_model`` is set it must name the same metric in the same
-direction, since the Trainer then keeps the best itself.
+direction, since the Trainer then keeps the best itself. A ``metric`` the evals
+do not report is a :class:`~evalstop_gym.config.ConfigError` listing the keys
+found: at setup for a resumed run (its ``log_history`` holds its evals), else
+at the first eval, before anything is recorded (a callback sees no
+``compute_metrics`` before training).
 
 State that survives (resume): the callback is transformers'
 ``ExportableState``; every checkpoint's ``trainer_state.json`` holds its state,
@@ -54,6 +58,7 @@ TRL's trainers (``GRPOTrainer``, ``RLOOTrainer``, ``DPOTrainer``) subclass
 from __future__ import annotations
 
 import csv
+import difflib
 import json
 import math
 import os
@@ -75,12 +80,24 @@ RECORD = "evalstop.json"
 CHECKPOINT_PREFIX = "checkpoint"   # transformers' PREFIX_CHECKPOINT_DIR
 
 
-def _metric_key(metric: str, metrics: dict) -> str:
-    """The key of ``metric`` in the Trainer's eval metrics (which prefix ``eval_``)."""
+def _metric_key(metric: str, metrics, where: str = "the eval metrics") -> str:
+    """The key of ``metric`` in the Trainer's eval metrics (which prefix ``eval_``), or :class:`ConfigError`
+    listing the keys found in ``where``."""
     for key in (metric, f"eval_{metric}"):
         if key in metrics:
             return key
-    raise ConfigError("metric", metric, f"is not among the eval metrics ({', '.join(sorted(metrics)) or 'none'})")
+    close = difflib.get_close_matches(metric, list(metrics), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError("metric", metric, f"is not among {where} ({', '.join(sorted(metrics)) or 'none'}){hint}")
+
+
+def logged_eval_keys(log_history: list) -> set:
+    """Every key of the evals in the Trainer's ``log_history`` (entries with an ``eval_`` key)."""
+    keys: set = set()
+    for entry in log_history:
+        if any(k.startswith("eval_") for k in entry):
+            keys.update(entry)
+    return keys
 
 
 def latest_logged(name: str, log_history: list) -> float | None:
@@ -156,6 +173,9 @@ class EvalStopCallback(TrainerCallback, ExportableState):
                 raise ConfigError("metric_for_best_model", args.metric_for_best_model,
                                   f"must be {mine!r} with greater_is_better={self.live.mode == 'max'} (the "
                                   f"metric EvalStopCallback watches) or None, so both keep the same best checkpoint")
+        logged = logged_eval_keys(state.log_history)
+        if logged:   # a resumed run: its own evals name the metrics, so a wrong name fails before training
+            _metric_key(self.metric, logged, where="the eval metrics the run logged before this resume")
         self._warn_at_setup(args, state)
         if state.global_step > 0:   # resumed: the latest record knows at least what the checkpoint knew
             record = self._read_record()
@@ -183,7 +203,9 @@ class EvalStopCallback(TrainerCallback, ExportableState):
         step = state.global_step
         if self.live.repeated(self.job, step):
             return   # a step already judged: evaluated again after training, or repeated after a resume
-        score = metrics[_metric_key(self.metric, metrics)]
+        # the callback API shows no compute_metrics before training, so a fresh run's first eval is the first
+        # place a wrong name shows (the Trainer's own metric_for_best_model check is no earlier)
+        score = metrics[_metric_key(self.metric, metrics, where=f"the eval metrics at step {step}")]
         progress = min(step / state.max_steps, 1.0) if state.max_steps else None
         loss = latest_logged("loss", state.log_history)
         proxy = None

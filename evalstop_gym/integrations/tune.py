@@ -29,16 +29,23 @@ State that survives: :class:`EvalStopScheduler` implements the scheduler's
 experiment's directory (``evalstop_scheduler.json``, synced with Tune's own
 experiment state), and restores from it when ``Tuner.restore`` adds the
 experiment's trials back, so a restored experiment stops each trial where the
-uninterrupted one would.
+uninterrupted one would. :class:`TuneStopper` needs no file: Tune keeps the
+``RunConfig(stop=...)`` object in its experiment state (pickled with the
+controller's state) and puts it back on restore, and a
+:class:`~evalstop_gym.integrations.live.LiveStopper` pickles as its
+:meth:`~evalstop_gym.integrations.live.LiveStopper.state`.
 
 The best checkpoint of each trial (its best eval, the one before the
 declines) is Tune's to keep: ``CheckpointConfig(checkpoint_score_attribute=metric,
 checkpoint_score_order=mode, num_to_keep=1)`` keeps the checkpoint reported
 with the highest (``min``: lowest) score, and ``result.best_checkpoints`` of
 the trial's :class:`ray.tune.Result` gives it. Report the metric with every
-checkpoint: Tune scores a checkpoint without it as ``-inf``, which
-``checkpoint_score_order="min"`` turns into the best, so a checkpoint result
-without the metric gets a warning. On
+checkpoint: Ray 2.60's checkpoint manager puts a checkpoint without it at the
+top of its ranking, so ``num_to_keep`` deletes the best one (in either order),
+and no Tune hook lets an adapter change the metrics a checkpoint was saved with.
+A checkpoint result without the metric gets a warning naming the safe recipe:
+``num_to_keep=None`` and ``result.get_best_checkpoint(metric, mode)``, which
+passes over checkpoints without the metric. On
 equal scores Tune keeps the latest checkpoint where ``LiveStopper.best`` names
 the first. Needs the ``ray`` extra.
 """
@@ -107,9 +114,10 @@ class ResultReader:
         if result.get(self.metric) is None:
             if result.get("checkpoint_dir_name") and not self._warned:
                 self._warned = True
-                warnings.warn(f"trial {key} reported a checkpoint without {self.metric!r}: Tune's num_to_keep may "
-                              f"keep it over the best one; report {self.metric!r} with every checkpoint",
-                              stacklevel=2)
+                warnings.warn(f"trial {key} reported a checkpoint without {self.metric!r}: with num_to_keep set, "
+                              f"Tune ranks it above the others and deletes the best one; report {self.metric!r} "
+                              f"with every checkpoint, or keep every checkpoint (num_to_keep=None) and take "
+                              f"result.get_best_checkpoint({self.metric!r}, mode)", stacklevel=2)
             return False
         progress = None
         if self.max_t is not None and result.get(self.time_attr) is not None:
