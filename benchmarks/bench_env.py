@@ -32,7 +32,7 @@ envs, with the full per-step ``info``, with ``step_info="lean"`` and with
 share of a step spent in the simulator's event loop (``_advance``) and what
 ``SyncVectorEnv`` adds per env step to CartPole's and to the lean env's step.
 
-    python benchmarks/bench_env.py [--seconds 3] [--repeat 5] [--slice 0.05] [--cluster nodes8,two-types] [--vector 8] [--floor]
+    python benchmarks/bench_env.py [--seconds 2] [--repeat 5] [--slice 0.05] [--cluster nodes8,two-types] [--vector 8] [--floor]
 
 ``--cluster``: also measure both EvalStop envs on these clusters (presets or
 spec files, ``gym.make(..., cluster=...)``), labelled ``ID [cluster]``.
@@ -398,7 +398,7 @@ def spread(values: list[float]) -> str:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=3.0, help="CPU seconds per env per repeat")
+    p.add_argument("--seconds", type=float, default=2.0, help="CPU seconds per env per repeat")
     p.add_argument("--repeat", type=int, default=5, help="repeats (ratios: their min and median)")
     p.add_argument("--slice", type=float, default=0.05, help="CPU seconds an env runs before the next one's turn")
     p.add_argument("--cluster", default="", help="comma-separated cluster presets or spec files to add")
