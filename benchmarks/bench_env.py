@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import os
 import statistics
 import time
 from typing import Callable, NamedTuple
@@ -88,7 +89,7 @@ ALONE = {
 Clock = Callable[[], float]
 # a stepper takes one step (or one vector step) and returns (env steps taken, clock before, clock after),
 # the bracket holding only the env's own work
-Stepper = Callable[[Clock], "tuple[int, float, float]"]
+Stepper = Callable[[Clock], tuple[int, float, float]]
 
 
 def bracket_cost(clock: Clock = CLOCK, n: int = 20_000) -> float:
@@ -311,8 +312,9 @@ def build_share(seconds: float, seed: int = 0, parts: dict | None = None) -> flo
     and the reward's bookkeeping of elapsed time) under ``"advance"``, and where the building time goes:
     ``"refresh"`` (window and mask, the decision job's row at a checkpoint included), ``"observe"``
     (cluster features and the observation) and, within it, ``"table"`` (:class:`JobTable`'s call:
-    arrivals' rows, clock columns, copying the shown rows), timed through a stand-in object whose own call
-    (about one Python call a step) lands in ``"observe"`` and so in the share.
+    arrivals' rows, clock columns, copying the shown rows), timed by a subclass's ``__call__``; and under
+    ``"step_us"`` the CPU microseconds of a step with the timers' cost taken off, to compare with an
+    untimed step's.
 
     The timers' own cost is taken off: :func:`bracket_cost` from each timed call, and the whole cost of
     a timed call (:func:`timed_cost`) from the spans enclosing it (the step; ``_observe`` for the table).
@@ -326,9 +328,9 @@ def build_share(seconds: float, seed: int = 0, parts: dict | None = None) -> flo
     inner._observe = _timed(inner._observe, clock, spent, 3, calls)
     table.moved = _timed(table.moved, clock, spent, 0, calls)
     inner._advance = _timed(inner._advance, clock, spent, 1, calls)
-    call = _timed(table.__call__, clock, spent, 4, calls)
-    inner._table = type("TimedTable", (), {"__call__": staticmethod(call),   # the env calls self._table(...)
-                                           "__getattr__": lambda _s, name: getattr(table, name)})()
+    # the env calls self._table(...), which Python looks up on the type: a subclass times it
+    table.__class__ = type("TimedTable", (type(table),), {"__call__": _timed(type(table).__call__, clock,
+                                                                              spent, 4, calls)})
     stepper = EnvStepper(env, seed)
     cost, wrapper = process_bracket_cost(), process_timed_cost()
     spent[:], calls[:] = [0.0] * 5, [0] * 5
@@ -338,7 +340,8 @@ def build_share(seconds: float, seed: int = 0, parts: dict | None = None) -> flo
     own[3] -= calls[4] * wrapper
     step = inside - brackets * cost - sum(calls) * wrapper
     if parts is not None:
-        parts.update(advance=own[1] / step, refresh=own[2] / step, observe=own[3] / step, table=own[4] / step)
+        parts.update(advance=own[1] / step, refresh=own[2] / step, observe=own[3] / step, table=own[4] / step,
+                     step_us=step / steps * 1e6)
     return (own[0] + own[2] + own[3]) / step
 
 
@@ -382,8 +385,8 @@ def floor(seconds: float, repeat: int, n: int, slice_s: float = 0.05) -> tuple[l
     CartPole's, SyncVectorEnv of ``n`` lean envs' per-env rate as a fraction of CartPole's, each repeat."""
     with observation_copy_only():
         shares = [build_share(seconds) for _ in range(repeat)]
-        lean = VectorStepper("EvalStop-Cluster-v0", n, step_info="lean")
-    steppers = {BASE: VectorStepper(BASE, n), "copy only": CopyOnly(lean)}
+    steppers = {BASE: VectorStepper(BASE, n),
+                "copy only": CopyOnly(VectorStepper("EvalStop-Cluster-v0", n, step_info="lean"))}
     try:
         per_repeat = interleave(steppers, seconds, repeat, slice_s)
     finally:
@@ -394,6 +397,14 @@ def floor(seconds: float, repeat: int, n: int, slice_s: float = 0.05) -> tuple[l
 def spread(values: list[float]) -> str:
     """``"min x%, median y%"`` of shares or ratios."""
     return f"min {min(values):.1%}, median {statistics.median(values):.1%}"
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages (``"n/a"`` where the platform has none)."""
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except (AttributeError, OSError):
+        return "n/a"
 
 
 def main(argv=None) -> None:
@@ -428,7 +439,9 @@ def main(argv=None) -> None:
     print(f"\nEvalStop-Cluster-v0: observation + mask building {spread([s for s, _ in shares])} of a step "
           f"(target <= 25%); medians: window and mask (_refresh) {med['refresh']:.1%}, "
           f"observation (_observe) {med['observe']:.1%}, of which the job table {med['table']:.1%}; "
-          f"in the same run the simulator and the reward's time bookkeeping (_advance) {med['advance']:.1%}")
+          f"in the same run the simulator and the reward's time bookkeeping (_advance) {med['advance']:.1%}; "
+          f"a timed step {med['step_us']:.1f} us with the timers' cost taken off (untimed, above: "
+          f"{1e6 / table['EvalStop-Cluster-v0'].rate:.1f} us)")
     vec = summarise(vector_rates(VECTOR, a.vector, a.seconds, a.repeat, a.slice, alone=ALONE))
     print(f"\ngym.make_vec of {a.vector}, per env, against CartPole-v1's SyncVectorEnv (target >= 40%); "
           "SyncVectorEnv unless marked native (the id's vector_entry_point: ClusterVectorEnv; CartPole's "
@@ -450,15 +463,6 @@ def main(argv=None) -> None:
               f"features; values wrong, episodes the same): build share {spread(shares)} (target <= 25%), "
               f"SyncVectorEnv of {a.vector} lean {spread(ratios)} of CartPole's per-env rate (target >= 40%)")
     print(f"load average at the end: {load_average()}")
-
-
-def load_average() -> str:
-    """The 1, 5 and 15 minute load averages (``"n/a"`` where the platform has none)."""
-    import os
-    try:
-        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    except (AttributeError, OSError):
-        return "n/a"
 
 
 if __name__ == "__main__":
