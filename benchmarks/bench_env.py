@@ -32,7 +32,8 @@ envs, with the full per-step ``info``, with ``step_info="lean"`` and with
 share of a step spent in the simulator's event loop (``_advance``) and what
 ``SyncVectorEnv`` adds per env step to CartPole's and to the lean env's step.
 
-    python benchmarks/bench_env.py [--seconds 2] [--repeat 5] [--slice 0.05] [--cluster nodes8,two-types] [--vector 8] [--floor]
+    python benchmarks/bench_env.py [--seconds 2] [--repeat 5] [--slice 0.05] [--vector 8]
+                                   [--cluster nodes8,two-types] [--floor]
 
 ``--cluster``: also measure both EvalStop envs on these clusters (presets or
 spec files, ``gym.make(..., cluster=...)``), labelled ``ID [cluster]``.
