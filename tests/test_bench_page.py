@@ -96,3 +96,21 @@ def test_a_published_page_renders_again_from_its_shipped_results_files(files, tm
     assert main(["bench", "--leaderboard", *shipped, "--leaderboard-out", "again.md"]) == 0
     assert (tmp_path / "again.md").read_text() == text == (tmp_path / "docs" / "leaderboard.md").read_text()
     assert "- `docs/leaderboard/1-a.json`" in text
+
+
+def test_the_published_page_renders_from_its_shipped_results_files():
+    """docs/leaderboard.md is what `bench --leaderboard docs/leaderboard/*.json` writes, byte for byte (run from
+    the repository's root, as the page's file list names them)."""
+    import glob
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        files = sorted(glob.glob("docs/leaderboard/*.json"))
+        assert files == ["docs/leaderboard/1-scored.json", "docs/leaderboard/2-learned.json"]
+        assert res.leaderboard(files) == (root / "docs" / "leaderboard.md").read_text(encoding="utf-8")
+    finally:
+        os.chdir(here)
