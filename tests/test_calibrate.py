@@ -207,11 +207,16 @@ def test_bad_world_files_are_refused_by_name(tmp_path):
         WorkloadConfig(calibration=str(tmp_path / "absent.yaml"))
 
 
+def log_without(tmp_path, column: str, runs: int):
+    """A curve log of ``runs`` realistic RLHF runs with ``column`` left out."""
+    sampled = fit.sample_runs(CALIBRATIONS["realistic"], {"rlhf": runs}, 10, 0, 0.6)
+    log = tmp_path / f"no{column}.csv"
+    write_curve_log(log, [{k: v for k, v in r.items() if k != column} for r in fit.log_rows(sampled)])
+    return log
+
+
 def test_bad_curve_logs_are_refused(tmp_path, capsys):
-    runs = fit.sample_runs(CALIBRATIONS["realistic"], {"rlhf": 5}, 10, 0, 0.6)
-    rows = [{k: v for k, v in r.items() if k != "kl"} for r in fit.log_rows(runs)]
-    log = tmp_path / "nokl.csv"
-    write_curve_log(log, rows)
+    log = log_without(tmp_path, "kl", runs=5)
     assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.yaml")]) == 2
     err = capsys.readouterr().err
     assert "kl" in err and "at least 3 runs" in err and len(err.strip().splitlines()) == 1
@@ -259,10 +264,7 @@ def test_calibrate_a_folder_of_trainer_states_fits_the_runs_with_gold_and_kl(tmp
 
 
 def test_calibrate_on_runs_without_gold_is_a_one_line_refusal(tmp_path, capsys):
-    runs = fit.sample_runs(CALIBRATIONS["realistic"], {"rlhf": 4}, 10, 0, 0.6)
-    rows = [{k: v for k, v in r.items() if k != "gold"} for r in fit.log_rows(runs)]
-    log = tmp_path / "nogold.csv"
-    write_curve_log(log, rows)
+    log = log_without(tmp_path, "gold", runs=4)
     assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.yaml")]) == 2
     captured = capsys.readouterr()
     assert captured.out.count("no gold logged") == 4
