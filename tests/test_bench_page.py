@@ -114,3 +114,14 @@ def test_the_published_page_renders_from_its_shipped_results_files():
         assert res.leaderboard(files) == (root / "docs" / "leaderboard.md").read_text(encoding="utf-8")
     finally:
         os.chdir(here)
+
+
+def test_the_page_adjusts_verdicts_over_the_whole_board(files):
+    from evalstop_gym.bench.score import board_verdicts, holm
+
+    cards = [c for f in files for c in json.loads(f.read_text())["policies"]]
+    pooled = holm([v["p"] for c in cards for v in c["verdicts"]])
+    assert [v["p_holm"] for vs in board_verdicts(cards) for v in vs] == pooled
+    page = res.leaderboard(files)
+    assert f"({len(pooled)} tests: each policy's" in page   # 3 policies x 2 references x 4 headline metrics
+    assert len(pooled) == 3 * 2 * 4

@@ -47,3 +47,26 @@ def test_the_scorecard_gives_both_intervals_over_the_suite_only():
     assert agg["change"] == pytest.approx(-10.0) and agg["ci_boot"] == pytest.approx([-10.0, -10.0])
     assert agg["iqm"] == pytest.approx(-10.0)
     assert "ci_boot" not in card["vs"]["ref"]["per_row"]["a"]["avg_jct_h"]
+
+
+def _card(label, tests):
+    """A card whose verdicts are ``(metric, change, p)`` tests against one reference (what board_verdicts reads)."""
+    return {"label": label, "verdicts": [{"reference": "ref", "metric": m, "change": c, "unit": "%", "ci": [None, None],
+                                          "p": p, "p_holm": None, "verdict": "tie"} for m, c, p in tests]}
+
+
+def test_the_board_adjusts_over_every_test_of_every_policy():
+    from evalstop_gym.bench.score import board_verdicts
+
+    # by hand, four tests: sorted p 0.005, 0.01, 0.03, 0.04 -> x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04,
+    # made non-decreasing: 0.02, 0.03, 0.06, 0.06. Alone, policy a's two tests would be 0.02 and 0.04 (both
+    # significant); on the board its JCT test (p 0.04) is 0.06: a tie
+    a = _card("a", [("avg_jct_h", -5.0, 0.04), ("f1", 0.1, 0.01)])
+    b = _card("b", [("avg_jct_h", 3.0, 0.005), ("f1", -0.2, 0.03)])
+    va, vb = board_verdicts([a, b])
+    assert [v["p_holm"] for v in va + vb] == pytest.approx([0.06, 0.03, 0.02, 0.06])
+    assert [v["verdict"] for v in va + vb] == ["tie", "better", "worse", "tie"]
+    assert [v["p"] for v in va + vb] == [0.04, 0.01, 0.005, 0.03]   # the raw p stays
+    (alone,) = board_verdicts([a])
+    assert [v["p_holm"] for v in alone] == pytest.approx([0.04, 0.02])
+    assert [v["verdict"] for v in alone] == ["better", "better"]

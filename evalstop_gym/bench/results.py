@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from ..config import UsageError
 from .policies import LEARNED_KIND
-from .score import HEADLINE
+from .score import HEADLINE, board_verdicts
 
 FORMAT = 1
 IDENTITY = ("suite", "suite_hash", "rows", "skipped", "version", "code")   # what two comparable files share
@@ -212,6 +212,11 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
                          "every policy against one tuning (bench --tuned FILE)")
     tuning = next((d["tuning"] for _, d in named if d.get("tuning")), None)
     learned_tuning = next((d["learned_tuning"] for _, d in named if d.get("learned_tuning")), None)
+    # the page's verdicts: Holm over every headline test of every policy it lists (its family), not one
+    # policy's; the quality bar and the order below read them
+    board = board_verdicts([card for card, _ in entries])
+    entries = [({**card, "verdicts": v}, command) for (card, command), v in zip(entries, board)]
+    family = sum(map(len, board))
     entries.sort(key=lambda e: (quality_worse(e[0]), e[0]["vs"][NO_STOPPER]["aggregate"]["avg_jct_h"]["change"] or 0.0))
     refs = [NO_STOPPER, *(r for r in first["references"] if r != NO_STOPPER)]
     n_rows = len(first["rows"])
@@ -227,8 +232,11 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
              + f"; {n_rows} rows"
              + (f", skipped: {', '.join(first['skipped'])}" if first["skipped"] else "") + ". "
              "Columns: suite means over every (row, seed); changes are paired over every (row, seed) with 95% "
-             "t-intervals (JCT: % change); a verdict against a reference needs Holm-adjusted p < 0.05 over the "
-             "policy's headline tests, otherwise it is a tie. Ranked by JCT change vs no stopper, first the policies "
+             "t-intervals (JCT: % change); a verdict against a reference needs Holm-adjusted p < 0.05, otherwise it "
+             f"is a tie, with Holm over the whole page: its family is every headline test of every policy listed "
+             f"({family} tests: each policy's {', '.join(HEADLINE)} against each reference), so a verdict does not "
+             "depend on how many policies were tried (a results file's own scorecards adjust over one policy's "
+             "tests). Ranked by JCT change vs no stopper, first the policies "
              f"whose delivered-quality regret is not significantly worse than {EVALSTOP_K2}'s (the quality bar the "
              "tuner selects by), then the rest (marked *below the bar*); policies scored on fewer rows than the suite "
              "follow, unranked.", ""]

@@ -16,8 +16,10 @@ for either arm (no stop: no precision) are left out of that metric's pairs.
 
 Verdicts (:func:`verdicts`): on the :data:`HEADLINE` metrics against every
 reference, a policy is ``better`` or ``worse`` only if the Holm-adjusted p
-(over all of that policy's headline comparisons) is below 0.05; otherwise it
-is a ``tie``, whatever the means say.
+is below 0.05; otherwise it is a ``tie``, whatever the means say. A results
+file adjusts over the policy's own headline comparisons; the leaderboard
+adjusts over every headline comparison on the page (:func:`board_verdicts`),
+so a policy's verdict there does not depend on how many others were tried.
 """
 
 from __future__ import annotations
@@ -129,16 +131,29 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     return out
 
 
+def _verdict(metric: str, change: float | None, p_holm: float | None) -> str:
+    if p_holm is None or p_holm >= ALPHA or not change:
+        return "tie"
+    return "better" if (change < 0) != (metric in HIGHER_BETTER) else "worse"
+
+
 def verdicts(card: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``better`` / ``worse`` / ``tie`` on each headline metric against each reference, Holm-corrected."""
+    """``better`` / ``worse`` / ``tie`` on each headline metric against each reference, Holm-corrected over the
+    policy's own headline tests (a results file's family; the leaderboard widens it, :func:`board_verdicts`)."""
     tests = [(label, m, vs["aggregate"][m]) for label, vs in card["vs"].items() for m in HEADLINE]
     adjusted = holm([c["p"] for _, _, c in tests])
-    out = []
-    for (label, m, c), p_holm in zip(tests, adjusted):
-        verdict = "tie"
-        if p_holm is not None and p_holm < ALPHA and c["change"]:
-            lower = c["change"] < 0
-            verdict = "better" if lower != (m in HIGHER_BETTER) else "worse"
-        out.append({"reference": label, "metric": m, "change": c["change"], "unit": c["unit"], "ci": c["ci"],
-                    "p": c["p"], "p_holm": p_holm, "verdict": verdict})
+    return [{"reference": label, "metric": m, "change": c["change"], "unit": c["unit"], "ci": c["ci"],
+             "p": c["p"], "p_holm": p_holm, "verdict": _verdict(m, c["change"], p_holm)}
+            for (label, m, c), p_holm in zip(tests, adjusted)]
+
+
+def board_verdicts(cards: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Each card's verdicts with Holm over every headline test of every card together (a page's family: all
+    its policies x references x :data:`HEADLINE` metrics), in the cards' order; a test's ``p`` is unchanged,
+    its ``p_holm`` and ``verdict`` are the board's."""
+    tests = [(i, v) for i, card in enumerate(cards) for v in card["verdicts"]]
+    adjusted = holm([v["p"] for _, v in tests])
+    out: list[list[dict[str, Any]]] = [[] for _ in cards]
+    for (i, v), p_holm in zip(tests, adjusted):
+        out[i].append({**v, "p_holm": p_holm, "verdict": _verdict(v["metric"], v["change"], p_holm)})
     return out
