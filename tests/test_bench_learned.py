@@ -1,4 +1,7 @@
-"""A saved model on the bench: loaded and played by the learned layer's provider, on the synthetic rows whose cluster it runs on."""
+"""A saved model on the bench: loaded and played in its own process (or by the learned layer's provider in this one),
+on the synthetic rows whose cluster it runs on."""
+
+import json
 
 import pytest
 
@@ -110,8 +113,12 @@ def test_a_learned_scheduler_plays_the_rows_whose_cluster_it_runs_on(model_dir, 
     suite_hash.cache_clear()
     out = run_bench([str(sched), str(model_dir)], suite_name="toy2", out=tmp_path / "b", progress=False,
                     echo=lambda _t: None)
+    # isolated, a learned scheduler plays its whole episode in its model's process: the same metrics as here
+    (here,) = run_bench([str(sched)], suite_name="toy2", out=tmp_path / "here", progress=False, in_process=True,
+                        echo=lambda _t: None)["policies"]
     suite_hash.cache_clear()
     cards = {c["label"]: c for c in out["policies"]}
+    assert cards[p.label]["process"] == "isolated" and cards[p.label]["per_seed"] == here["per_seed"]
     assert list(cards[p.label]["per_row"]) == ["toy-nodes"]
     assert cards[p.label]["vs"][NO_STOPPER]["aggregate"]["avg_jct_h"]["n"] == 1
     assert list(cards[stop.label]["per_row"]) == ["toy-paper", "toy-nodes"]
@@ -126,3 +133,69 @@ def test_a_learned_scheduler_plays_the_rows_whose_cluster_it_runs_on(model_dir, 
     # on the flat pool alone it plays nothing: one error naming the model and the learned layer's reason
     with pytest.raises(ConfigError, match=r"plays none of the rows \['toy-paper'\]: .*node"):
         run_bench([str(sched)], suite_name="toy", out=tmp_path / "c", progress=False, echo=lambda _t: None)
+
+
+def test_a_saved_model_plays_in_its_own_process_with_the_same_decisions(model_dir, tmp_path, monkeypatch):
+    """Isolated (the default) the model is loaded and asked only in a child process, over public views; it makes
+    the same decisions as in this process, so every per-seed metric is identical; --in-process is recorded."""
+    from evalstop_gym.agents import evaluate
+
+    monkeypatch.setitem(suite_mod.SUITES, "toy", TOY)
+    suite_hash.cache_clear()
+    evaluate._LOADED.clear()
+    kw = dict(suite_name="toy", progress=False, echo=lambda _t: None)
+    (alone,) = run_bench([str(model_dir)], out=tmp_path / "isolated", **kw)["policies"]
+    assert evaluate._LOADED == {}   # never loaded here
+    (here,) = run_bench([str(model_dir)], out=tmp_path / "here", in_process=True, **kw)["policies"]
+    suite_hash.cache_clear()
+    assert list(evaluate._LOADED) == [str((model_dir / "model.zip").resolve())]
+    assert (alone["process"], here["process"]) == ("isolated", "in-process")
+    assert alone["per_seed"] == here["per_seed"]
+    runs = [json.loads(line) for line in (tmp_path / "isolated" / "runs.jsonl").read_text().splitlines()]
+    assert {r["spec"].get("process") for r in runs if r["spec"]["stopper"] == "learned"} == {"isolated"}
+
+
+def _with_payload(model_dir, dest, code):
+    """A copy of ``model_dir`` whose model.zip carries a pickled entry that runs ``code`` when unpickled."""
+    import base64
+    import pickle
+    import shutil
+    import zipfile
+
+    class Payload:
+        def __reduce__(self):
+            return exec, (code,)
+
+    shutil.copytree(model_dir, dest)
+    with zipfile.ZipFile(model_dir / "model.zip") as z:
+        entries = {n: z.read(n) for n in z.namelist()}
+    data = json.loads(entries["data"])
+    data["evil"] = {":type:": "<class 'object'>", ":serialized:": base64.b64encode(pickle.dumps(Payload())).decode()}
+    entries["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(dest / "model.zip", "w") as z:
+        for n, b in entries.items():
+            z.writestr(n, b)
+    return dest
+
+
+def test_a_model_whose_load_would_run_code_gets_nothing(model_dir, tmp_path, monkeypatch):
+    """A zip whose pickled entry walks the stack to the simulator and patches compute_metrics when loaded: it is
+    refused in the model's process with one line, and neither the file's code nor its patch reached this one."""
+    import evalstop_gym.metrics as metrics
+
+    marker = tmp_path / "ran"
+    code = ("import sys, pathlib, evalstop_gym.metrics as m\n"
+            "f = sys._getframe()\n"
+            "while f is not None and not any(type(v).__name__ == 'Simulator' for v in f.f_locals.values()):\n"
+            "    f = f.f_back\n"
+            f"pathlib.Path({str(marker)!r}).write_text('simulator found' if f else 'ran')\n"
+            "m.compute_metrics = lambda out: {}\n")
+    evil = _with_payload(model_dir, tmp_path / "evil-model", code)
+    original = metrics.compute_metrics
+    monkeypatch.setitem(suite_mod.SUITES, "toy", TOY)
+    suite_hash.cache_clear()
+    with pytest.raises(ConfigError, match=r"plays none of the rows .*pickled entries 'evil'.*nothing from the file "
+                                          "was run"):
+        run_bench([str(evil)], suite_name="toy", out=tmp_path / "out", progress=False, echo=lambda _t: None)
+    suite_hash.cache_clear()
+    assert not marker.exists() and metrics.compute_metrics is original

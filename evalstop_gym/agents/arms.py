@@ -35,6 +35,12 @@ class SB3Arms:
 
         return cannot_run(dict(spec.params), generate(spec.config))
 
+    def stopper(self, params, base, gpus: int, cluster) -> Any:
+        from .evaluate import loaded
+        from .policy import LearnedStop
+
+        return LearnedStop(base, loaded(params["model"]), gpus=gpus, cluster=cluster)
+
     def run(self, specs: Sequence[Any], store: Any, limit: int | None = None,
             on_done: Callable[[], None] | None = None) -> int:
         from .evaluate import run_learned_specs

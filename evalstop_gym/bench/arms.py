@@ -3,7 +3,8 @@
 Every arm plays the same workloads (row x seed) through the experiment
 runner (:func:`~evalstop_gym.experiments.runner.run_sweep`: process pool or Ray,
 records appended to a checksummed JSONL store, resumed by run id); a saved
-model's runs go through the learned layer's provider, in this process.
+model's runs play as :class:`~.play.LearnedSpec` says: in the model's own process by default, through the
+learned layer's provider in this one with ``in_process``.
 """
 
 from __future__ import annotations
@@ -25,31 +26,40 @@ def references() -> dict[str, BenchPolicy]:
     return {NO_STOPPER: builtin("srtf-est"), EVALSTOP_K2: builtin("srtf-est", "evalstop", k=2)}
 
 
-def rows_of(policy: BenchPolicy, rows: Sequence[Row]) -> list[Row]:
+def _cannot_run(policy: BenchPolicy, row: Row, in_process: bool) -> str | None:
+    """The learned layer's reason why a saved model cannot play ``row``'s cluster, or ``None`` (finding out
+    loads the model: in its own process unless ``in_process``)."""
+    spec = learned_spec(policy, row, row.seeds[0], in_process)
+    if in_process:
+        from ..experiments.learned import provider
+
+        return provider().cannot_run(spec)
+    from .isolate import learned_cannot_run
+
+    return learned_cannot_run(spec)
+
+
+def rows_of(policy: BenchPolicy, rows: Sequence[Row], in_process: bool = False) -> list[Row]:
     """The rows ``policy`` plays: all of them, or for a saved model the synthetic ones (:attr:`Row.synthetic`)
     whose cluster it runs on (a learned scheduler trained on nodes does not run on the flat pool)."""
     if policy.kind != LEARNED_KIND:
         return list(rows)
-    from ..experiments.learned import provider
-
-    return [r for r in rows if r.synthetic and provider().cannot_run(learned_spec(policy, r, r.seeds[0])) is None]
+    return [r for r in rows if r.synthetic and _cannot_run(policy, r, in_process) is None]
 
 
-def why_not(policy: BenchPolicy, rows: Sequence[Row]) -> str:
+def why_not(policy: BenchPolicy, rows: Sequence[Row], in_process: bool = False) -> str:
     """Why a saved model plays none of ``rows`` (the learned layer's reason on the first synthetic one)."""
-    from ..experiments.learned import provider
-
     synthetic = [r for r in rows if r.synthetic]
     if not synthetic:
         return "a saved model plays synthetic rows only (no trace, no logged curves)"
-    return provider().cannot_run(learned_spec(policy, synthetic[0], synthetic[0].seeds[0])) or "no reason given"
+    return _cannot_run(policy, synthetic[0], in_process) or "no reason given"
 
 
 def specs_of(policy: BenchPolicy, rows: Sequence[Row], in_process: bool = False) -> list:
     """Every run of ``policy`` on the rows of ``rows`` it plays (:func:`rows_of`); ``in_process``: a user
-    class plays beside the simulator instead of in its own process (:mod:`.isolate`)."""
+    class or a saved model plays in this process instead of in its own (:mod:`.isolate`)."""
     if policy.kind == LEARNED_KIND:
-        return [learned_spec(policy, r, s) for r in rows_of(policy, rows) for s in r.seeds]
+        return [learned_spec(policy, r, s, in_process) for r in rows_of(policy, rows, in_process) for s in r.seeds]
     return [BenchSpec.make(policy, r, s, in_process) for r in rows for s in r.seeds]
 
 
@@ -57,16 +67,19 @@ def play(policies: Sequence[BenchPolicy], rows: Sequence[Row], store: ResultStor
          ray_address: str | None, progress: bool, desc: str = "bench",
          in_process: bool = False) -> dict[str, dict[str, dict[str, list]]]:
     """Run what ``store`` lacks; return label -> row -> metric -> per-seed values (:data:`METRICS`, :data:`COUNTS`).
-    ``in_process``: user classes play beside the simulator (:func:`specs_of`)."""
+    ``in_process``: user classes and saved models play beside the simulator (:func:`specs_of`); else a saved
+    model's runs join the pool's, each in its model's process."""
     from tqdm import tqdm
 
-    played = {p.label: rows_of(p, rows) for p in policies}
+    played = {p.label: rows_of(p, rows, in_process) for p in policies}
     for p in policies:
         if not played[p.label]:
-            raise ConfigError("policy", p.text, f"plays none of the rows {[r.name for r in rows]}: {why_not(p, rows)}")
+            raise ConfigError("policy", p.text, f"plays none of the rows {[r.name for r in rows]}: "
+                                                f"{why_not(p, rows, in_process)}")
     by_policy = {p.label: specs_of(p, played[p.label], in_process) for p in policies}
-    hand = [s for p in policies if p.kind != LEARNED_KIND for s in by_policy[p.label]]
-    learned = [s for p in policies if p.kind == LEARNED_KIND for s in by_policy[p.label]]
+    here = in_process and any(p.kind == LEARNED_KIND for p in policies)
+    hand = [s for p in policies if not (here and p.kind == LEARNED_KIND) for s in by_policy[p.label]]
+    learned = [s for p in policies if here and p.kind == LEARNED_KIND for s in by_policy[p.label]]
     todo = len(pending_specs(hand + learned, store))
     with tqdm(total=todo, desc=desc, unit="run", file=sys.stderr, disable=not progress or todo == 0) as bar:
         run_sweep(hand, store, backend=backend, workers=workers, on_done=bar.update, ray_address=ray_address)

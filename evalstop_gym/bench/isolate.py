@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..config import ConfigError
+from ..experiments.spec import LEARNED
 from ..policy import Plan, Policy
 from ..view import ClusterView, JobView
 
@@ -117,6 +118,9 @@ def main(argv: Sequence[str]) -> None:
     if argv[3:] == ["parse"]:
         _parse(inbox, outbox)
         return
+    if argv[3:] == ["learned"]:
+        _learned(inbox, outbox)
+        return
     policy = mirror = None
     while True:
         try:
@@ -126,7 +130,7 @@ def main(argv: Sequence[str]) -> None:
         try:
             if header is not None:   # a new episode: the policy built afresh (as a run in process builds it)
                 scheduler, stopper, params, total_gpus, spec = header
-                policy = build(scheduler, stopper, dict(params))
+                policy = _build(scheduler, stopper, dict(params), total_gpus, spec)
                 mirror = _Mirror(total_gpus, spec)
                 policy.reset()
             mirror.sync(state)
@@ -135,6 +139,49 @@ def main(argv: Sequence[str]) -> None:
             else:
                 reply = bool(policy.should_stop(mirror.views[job], mirror.cluster))
         except Exception:   # noqa: BLE001 - any failure of outside code goes back to the parent, whole
+            _reply(outbox, "error", traceback.format_exc())
+            continue
+        _reply(outbox, "ok", reply)
+
+
+def _build(scheduler: str, stopper: str, params: dict, total_gpus: int, spec):
+    """The policy of a decision loop: :func:`~.policies.build`'s, or a saved stop-policy over ``scheduler``
+    (loaded here by the learned layer's provider, for the episode's cluster)."""
+    from .policies import build
+
+    if stopper != LEARNED:
+        return build(scheduler, stopper, params)
+    from ..experiments.learned import provider
+
+    return provider().stopper(params, build(scheduler, "none", {}), total_gpus, spec)
+
+
+def _learned(inbox, outbox) -> None:
+    """A saved model's other requests, one per message: ``("cannot_run", spec)`` (why its model cannot play the
+    spec's cluster, or ``None``) and ``("episode", spec)`` (the metrics of a learned scheduler's whole episode:
+    its env is its interface, so the episode plays here)."""
+    from ..experiments.learned import provider
+
+    class Kept:   # the provider's store: the one record of this request
+        def add(self, rec):
+            self.metrics = rec["metrics"]
+
+    while True:
+        try:
+            kind, spec = inbox.recv()
+        except EOFError:
+            return
+        try:
+            if kind == "cannot_run":
+                reply = provider().cannot_run(spec)
+            else:
+                kept = Kept()
+                provider().run([spec], kept)
+                reply = kept.metrics
+        except ConfigError as e:
+            _reply(outbox, "config", [e.field, str(e.value), e.allowed])
+            continue
+        except Exception:   # noqa: BLE001
             _reply(outbox, "error", traceback.format_exc())
             continue
         _reply(outbox, "ok", reply)
@@ -178,10 +225,6 @@ def parse_outside(texts: Sequence[str], spaces: bool = False) -> tuple[list, dic
     player = _Player("parse")
     try:
         value, declared = player.ask("module:Class", (list(texts), spaces))
-    except PolicyProcessError as e:
-        if isinstance(e.args[0], list):
-            raise ConfigError(*e.args[0]) from None
-        raise
     finally:
         player.close()
     return [BenchPolicy(**{**p, "params": tuple((k, v) for k, v in p["params"])}) for p in value], declared
@@ -222,8 +265,8 @@ class _Player:
             status, value = json.loads(raw)
         except (ValueError, TypeError):
             raise PolicyProcessError(f"policy {label}: its process sent something other than a decision") from None
-        if status == "config":
-            raise PolicyProcessError(value)
+        if status == "config" and isinstance(value, list) and len(value) == 3 and all(isinstance(x, str) for x in value):
+            raise ConfigError(*value)   # a bad --policy or model: one line, as in this process
         if status != "ok":
             raise PolicyProcessError(f"policy {label} failed in its process:\n{value}")
         return value
@@ -238,18 +281,22 @@ class _Player:
             self.proc.wait()
 
 
-_PLAYERS: dict[tuple[str, str], _Player] = {}
+_PLAYERS: dict[tuple, _Player] = {}   # least recently used first
+MAX_PLAYERS = 8   # live children per process: a saved model's holds torch (about 300 MB), and tuning trains many
 
 
-def _player(scheduler: str, stopper: str) -> _Player:
-    """This process's child for the outside code of ``scheduler`` and ``stopper`` (one per pair, so two
-    submissions never share an interpreter); started on first use, ended when this process exits."""
-    key = (scheduler, stopper)
-    p = _PLAYERS.get(key)
+def _player(*key: str) -> _Player:
+    """This process's child for the outside code ``key`` names (a scheduler and stopper pair, its saved model
+    if any, and the child's mode: one child each, so two submissions never share an interpreter); started on
+    first use, ended when this process exits or when :data:`MAX_PLAYERS` newer ones are in use."""
+    p = _PLAYERS.pop(key, None)
     if p is None or p.proc.poll() is not None:
         if not _PLAYERS:
             atexit.register(close_players)
-        p = _PLAYERS[key] = _Player()
+        while len(_PLAYERS) >= MAX_PLAYERS:
+            _PLAYERS.pop(next(iter(_PLAYERS))).close()
+        p = _Player(*key[3:])
+    _PLAYERS[key] = p
     return p
 
 
@@ -268,7 +315,7 @@ class Remote(Policy):
     def __init__(self, scheduler: str, stopper: str, params: Sequence[tuple[str, Any]] = ()):
         self.label = f"{scheduler}+{stopper}"
         self._build = (scheduler, stopper, tuple(params))
-        self._player = _player(scheduler, stopper)
+        self._player = _player(scheduler, stopper, _model(params))
         self._new = True
 
     # -- what the child is told --------------------------------------------------------------------------
@@ -331,6 +378,30 @@ class Remote(Policy):
         if not isinstance(stop, bool):
             raise PolicyProcessError(f"policy {self.label}: its process answered {stop!r} to a stop decision")
         return stop
+
+
+def _model(params: Sequence[tuple[str, Any]]) -> str:
+    return str(dict(params).get("model", ""))
+
+
+def learned_cannot_run(spec) -> str | None:
+    """The learned provider's ``cannot_run(spec)`` of a saved model's run, asked in the model's own process
+    (finding out loads the model)."""
+    why = _player(spec.scheduler, spec.stopper, _model(spec.params), "learned").ask(
+        f"model {_model(spec.params)}", ("cannot_run", spec))
+    if not (why is None or isinstance(why, str)):
+        raise PolicyProcessError(f"model {_model(spec.params)}: its process answered {str(why)[:200]} to cannot_run")
+    return why
+
+
+def learned_episode(spec) -> dict[str, Any]:
+    """The metrics of a learned scheduler's episode, played in the model's own process: a flat mapping of
+    metric names to numbers, checked as such."""
+    metrics = _player(spec.scheduler, spec.stopper, _model(spec.params), "learned").ask(
+        f"model {_model(spec.params)}", ("episode", spec))
+    if not (isinstance(metrics, dict) and all(isinstance(v, (int, float)) or v is None for v in metrics.values())):
+        raise PolicyProcessError(f"model {_model(spec.params)}: its process answered {str(metrics)[:200]} as metrics")
+    return metrics
 
 
 def _ints(x: Any) -> bool:

@@ -137,6 +137,40 @@ class BenchSpec(RunSpec):
         return out
 
 
-def learned_spec(policy: BenchPolicy, row: Row, seed: int) -> RunSpec:
-    """A saved model's run: a plain spec the learned provider plays (:func:`~.arms.rows_of`: the rows it runs on)."""
-    return RunSpec(policy.scheduler, policy.stopper, policy.params, row.config(seed))
+@dataclass(frozen=True)
+class LearnedSpec(RunSpec):
+    """A saved model's run (:func:`~.arms.rows_of`: the rows it runs on). By default its model is loaded, and
+    asked, only in a process of its own (:mod:`.isolate`): a stop-policy there answers public views over
+    :class:`~.isolate.Remote` while the simulator and the metrics stay here; a learned scheduler, whose env is
+    its interface, plays its whole episode there and sends back numbers. ``in_process``: the learned layer's
+    provider plays it in this process (the run id is then a plain spec's, as before isolation)."""
+
+    in_process: bool = False
+
+    @functools.cached_property
+    def run_id(self) -> str:
+        plain = RunSpec.run_id.func(self)
+        return plain if self.in_process else hashlib.sha1(json.dumps([plain, "isolated"]).encode()).hexdigest()[:16]
+
+    def play(self) -> dict[str, Any]:
+        from ..experiments.spec import LEARNED
+        from .isolate import Remote, learned_episode
+
+        if self.in_process:
+            raise RuntimeError("an in-process learned run is played by the learned provider (bench.arms.play)")
+        if self.scheduler == LEARNED:
+            return learned_episode(self)
+        from ..metrics import compute_metrics
+        from ..policy import drive
+        from ..simulator import Simulator
+        from ..workload import generate
+
+        return compute_metrics(drive(Simulator(generate(self.config)), Remote(self.scheduler, self.stopper, self.params)))
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "process": "in-process" if self.in_process else "isolated"}
+
+
+def learned_spec(policy: BenchPolicy, row: Row, seed: int, in_process: bool = False) -> LearnedSpec:
+    """A saved model's run on ``row``'s workload of ``seed``."""
+    return LearnedSpec(policy.scheduler, policy.stopper, policy.params, row.config(seed), in_process)

@@ -23,7 +23,7 @@ from ..files import prepare_out, write_atomic
 from .arms import TUNED_BEST, play, references
 from .fingerprint import provenance
 from .isolate import names_outside_code, parse_outside
-from .policies import check_file_names, file_policy, modules_named, parse_policies
+from .policies import LEARNED_KIND, check_file_names, file_policy, modules_named, parse_policies
 from .score import scorecard, verdicts
 from .suite import DEFAULT_SUITE, suite, suite_hash
 
@@ -149,8 +149,9 @@ def run_bench(policies: Sequence[str], *, suite_name: str = DEFAULT_SUITE, out: 
         values = play(arms, played, ResultStore(outdir / RUNS_FILE), backend=backend, workers=workers,
                       ray_address=ray_address, progress=progress, in_process=in_process)
     ref_values = {name: values[p.label] for name, p in refs.items()}
+    own_process = {p.label for p in scored if p.source or p.kind == LEARNED_KIND}   # outside code: its own process
     cards = [{"policy": p.text, "label": p.label, "kind": p.kind, "source": p.source,
-              **({"process": "in-process" if in_process else "isolated"} if p.source else {}), **card,
+              **({"process": "in-process" if in_process else "isolated"} if p.label in own_process else {}), **card,
               "verdicts": verdicts(card), "per_seed": values[p.label]}
              for p, card in zip(scored, score_all([values[p.label] for p in scored], ref_values,
                                                   workers=workers if backend == "local" else 1, progress=progress))]

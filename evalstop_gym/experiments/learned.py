@@ -13,7 +13,7 @@ the stable-baselines3 layer of this project (``evalstop_gym.agents.arms``).
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..config import ConfigError
 
@@ -36,6 +36,11 @@ class LearnedArms(Protocol):
     def cannot_run(self, spec: Any) -> str | None:
         """Why the arm of ``spec`` (a run spec) cannot play its workload's cluster (a model trained on nodes,
         on the flat pool), or ``None``."""
+
+    def stopper(self, params: Mapping[str, Any], base: Any, gpus: int, cluster: Any) -> Any:
+        """The saved stop-policy of an arm's ``params`` as a :class:`~evalstop_gym.policy.Stopper` over ``base``
+        (a policy), answering on a cluster of ``gpus`` GPUs laid out as ``cluster``: what the bench plays in the
+        model's own process, over public views (:mod:`evalstop_gym.bench.isolate`)."""
 
     def run(self, specs: Sequence[Any], store: Any, limit: int | None = None,
             on_done: Callable[[], None] | None = None) -> int:
