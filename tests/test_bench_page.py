@@ -125,3 +125,9 @@ def test_the_page_adjusts_verdicts_over_the_whole_board(files):
     page = res.leaderboard(files)
     assert f"({len(pooled)} tests: each policy's" in page   # 3 policies x 2 references x 4 headline metrics
     assert len(pooled) == 3 * 2 * 4
+
+
+def test_the_page_says_how_many_trials_each_family_got_and_which_schedulers_they_tried():
+    tuning = {"families": {"cusum": {"every_trial": [{"scheduler": "sjf-est"}, {"scheduler": "fifo"}]},
+                           "none": {"every_trial": [{"scheduler": "fifo"}, {"scheduler": "fifo"}]}}}
+    assert res._tried(tuning) == "Trials per family, and the schedulers they tried: cusum 2 (fifo, sjf-est); none 2 (fifo)."

@@ -181,6 +181,13 @@ def _knobs(params: dict) -> str:
     return ", ".join(f"{k} {v:g}" for k, v in params.items())
 
 
+def _tried(tuning: Mapping[str, Any]) -> str:
+    """How many trials each family got and which schedulers its trials tried (a joint search may leave some out)."""
+    return "Trials per family, and the schedulers they tried: " + "; ".join(
+        f"{fam} {len(f['every_trial'])} ({', '.join(sorted({t['scheduler'] for t in f['every_trial']}))})"
+        for fam, f in tuning["families"].items()) + "."
+
+
 def _part(result: Mapping[str, Any], name: str) -> str:
     return (result.get("fingerprint") or {}).get(name, "?")
 
@@ -244,7 +251,7 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
         lines += [f"Tuned best: **{tuning['best']['label']}**, chosen on validation seeds by the rule fixed in "
                   f"`evalstop_gym/bench/tune.py` ({tuning['trials']} trials per family, {len(tuning['families'])} "
                   + ("families: each scheduler and stopper pair on its own)." if tuning.get("per_scheduler") else
-                     "families, each a stopper whose trials also pick the scheduler)."), ""]
+                     "families, each a stopper whose trials also pick the scheduler). " + _tried(tuning)), ""]
     else:
         lines += [f"No results file holds a tuning: the {TUNED_BEST} column is empty (run `bench --tune`).", ""]
     outside = {k: v for _, d in named for k, v in (d.get("outside_tuning") or {}).items()}
