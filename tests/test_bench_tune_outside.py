@@ -9,7 +9,7 @@ import pytest
 from evalstop_gym.bench import suite as suite_mod
 from evalstop_gym.bench.suite import Row, suite_hash
 from evalstop_gym.bench.space import declared_space
-from evalstop_gym.bench.tune import BUDGET, VALIDATION_SEEDS
+from evalstop_gym.bench.tune import FAMILY_BUDGET as BUDGET, VALIDATION_SEEDS
 from evalstop_gym.config import ConfigError
 
 pytest.importorskip("optuna")

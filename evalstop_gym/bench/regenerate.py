@@ -2,15 +2,15 @@
 
 Stages, each a ``bench`` of its own folder under ``OUT`` (docs/bench.md, *Regenerating the leaderboard*):
 
-1. ``tuned/``: ``bench --tune``: every family tuned with the same budget on validation seeds;
+1. ``tuned/``: ``bench --tune``: every family tuned with the same budget (:data:`~.tune.FAMILY_BUDGET`) on validation seeds;
    ``tuned/results.json`` holds the tuning (reused as it is when it matches the suite, the code and
    the budget);
 2. ``scored/``: ``bench --tuned tuned/results.json`` of every family's tuned pair and every built-in
    pair at its defaults (:func:`builtin_pairs`): one sweep, the reference arms played once;
 3. ``learned/`` (``learned=True`` only): the shipped learned recipes (:data:`LEARNED_RECIPES`: stop-policies, schedulers)
    trained with the documented ``evalstop-gym train`` commands into ``learned/models/`` (a folder
-   holding its ``model.zip`` is reused); the learned family :data:`LEARNED_FAMILY` tuned with the
-   families' budget (:func:`~.tune.tune_learned`, each trial a training run, :func:`train_trial`); then
+   holding its ``model.zip`` is reused); the learned family :data:`LEARNED_FAMILY` tuned with
+   :data:`~.tune.BUDGET` trials (:func:`~.tune.tune_learned`, each a training run, :func:`train_trial`); then
    the shipped models and the best trial's scored against the same tuning;
 4. ``leaderboard.md`` (and ``leaderboard_out``) from the stages' results files.
 
@@ -57,7 +57,7 @@ LEARNED_RECIPES: tuple[Recipe, ...] = (
     Recipe("scheduler-realistic", "EvalStop-Cluster-v0", "maskable-ppo", "maskable-ppo-realistic.yml"),
     Recipe("scheduler-realistic-quality", "EvalStop-Cluster-v0", "maskable-ppo", "maskable-ppo-realistic-quality.yml"),
 )
-# The learned family tuned with the hand-coded families' budget (tune.tune_learned): ppo-realistic.yml with its
+# The learned family, tuned with tune.BUDGET trials (tune.tune_learned): ppo-realistic.yml with its
 # time weight searched; the two recipes above are two points of it (w = 1 and w = 0.175).
 LEARNED_FAMILY = LEARNED_RECIPES[0]
 
@@ -147,9 +147,10 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
     """Run every stage (module docstring) in ``out``; return the leaderboard's Markdown. ``per_scheduler``: the
     tuning stage tunes each scheduler and stopper pair on its own (:func:`~.tune.tune_families`)."""
     from . import results as res
-    from .tune import BUDGET
+    from .tune import BUDGET, FAMILY_BUDGET
 
-    budget = BUDGET if budget is None else budget
+    learned_budget = BUDGET if budget is None else budget   # each trial a training run
+    budget = FAMILY_BUDGET if budget is None else budget
     suite(suite_name)   # a bad name fails before anything runs
     if leaderboard_out is not None and not Path(leaderboard_out).resolve().parent.is_dir():
         raise UsageError(f"--leaderboard-out {leaderboard_out}: its folder does not exist")
@@ -181,12 +182,12 @@ def regenerate(out: str | os.PathLike, *, suite_name: str = DEFAULT_SUITE, budge
 
         models_dir = root / LEARNED / "models"
         echo(f"leaderboard-run: [3/{stages}] the learned recipes: {', '.join(r.name for r in LEARNED_RECIPES)}; "
-             f"the learned family {LEARNED_FAMILY.name} tuned with the same budget ({budget} trials, each a "
-             "training run)")
+             f"the learned family {LEARNED_FAMILY.name} tuned ({learned_budget} trials, each a training run)")
         models = [str(train_recipe(r, models_dir, echo)) for r in LEARNED_RECIPES]
         played = [r for r in suite(suite_name) if r.missing() is None]
         learned_tuning = tune_learned(played, ResultStore(root / LEARNED / "tune.jsonl"),
-                                      lambda p: train_trial(LEARNED_FAMILY, p, models_dir, echo), budget=budget,
+                                      lambda p: train_trial(LEARNED_FAMILY, p, models_dir, echo),
+                                      budget=learned_budget,
                                       backend=backend, workers=workers, ray_address=ray_address, progress=progress)
         learned_tuning["family"] = LEARNED_FAMILY.name
         models.append(learned_tuning["best"]["model"])

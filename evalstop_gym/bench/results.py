@@ -262,7 +262,7 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
     if learned_tuning:
         b = learned_tuning["best"]
         lines += [f"Learned family **{learned_tuning['family']}**: its {', '.join(learned_tuning['searched'])} "
-                  f"tuned with the families' budget ({learned_tuning['trials']} trials, each a training run) and "
+                  f"tuned with {learned_tuning['trials']} trials (each a training run) and the families' "
                   f"rule, on validation seeds of the {len(learned_tuning['rows'])} rows a saved model plays; best "
                   f"{_knobs(b['params'])} (score {b['score']:.4f}), scored as **{b['label']}**. Trials: "
                   + "; ".join(f"{_knobs(t['params'])}: {t['score']:.4f}{'' if t['feasible'] else ' (above the regret cap)'}"

@@ -4,7 +4,7 @@ A family is a registered stopper (``none`` included) over any registered base
 scheduler: its search space is the scheduler (categorical) and the stopper's
 parameters in :data:`SPACES` (parameters a stopper takes but that are not
 listed keep their defaults; a listed name the stopper does not take is an
-error, so a renamed parameter cannot silently leave the space). Every family gets :data:`BUDGET` trials of Optuna's TPE sampler
+error, so a renamed parameter cannot silently leave the space). Every family gets :data:`FAMILY_BUDGET` trials of Optuna's TPE sampler
 (seed 0), so the result is the same on every machine and a rerun reuses its
 runs (``tune.jsonl``). Trials play every playable row of the suite on
 :data:`VALIDATION_SEEDS` validation seeds each (:meth:`~.suite.Row.validation_seeds`,
@@ -26,7 +26,7 @@ Ties between trials of one family go to the earlier trial.
 
 A learned recipe is a family too (:func:`tune_learned`): its selection knob
 (:data:`LEARNED_SPACE`, the weight of time against delivered quality in its
-reward) gets the same budget, sampler and rule; each trial is a training run,
+reward) gets :data:`BUDGET` trials, the same sampler and rule; each trial is a training run,
 played on the validation seeds of the rows a saved model plays (the synthetic
 ones), against the same reference arms on the same workloads.
 """
@@ -43,7 +43,14 @@ from .policies import builtin
 from .space import optuna_module as _optuna
 from .suite import Row
 
-BUDGET = 12                # trials per family
+# Trials per hand-coded family and per outside policy (bench --tune). The smallest budget at which the joint search
+# of a stopper's family (its scheduler and parameters together) finds points such as srtf-progress + cusum
+# (drift 0.3, threshold 1.0) on suite v2, which the cusum family's study tries as its trial 13, with a margin:
+# 36 more trials than 12, about 1.5 min of a leaderboard run (docs/bench.md, *Fair comparators*).
+FAMILY_BUDGET = 16
+# Trials of a learned family (each a training run, about 4 min) and of ``targets``' selection
+# (evalstop_gym.agents.selection), whose published figures were tuned with it.
+BUDGET = 12
 VALIDATION_SEEDS = 2       # validation workloads per row
 RULE = ("lowest mean ratio of average JCT to SRTF-Est without a stopper, per validation workload, among trials "
         "whose mean delivered-quality regret is no worse than SRTF-Est + EvalStop k=2's; others score ratio + 1")
@@ -116,8 +123,8 @@ F1 = Rule("f1", "highest mean F1 per validation episode (from its counts: 0 wher
           "ties: less mean compute waste", f1_objective)
 
 
-def _budget(budget: int | None) -> int:
-    budget = BUDGET if budget is None else budget
+def _budget(budget: int | None, default: int = FAMILY_BUDGET) -> int:
+    budget = default if budget is None else budget
     check_range("budget", budget, 1, 1000, integer=True)
     return budget
 
@@ -233,7 +240,7 @@ def tune_learned(rows: Sequence[Row], store: ResultStore, train: Callable[[dict[
     from .policies import parse_policy
 
     optuna = _optuna()
-    budget = _budget(budget)
+    budget = _budget(budget, BUDGET)
     val = [r for r in validation_rows(rows) if r.synthetic]
     if not val:
         raise ConfigError("rows", [r.name for r in rows], "hold no synthetic row, the only rows a saved model plays")
