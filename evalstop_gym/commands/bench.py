@@ -54,8 +54,9 @@ def add_parser(sub) -> None:
                    help="with --leaderboard-run: also train the shipped learned recipes (or reuse them from "
                         "OUTDIR/learned/models) and score them (needs the rl extra)")
     p.add_argument("--in-process", action="store_true",
-                   help="play module:Class policies beside the simulator instead of in their own processes: faster, "
-                        "but such code can read what the simulator hides; the results say so (docs/bench.md)")
+                   help="play module:Class policies and saved models beside the simulator instead of in their own "
+                        "processes: faster, but such code can read what the simulator hides; the results say so "
+                        "(docs/bench.md)")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no scorecard on stdout")
     p.set_defaults(func=run)
 
