@@ -72,7 +72,8 @@ class FreshEvalCredit:
 
     def __call__(self, job_id: int, checkpoint: int) -> float:
         """The credit of ``job_id`` delivering its checkpoint ``checkpoint`` (0-based), score units."""
-        return float(self._gold[job_id, checkpoint] + self._sd[job_id, checkpoint] * self._z[job_id])
+        # Python floats: the same float64 operations as on NumPy scalars, without making them
+        return self._gold.item(job_id, checkpoint) + self._sd.item(job_id, checkpoint) * self._z.item(job_id)
 
 
 def episode_seed(np_random, seed: int | None, options: Mapping | None) -> int | None:
@@ -420,17 +421,20 @@ class SimEnv(gym.Env):
         """``sim.advance()`` plus the public reward bookkeeping for the elapsed time."""
         sim = self._sim
         c = sim.cluster
-        t0, active, finished = c.now_h, len(c.running) + len(c.waiting), c.finished
-        running = list(c.running) if active else ()
+        running, waiting = c.running, c.waiting
+        t0, n_run, n_wait, finished = c.now_h, len(running), len(waiting), c.finished
+        ran = list(running) if n_run else ()
         busy = c.total_gpus - c.free_gpus
-        load = len(c.waiting) / c.total_gpus if self.queue_load is None else self.queue_load
         kind = sim.advance()
         dt = c.now_h - t0
-        self._terms[0] += active * dt
-        self._terms[4] += busy * dt * load  # GPU-hours held x waiting jobs per GPU: the queue's waiting
+        if dt:  # no time passed: both terms would add an exact 0
+            load = n_wait / c.total_gpus if self.queue_load is None else self.queue_load
+            terms = self._terms
+            terms[0] += (n_run + n_wait) * dt
+            terms[4] += busy * dt * load  # GPU-hours held x waiting jobs per GPU: the queue's waiting
         if c.finished != finished:
             views = sim.views
-            for j in running:
+            for j in ran:
                 if views[j].status == COMPLETED:
                     self._job_ended(views[j], stopped=False)
         if kind == EVAL:
@@ -486,11 +490,13 @@ class SimEnv(gym.Env):
         # term counts only while weighted. A term that is 0 adds an exact 0 to the sum, so it is skipped (and
         # a step that changed no term, most sub-steps of a scheduling decision, keeps its list of zeros)
         reward = 0
+        per_job = None
         if any(terms):
             self._terms = [0.0] * len(TERMS)
-            for k, x in zip(TERMS, terms):
+            per_job = [x / n for x in terms]
+            for k, x in zip(TERMS, per_job):
                 if x:
-                    reward += w[k] * (x / n)
+                    reward += w[k] * x
         if invalid:
             reward += w["invalid"] * 1.0
         reward = float(reward)
@@ -509,7 +515,10 @@ class SimEnv(gym.Env):
                                   f"{self._n_jobs} jobs unfinished; no metrics (the episode did not end)")
         if self.step_info == "full":
             # a hidden-truth term is reported only while weighted: otherwise per-step info stays public
-            parts = {k: x / n for k, x in zip(TERMS, terms) if k not in HIDDEN_TERMS or w[k] != 0.0}
+            parts = dict(zip(TERMS, per_job or [x / n for x in terms]))
+            for k in HIDDEN_TERMS:
+                if w[k] == 0.0:
+                    del parts[k]
             parts["invalid"] = 1.0 if invalid else 0.0
             info["reward_terms"] = parts
             info["invalid_action"] = invalid
@@ -518,8 +527,9 @@ class SimEnv(gym.Env):
         return self._observe(), reward, terminated, truncated, info
 
     def _info(self, final: bool) -> dict[str, Any]:
-        info = {"decision": self.decision, "time_h": self._sim.cluster.now_h,
-                "decision_job": self._sim.decision_job.job_id if self._kind == EVAL else -1,
+        kind, sim = self._kind, self._sim
+        info = {"decision": DECISION_NAMES[kind], "time_h": sim.cluster.now_h,
+                "decision_job": sim.decision_job.job_id if kind == EVAL else -1,
                 "action_mask": self.action_masks()}
         if final:
             info["metrics"] = compute_metrics(self._sim.outcome())

@@ -90,7 +90,7 @@ def cluster_bounds() -> tuple[np.ndarray, np.ndarray]:
 def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
     """The features of one job, in :data:`JOB_FEATURES` order (plain floats), built from scratch
     (:class:`JobTable` keeps the rows of a whole episode and gives the same values)."""
-    return [*_head(v, total_gpus, 1.0 if decision else 0.0), *_clock_part(v), *_tail(v, v.evals_done)]
+    return [*_head(v, total_gpus, 1.0 if decision else 0.0), *_clock_part(v), *_tail(v, len(v.eval_scores))]
 
 
 def _head(v: JobView, total_gpus: int, decision: float) -> tuple:
@@ -330,7 +330,7 @@ def cluster_row(cluster: ClusterView, shown_running: int = 0, shown_waiting: int
     """
     g = cluster.total_gpus
     nw = len(cluster.waiting)
-    wg = (sum(v.gpus for v in cluster.waiting.values()) if waiting_gpus is None else waiting_gpus) / g
+    wg = (sum([v.gpus for v in cluster.waiting.values()]) if waiting_gpus is None else waiting_gpus) / g
     ur = len(cluster.running) - shown_running
     uw = nw - shown_waiting
     cs = COUNT_SCALE

@@ -11,6 +11,7 @@ uses, so stopping rule ``R`` through this env gives exactly the metrics of
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from ..config import ConfigError
 from ..policy import apply_plan
 from ..simulator import DONE, EVAL
 from .base import STOP, SimEnv, with_topology
-from .features import N_JOB, cluster_bounds, cluster_row, job_bounds, job_row, topology_row
+from .features import N_CLUSTER, N_JOB, cluster_bounds, cluster_row, job_bounds, job_row, topology_row
 
 def resolve_scheduler(name: str | None) -> str:
     """The registry name of the base scheduler (``None``: the default)."""
@@ -89,7 +90,14 @@ class StopControlEnv(SimEnv):
 
     def action_masks(self) -> np.ndarray:
         """Both actions at a checkpoint; only 0 once the episode is over."""
-        return np.array([1, 1] if self._kind == EVAL else [1, 0], np.int8)
+        return np.frombuffer(bytearray(_EVAL_MASK if self._kind == EVAL else _DONE_MASK), np.int8)  # fresh, writable
+
+
+_EVAL_MASK, _DONE_MASK = b"\1\1", b"\1\0"
+# the observation without the node block as float32 bytes: a C cast of each float64, as NumPy's, in one call
+# instead of a list handed to np.array (this runs at every step)
+_PACK_FLAT = struct.Struct(f"={N_JOB + N_CLUSTER}f").pack
+_NO_JOB = (0.0,) * N_JOB  # after the episode
 
 
 def stop_observation(c, job, nodes: bool) -> np.ndarray:
@@ -97,9 +105,9 @@ def stop_observation(c, job, nodes: bool) -> np.ndarray:
     after the episode); ``nodes``: with the node block. Also what a saved stop-policy sees when it answers
     another policy's checkpoints (:class:`evalstop_gym.agents.policy.LearnedStop`)."""
     if job is not None:
-        row = job_row(job, c.total_gpus, True) + cluster_row(c, shown_running=1, eval_point=True)
+        jobs, rest = job_row(job, c.total_gpus, True), cluster_row(c, 1, 0, True)
     else:
-        row = [0.0] * N_JOB + cluster_row(c)
+        jobs, rest = _NO_JOB, cluster_row(c)
     if nodes:  # the node block, with the job at the checkpoint as its one slot
-        row += topology_row(c, [job] if job is not None else [], 1)
-    return np.array(row, np.float32)
+        return np.array([*jobs, *rest, *topology_row(c, [job] if job is not None else [], 1)], np.float32)
+    return np.frombuffer(bytearray(_PACK_FLAT(*jobs, *rest)), np.float32)  # a fresh, writable array
