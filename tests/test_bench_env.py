@@ -1,4 +1,5 @@
-"""The arithmetic of benchmarks/bench_env.py on a fake clock, and a smoke run of its main.
+"""The arithmetic of benchmarks/bench_env.py on a fake clock, and smoke runs of its main and of
+bench_env_against.py's.
 
 The fake clock moves only when a fake env step advances it, plus a fixed cost each time it is read
 (the part of a real clock read that lands inside the span it brackets). Step times are powers of two,
@@ -13,12 +14,17 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_env.py"
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_env", BENCH)
+def load(path):
+    """The benchmark script at ``path`` as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load(BENCH)
 
 
 class FakeClock:
@@ -126,3 +132,30 @@ def test_bad_flags_are_named(bench, capsys, flags, message):
     with pytest.raises(SystemExit):
         bench.main(flags)
     assert message in capsys.readouterr().err
+
+
+AGAINST = BENCH.parent / "bench_env_against.py"
+
+
+@pytest.fixture(scope="module")
+def against():
+    return load(AGAINST)
+
+
+def test_against_an_earlier_commit_prints_both_versions_beside_cartpole(against, capsys):
+    against.main(["--rev", "HEAD", "--seconds", "0.02", "--repeat", "1", "--slice", "0.01"])
+    lines = capsys.readouterr().out.splitlines()
+    for label in ("CartPole-v1", "EvalStop-StopControl-v0 at HEAD", "EvalStop-StopControl-v0 now"):
+        row = next(line for line in lines if line.startswith(f"{label} "))
+        rate, median, low = row[len(label):].split()
+        assert float(rate) > 0 and median.endswith("%") and low.endswith("%"), row
+    assert any(m.startswith(against.RENAMED) for m in against.sys.modules)
+
+
+@pytest.mark.parametrize("flags, message", [(["--rev", "HEAD", "--env", "CartPole-v1"], "--env CartPole-v1: one of"),
+                                            (["--rev", "no-such-rev"], "--rev no-such-rev: git archive failed"),
+                                            (["--rev", "HEAD", "--repeat", "0"], "--repeat 0: a count, at least 1")])
+def test_against_bad_flags_are_named(against, capsys, flags, message):
+    with pytest.raises(SystemExit) as e:
+        against.main(flags)
+    assert message in capsys.readouterr().err + str(e.value)
