@@ -1,14 +1,13 @@
 """EvalStop-StopControl-v0's step plays exactly what its plain version played.
 
-The env builds its observation with one ``struct`` pack after the head of the job's row, kept per job
-over the episode, its mask from bytes, credits stops in Python floats and skips the reward bookkeeping
-of an advance in which no time passed. ``PlainStopControl``
+The env builds its observation with one ``struct`` pack, its mask from bytes, credits stops in Python
+floats and skips the reward bookkeeping of an advance in which no time passed. ``PlainStopControl``
 below is the env written the plain way: observations and masks handed to NumPy as Python lists, the
 credit in NumPy scalars, the bookkeeping of every advance done in full. Same seed, same actions:
 every observation byte, reward, flag and ``info`` entry must be equal, over episodes that cover
 stops, completions, preemptions, the node block, weighted hidden-truth terms and a fixed queue load.
 The reward is also summed again from the step's own ``reward_terms`` and weights, and each observation
-is the one :func:`stop_observation` gives a saved stop-policy, which keeps no heads.
+is the one :func:`stop_observation` gives a saved stop-policy at the same checkpoint.
 """
 
 import numpy as np
@@ -119,7 +118,7 @@ def test_step_equals_the_plain_env(kw):
                 assert same(g, w), (seed, steps, g, w)
             obs, reward, terminated, truncated, info = got
             assert obs.flags.writeable and obs.dtype == np.float32
-            # what a saved stop-policy is shown at the same checkpoint (no kept row heads)
+            # what a saved stop-policy is shown at the same checkpoint
             alone = stop_observation(env.cluster, env.decision_job, env._topo_spec is not None)
             assert same(alone, obs)
             hidden = [k for k in HIDDEN_TERMS if env.reward_weights[k] == 0.0]

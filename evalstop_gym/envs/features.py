@@ -93,17 +93,6 @@ def job_row(v: JobView, total_gpus: int, decision: bool = False) -> list[float]:
     return [*_head(v, total_gpus, 1.0 if decision else 0.0), *_clock_part(v), *_tail(v, len(v.eval_scores))]
 
 
-def head_bytes(v: JobView, total_gpus: int, decision: bool = False) -> bytes:
-    """The float32 bytes of the first :data:`N_HEAD` columns of ``v``'s row (:func:`job_row`'s values): they
-    change only when the job starts or is preempted, so a caller may keep them between its checkpoints."""
-    return _PACK_HEAD(*_head(v, total_gpus, 1.0 if decision else 0.0))
-
-
-def row_rest(v: JobView) -> tuple:
-    """The values of ``v``'s row after its first :data:`N_HEAD` columns (:func:`job_row`'s)."""
-    return (*_clock_part(v), *_tail(v, len(v.eval_scores)))
-
-
 def _head(v: JobView, total_gpus: int, decision: float) -> tuple:
     """The columns of ``v``'s row before its clock columns, with its decision flag as given: what changes
     only when the job starts or is preempted."""
@@ -216,7 +205,7 @@ def observation(views: Sequence[JobView], slots: int, total_gpus: int, cluster: 
 # checkpoints, starts and preemptions); attained, remaining_est and waiting are adjacent
 _RUNNING = list(JOB_FEATURES).index("running")
 _DECISION = list(JOB_FEATURES).index("decision")
-_TIMED = N_HEAD = list(JOB_FEATURES).index("attained")  # the columns before the clock columns
+_TIMED = list(JOB_FEATURES).index("attained")
 if list(JOB_FEATURES)[_TIMED:_TIMED + 3] != ["attained", "remaining_est", "waiting"] or _RUNNING >= _TIMED:
     raise RuntimeError("JobTable writes attained, remaining_est and waiting as three adjacent columns after running")
 
@@ -292,7 +281,7 @@ class JobTable:
         """Read job ``v``'s view again (a new job, or one at a new eval checkpoint)."""
         j = v.job_id
         if not self._head[j]:  # a new job; at a checkpoint a job runs, and moved() keeps its head
-            self._head[j] = head_bytes(v, self._total)
+            self._head[j] = _PACK_HEAD(*_head(v, self._total, 0.0))
         self._tail[j] = _PACK_TAIL(*_tail(v, len(v.eval_scores)))
         self._at[j] = -1  # clock columns: at the next call
 

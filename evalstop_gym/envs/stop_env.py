@@ -22,8 +22,7 @@ from ..config import ConfigError
 from ..policy import apply_plan
 from ..simulator import DONE, EVAL
 from .base import STOP, SimEnv, with_topology
-from .features import (N_CLUSTER, N_HEAD, N_JOB, cluster_bounds, cluster_row, head_bytes, job_bounds, job_row,
-                       row_rest, topology_row)
+from .features import N_CLUSTER, N_JOB, cluster_bounds, cluster_row, job_bounds, job_row, topology_row
 
 def resolve_scheduler(name: str | None) -> str:
     """The registry name of the base scheduler (``None``: the default)."""
@@ -58,7 +57,6 @@ class StopControlEnv(SimEnv):
         self.action_space = spaces.Discrete(2)
 
     def _begin_episode(self) -> None:
-        self._heads: dict[int, bytes] = {}  # job id -> the head of its row at its checkpoints (stop_observation)
         self._scheduler.reset()
         self._run_to_eval()
 
@@ -88,7 +86,7 @@ class StopControlEnv(SimEnv):
 
     def _observe(self) -> np.ndarray:
         return stop_observation(self._sim.cluster, self._sim.decision_job if self._kind == EVAL else None,
-                                self._topo_spec is not None, self._heads)
+                                self._topo_spec is not None)
 
     def action_masks(self) -> np.ndarray:
         """Both actions at a checkpoint; only 0 once the episode is over."""
@@ -96,26 +94,20 @@ class StopControlEnv(SimEnv):
 
 
 _EVAL_MASK, _DONE_MASK = b"\1\1", b"\1\0"
-# the observation without the node block after the head of its job row, as float32 bytes: a C cast of each
-# float64, as NumPy's, in one call instead of a list handed to np.array (this runs at every step)
-_PACK_REST = struct.Struct(f"={N_JOB - N_HEAD + N_CLUSTER}f").pack
+# the observation without the node block as float32 bytes: a C cast of each float64, as NumPy's, in one call
+# instead of a list handed to np.array (this runs at every step)
+_PACK_FLAT = struct.Struct(f"={N_JOB + N_CLUSTER}f").pack
+_NO_JOB = (0.0,) * N_JOB  # after the episode
 
 
-def stop_observation(c, job, nodes: bool, heads: dict[int, bytes] | None = None) -> np.ndarray:
+def stop_observation(c, job, nodes: bool) -> np.ndarray:
     """StopControl-v0's observation of ``job`` at its eval checkpoint on cluster view ``c`` (``job=None``:
     after the episode); ``nodes``: with the node block. Also what a saved stop-policy sees when it answers
-    another policy's checkpoints (:class:`evalstop_gym.agents.policy.LearnedStop`). ``heads``: job id ->
-    :func:`~evalstop_gym.envs.features.head_bytes` of the job at its checkpoints (running, decision 1), kept
-    by the caller over one episode; filled here."""
-    if job is None:
-        row = [0.0] * N_JOB + cluster_row(c)
-        return np.array(row + topology_row(c, [], 1) if nodes else row, np.float32)
+    another policy's checkpoints (:class:`evalstop_gym.agents.policy.LearnedStop`)."""
+    if job is not None:
+        jobs, rest = job_row(job, c.total_gpus, True), cluster_row(c, 1, 0, True)
+    else:
+        jobs, rest = _NO_JOB, cluster_row(c)
     if nodes:  # the node block, with the job at the checkpoint as its one slot
-        return np.array(job_row(job, c.total_gpus, True) + cluster_row(c, 1, 0, True) + topology_row(c, [job], 1),
-                        np.float32)
-    head = heads.get(job.job_id) if heads is not None else None
-    if head is None:
-        head = head_bytes(job, c.total_gpus, True)
-        if heads is not None:
-            heads[job.job_id] = head
-    return np.frombuffer(bytearray(head + _PACK_REST(*row_rest(job), *cluster_row(c, 1, 0, True))), np.float32)
+        return np.array([*jobs, *rest, *topology_row(c, [job] if job is not None else [], 1)], np.float32)
+    return np.frombuffer(bytearray(_PACK_FLAT(*jobs, *rest)), np.float32)  # a fresh, writable array
