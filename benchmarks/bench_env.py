@@ -6,7 +6,11 @@ wrappers) and stepped by the same loop, the one of
 ``gymnasium.utils.performance.benchmark_step`` except that the random action
 respects ``info["action_mask"]`` when the env gives one (an unmasked random
 action would be invalid on the EvalStop envs) and that only time spent inside
-``step``/``reset`` counts (episode resets included).
+``step``/``reset`` counts (episode resets included). The masked draw
+(``Discrete.sample(mask)``) runs enough NumPy between two steps to slow the
+step after it; CartPole's draw has no mask. The row ``StopControl-v0, unmasked
+draw`` steps that env with unmasked draws (at its checkpoints both actions are
+valid) to show how much.
 
 Times are CPU seconds of this process (``time.process_time``), not wall time:
 on a machine shared with other work the wall clock also counts the time the
@@ -70,6 +74,11 @@ LABELLED = {
     "EvalStop-StopControl-v0 [jobs=1, realistic]": ("EvalStop-StopControl-v0",
                                                     {"jobs": 1, "calibration": "realistic"}),
 }
+# label -> id: stepped by a random agent that draws without the mask (where every action of the id is valid
+# at every step but the last, as on StopControl-v0), to show what the masked draw between steps costs the step
+UNMASKED = {
+    "EvalStop-StopControl-v0, unmasked draw": "EvalStop-StopControl-v0",
+}
 # label -> (id, make_vec kwargs) of the vector section; a "mode" key is make_vec's vectorization_mode
 NATIVE = "vector_entry_point"
 VECTOR = {
@@ -116,15 +125,22 @@ class EnvStepper:
     """``env`` under random actions that follow ``info["action_mask"]`` when it has one; resets
     (episode ends) are inside the bracket, drawing the action is not (that is the agent's cost)."""
 
-    def __init__(self, env: gym.Env, seed: int = 0):
+    def __init__(self, env: gym.Env, seed: int = 0, masked: bool = True):
         self.env = env
         _, self.info = env.reset(seed=seed)
         env.action_space.seed(seed)
         self._sample, self._step, self._reset = env.action_space.sample, env.step, env.reset
+        self.masked = masked
 
     def __call__(self, clock: Clock) -> tuple[int, float, float]:
         mask = self.info.get("action_mask")
-        action = self._sample(mask) if mask is not None else self._sample()
+        if mask is None:
+            action = self._sample()
+        elif self.masked:
+            action = self._sample(mask)
+        else:  # unmasked, an invalid draw replaced by the first valid action
+            action = self._sample()
+            action = action if mask[action] else int(np.flatnonzero(mask)[0])
         step, reset = self._step, self._reset
         t = clock()
         _, _, terminated, truncated, info = step(action)
@@ -237,7 +253,7 @@ def measure(seconds: float = 3.0, repeat: int = 5, envs: dict | None = None, clu
             slice_s: float = 0.05) -> list[dict[str, float]]:
     """Steps per CPU second of each env in each repeat (:func:`interleave`).
 
-    ``envs`` (id -> kwargs): default :data:`ENVS` and the :data:`LABELLED` ones. Each of ``clusters`` adds
+    ``envs`` (id -> kwargs): default :data:`ENVS`, the :data:`LABELLED` ones and the :data:`UNMASKED` ones. Each of ``clusters`` adds
     the EvalStop envs made on that cluster, keyed ``"ID [cluster]"``.
     """
     made = {env_id: (env_id, kw) for env_id, kw in (envs or ENVS).items()}
@@ -247,6 +263,8 @@ def measure(seconds: float = 3.0, repeat: int = 5, envs: dict | None = None, clu
         for env_id in ("EvalStop-Cluster-v0", "EvalStop-StopControl-v0"):
             made[f"{env_id} [{c}]"] = (env_id, {"cluster": c})
     steppers = {label: EnvStepper(gym.make(env_id, **kw)) for label, (env_id, kw) in made.items()}
+    if envs is None:
+        steppers.update({label: EnvStepper(gym.make(env_id), masked=False) for label, env_id in UNMASKED.items()})
     try:
         return interleave(steppers, seconds, repeat, slice_s)
     finally:

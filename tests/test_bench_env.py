@@ -114,7 +114,7 @@ def test_main_prints_every_row_with_its_ratios(bench, capsys):
                 "--cluster", "two-types", "--floor"])
     out = capsys.readouterr().out
     lines = out.splitlines()
-    rows = [*bench.ENVS, *bench.LABELLED, "EvalStop-Cluster-v0 [two-types]", "EvalStop-StopControl-v0 [two-types]",
+    rows = [*bench.ENVS, *bench.LABELLED, *bench.UNMASKED, "EvalStop-Cluster-v0 [two-types]", "EvalStop-StopControl-v0 [two-types]",
             *bench.VECTOR]
     for label in rows:
         row = next(line for line in lines if line.startswith(f"{label} ") and "%" in line)
@@ -159,3 +159,28 @@ def test_against_bad_flags_are_named(against, capsys, flags, message):
     with pytest.raises(SystemExit) as e:
         against.main(flags)
     assert message in capsys.readouterr().err + str(e.value)
+
+
+def test_an_unmasked_draw_that_the_mask_forbids_becomes_the_first_valid_action(bench):
+    import gymnasium as gym
+    import numpy as np
+
+    class OnlyLast(gym.Env):
+        """Three actions, only the last valid; records what it is given."""
+        action_space, observation_space = gym.spaces.Discrete(3), gym.spaces.Discrete(1)
+
+        def __init__(self):
+            self.actions = []
+
+        def reset(self, *, seed=None, options=None):
+            return 0, {"action_mask": np.array([0, 0, 1], np.int8)}
+
+        def step(self, action):
+            self.actions.append(int(action))
+            return 0, 0.0, False, False, {"action_mask": np.array([0, 0, 1], np.int8)}
+
+    env = OnlyLast()
+    stepper = bench.EnvStepper(env, masked=False)
+    for _ in range(20):
+        stepper(bench.CLOCK)
+    assert env.actions == [2] * 20
