@@ -267,6 +267,8 @@ class Simulator:
         # service at a checkpoint is exactly its grid point (length * i // evals without jitter)
         # plus the resume costs paid: integers, no drift
         now = self.cluster.now_ticks
+        if v._restore_until:  # a checkpoint comes after the run's resume is over
+            v._close_restore(now)
         v._service_ticks += now - v._run_since_ticks
         v._run_since_ticks = now
         loss, attained = self._loss[at], v._service_ticks / TICKS_PER_HOUR
@@ -327,6 +329,7 @@ class Simulator:
                 if self._rated:
                     self._settle(j, v, c.now_ticks)
                 self._release(v)
+            v._close_restore(c.now_ticks)
             v._service_ticks += c.now_ticks - v._run_since_ticks
             v._run_since_ticks = None
             del c.running[j]
@@ -377,7 +380,11 @@ class Simulator:
             v.start_h = c.now_h
             self._first_start[j] = c.now_ticks
         elif self._restart is not None:  # a resume: save + restore + warm-up on the job's GPUs
-            self._overhead[j] += self._restart[j]
+            cost = self._restart[j]
+            self._overhead[j] += cost
+            rate = self._rate[j] if self._rated else None
+            # the view's clock for it (JobView.restore_ticks): the first tick its work reaches the cost
+            v._restore_until = c.now_ticks + (cost if rate is None else -(-cost * rate[1] // rate[0]))
         self._push_checkpoint(j)
 
     def preempt(self, j: int) -> None:
@@ -390,6 +397,7 @@ class Simulator:
             if self._rated:
                 self._settle(j, v, c.now_ticks)
             self._release(v)
+        v._close_restore(c.now_ticks)
         v._service_ticks += c.now_ticks - v._run_since_ticks
         v._run_since_ticks = None
         self._epoch[j] += 1

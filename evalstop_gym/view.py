@@ -53,7 +53,7 @@ class JobView:
     __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total", "eval_items",
                  "eval_scores", "eval_attained_h", "train_losses", "proxy_rewards", "consecutive_declines", "status",
                  "start_h", "queued_seq", "submit_ticks", "est_length_ticks", "_service_ticks", "_run_since_ticks", "_cluster",
-                 "nodes")
+                 "nodes", "_restore_ticks", "_restore_until")
 
     def __init__(self, job_id: int, tenant: int, job_type: str, gpus: int, submit_ticks: int,
                  est_length_ticks: int, evals_total: int, cluster: "ClusterView", eval_items: int = 0):
@@ -77,6 +77,8 @@ class JobView:
         self.queued_seq = -1                # stamp of its last entry into the queue (increasing)
         self._service_ticks = 0             # attained service before the current run, ticks
         self._run_since_ticks: int | None = None
+        self._restore_ticks = 0             # of the service before the current run, ticks spent resuming
+        self._restore_until = 0             # tick at which the current run's resume ends (0: none)
         self._cluster = cluster
         self.nodes: tuple | None = None     # while running on nodes: ((node, gpus), ...); None on the flat pool
 
@@ -86,6 +88,23 @@ class JobView:
         if self._run_since_ticks is None:
             return self._service_ticks
         return self._service_ticks + (self._cluster.now_ticks - self._run_since_ticks)
+
+    @property
+    def restore_ticks(self) -> int:
+        """Of :attr:`attained_ticks`, the ticks spent resuming after preemptions (saving, loading the
+        checkpoint, warming up) rather than training, up to now: the time a platform sees between a
+        resume and the job's first training step after it. 0 where resumes cost nothing."""
+        since, until = self._run_since_ticks, self._restore_until
+        if since is None or until <= since:
+            return self._restore_ticks
+        return self._restore_ticks + min(self._cluster.now_ticks, until) - since
+
+    def _close_restore(self, now: int) -> None:
+        """Count the current run's resume time up to ``now`` into the total: before the run is split or ends."""
+        since = self._run_since_ticks
+        if self._restore_until > since:
+            self._restore_ticks += min(now, self._restore_until) - since
+        self._restore_until = 0
 
     @property
     def attained_h(self) -> float:

@@ -159,8 +159,6 @@ def test_the_documented_ranges_are_the_checked_ones():
     assert documented == {k: (float(lo), float(hi)) for k, (lo, hi) in checked.items()}
 
 
-@pytest.mark.xfail(strict=True, reason="known limit (docs/reliability.md): Tiresias counts a resume's cost as "
-                                       "attained service, so resumes dearer than its first threshold livelock")
 def test_tiresias_finishes_when_a_resume_costs_more_than_its_first_threshold(tmp_path):
     import subprocess
     import sys

@@ -120,7 +120,7 @@ class Tiresias(Scheduler):
         self._arrived = 0
         self._offset: dict[int, int] = {}            # job id -> attained ticks at its last promotion
         self._mark: dict[int, int] = {}              # job id -> its waiting ticks when it first ran since then
-        self._demote_due: list[tuple] = []           # (tick, rank, id, run's queued_seq, queue)
+        self._demote_due: list[tuple] = []           # (tick, rank, id, run's queued_seq, queue, checks began)
         self._promote_due: list[tuple] = []          # (tick, rank, id, queued_seq, queue)
 
     def key(self, job, cluster):
@@ -151,17 +151,33 @@ class Tiresias(Scheduler):
         self._run_gpus[q] += v.gpus
         self._running[j] = v
 
-    def _push_demotion(self, v, q: int, now: int) -> None:
+    @staticmethod
+    def _trained(v) -> int:
+        """The job's attained service in Tiresias' sense: ticks run training, a resume's time left out."""
+        return v.attained_ticks - v.restore_ticks
+
+    def _left(self, v, q: int) -> int:
+        """GPU-ticks of training that running job ``v`` has left before queue ``q``'s threshold."""
+        return self._limits[q] - (self._trained(v) - self._offset.get(v.job_id, 0)) * v.gpus
+
+    def _push_demotion(self, v, q: int, now: int, since: int | None = None) -> None:
+        """Push the job's demotion check: due when its training reaches the threshold if it trains from now
+        on. A resume's time is not known ahead, so a check that finds the job still short of it (it was
+        resuming) looks again at least as far ahead as the checks began (``since``): a few checks a resume,
+        a demotion late by less than the resume's own time, and exact where resumes cost nothing."""
         if q < len(self._limits):
             j = v.job_id
-            left = self._limits[q] - (v.attained_ticks - self._offset.get(j, 0)) * v.gpus  # GPU-ticks
-            heapq.heappush(self._demote_due, (now + max(-(-left // v.gpus), 0), self._arrival[j], j,
-                                              v.queued_seq, q))
+            wait = max(-(-self._left(v, q) // v.gpus), 0)
+            if since is None:
+                since = now
+            else:
+                wait = max(wait, now - since)
+            heapq.heappush(self._demote_due, (now + wait, self._arrival[j], j, v.queued_seq, q, since))
 
     def _promotion_in(self, v, now: int) -> int:
         """Ticks until waiting job ``v`` (below queue 0, run since its last promotion) is promoted."""
         j = v.job_id
-        run = v.attained_ticks - self._offset.get(j, 0)
+        run = self._trained(v) - self._offset.get(j, 0)
         waited = now - v.submit_ticks - v.attained_ticks - self._mark[j]
         return max(math.ceil(self.promote_knob * run - waited), 0)
 
@@ -242,10 +258,13 @@ class Tiresias(Scheduler):
         due = []
         heap = self._demote_due
         while heap and heap[0][0] <= now:
-            t, r, j, seq, q = heapq.heappop(heap)
+            t, r, j, seq, q, since = heapq.heappop(heap)
             v = running.get(j)
             if v is not None and v.queued_seq == seq and rank[j][:2] == (q, _RUN) and j in mine:
-                due.append((r, j, v, q, True))
+                if self._left(v, q) > 0:  # it spent part of the wait resuming
+                    self._push_demotion(v, q, now, since)
+                else:
+                    due.append((r, j, v, q, True))
         heap = self._promote_due
         while heap and heap[0][0] <= now:
             t, r, j, seq, q = heapq.heappop(heap)
@@ -261,7 +280,7 @@ class Tiresias(Scheduler):
                 self._demoted[q + 1].append(v)
                 self._push_demotion(v, q + 1, now)
             else:
-                self._offset[j] = v.attained_ticks
+                self._offset[j] = self._trained(v)
                 del self._mark[j]
                 self._up += 1
                 self._put_waiting(0, self._up, v)
@@ -333,8 +352,7 @@ class Tiresias(Scheduler):
             v = waiting[j]
             q = self._rank[j][0]
             if q < len(self._limits):
-                left = self._limits[q] - (v.attained_ticks - self._offset.get(j, 0)) * v.gpus
-                best = min(best, now + max(-(-left // v.gpus), 1))
+                best = min(best, now + max(-(-self._left(v, q) // v.gpus), 1))
         if not exact:
             best = self._reference_timer(cluster, preempt, start)
         for j in preempt:
@@ -363,7 +381,7 @@ class Tiresias(Scheduler):
         for v in jobs:
             q = rank[v.job_id][0]
             if q < len(limits):
-                run_s = (v.attained_ticks - offset.get(v.job_id, 0)) // tps
+                run_s = (self._trained(v) - offset.get(v.job_id, 0)) // tps
                 best = min(best, now + max((limits[q] // tps - run_s) // v.gpus * tps, 1))
         return best
 

@@ -68,9 +68,10 @@ class _Mirror:
             n.free[:], n.counts[:], n.total, n._cap = nodes[0], nodes[1], nodes[2], None
         for jid, tenant, job_type, gpus, submit, est, evals_total, items in new:
             views[jid] = JobView(jid, tenant, job_type, gpus, submit, est, evals_total, c, items)
-        for jid, status, queued, start_h, service, since, where, declines, grown in updates:
+        for jid, status, queued, start_h, service, since, restore, where, declines, grown in updates:
             v = views[jid]
             v.status, v.queued_seq, v.start_h, v._service_ticks, v._run_since_ticks = status, queued, start_h, service, since
+            v._restore_ticks = restore  # as of this point: the child's clock moves only here
             v.nodes, v.consecutive_declines = where, declines
             for name, values in zip(HISTORIES, grown):
                 if values:
@@ -337,7 +338,7 @@ class Remote(Policy):
             if sent.get(jid) != v.queued_seq:
                 self._changed(v, v.queued_seq, new, updates)
         for jid, v in c.running.items():
-            key = (v.queued_seq, v._service_ticks, v._run_since_ticks, v.nodes, len(v.eval_scores))
+            key = (v.queued_seq, v._service_ticks, v._run_since_ticks, v.restore_ticks, v.nodes, len(v.eval_scores))
             if sent.get(jid) != key:
                 self._changed(v, key, new, updates)
         if c.finished != self._finished:   # jobs that ended since: their last state, once
@@ -362,7 +363,7 @@ class Remote(Policy):
         had = self._lengths[jid]
         hist = [getattr(v, name) for name in HISTORIES]
         self._lengths[jid] = tuple(len(h) for h in hist)
-        updates.append((jid, v.status, v.queued_seq, v.start_h, v._service_ticks, v._run_since_ticks, v.nodes,
+        updates.append((jid, v.status, v.queued_seq, v.start_h, v._service_ticks, v._run_since_ticks, v.restore_ticks, v.nodes,
                         v.consecutive_declines, tuple(h[n:].tolist() if len(h) > n else () for h, n in zip(hist, had))))
         if key is not None:
             self._sent[jid] = key
