@@ -120,7 +120,8 @@ class Tiresias(Scheduler):
         self._arrived = 0
         self._offset: dict[int, int] = {}            # job id -> attained ticks at its last promotion
         self._mark: dict[int, int] = {}              # job id -> its waiting ticks when it first ran since then
-        self._demote_due: list[tuple] = []           # (tick, rank, id, run's queued_seq, queue, checks began)
+        # (tick, rank, id, run's queued_seq, queue, tick its checks began, trained ticks at the push)
+        self._demote_due: list[tuple] = []
         self._promote_due: list[tuple] = []          # (tick, rank, id, queued_seq, queue)
 
     def key(self, job, cluster):
@@ -160,19 +161,22 @@ class Tiresias(Scheduler):
         """GPU-ticks of training that running job ``v`` has left before queue ``q``'s threshold."""
         return self._limits[q] - (self._trained(v) - self._offset.get(v.job_id, 0)) * v.gpus
 
-    def _push_demotion(self, v, q: int, now: int, since: int | None = None) -> None:
+    def _push_demotion(self, v, q: int, now: int, since: int | None = None, trained: int | None = None) -> None:
         """Push the job's demotion check: due when its training reaches the threshold if it trains from now
-        on. A resume's time is not known ahead, so a check that finds the job still short of it (it was
-        resuming) looks again at least as far ahead as the checks began (``since``): a few checks a resume,
-        a demotion late by less than the resume's own time, and exact where resumes cost nothing."""
+        on. How long a resume takes is not known ahead: a check that finds the job short of the threshold
+        (it was resuming) looks again then if it has trained since the last push (``trained``), as its
+        resume is over; if not, at least as far ahead as the checks began (``since``). So a resume costs a
+        few checks and may delay a demotion by less than its own time; where resumes cost nothing the
+        first check is exact."""
         if q < len(self._limits):
             j = v.job_id
+            now_trained = self._trained(v)
             wait = max(-(-self._left(v, q) // v.gpus), 0)
-            if since is None:
-                since = now
-            else:
+            if since is not None and now_trained == trained:  # still resuming
                 wait = max(wait, now - since)
-            heapq.heappush(self._demote_due, (now + wait, self._arrival[j], j, v.queued_seq, q, since))
+            else:
+                since = now
+            heapq.heappush(self._demote_due, (now + wait, self._arrival[j], j, v.queued_seq, q, since, now_trained))
 
     def _promotion_in(self, v, now: int) -> int:
         """Ticks until waiting job ``v`` (below queue 0, run since its last promotion) is promoted."""
@@ -258,11 +262,11 @@ class Tiresias(Scheduler):
         due = []
         heap = self._demote_due
         while heap and heap[0][0] <= now:
-            t, r, j, seq, q, since = heapq.heappop(heap)
+            t, r, j, seq, q, since, trained = heapq.heappop(heap)
             v = running.get(j)
             if v is not None and v.queued_seq == seq and rank[j][:2] == (q, _RUN) and j in mine:
                 if self._left(v, q) > 0:  # it spent part of the wait resuming
-                    self._push_demotion(v, q, now, since)
+                    self._push_demotion(v, q, now, since, trained)
                 else:
                     due.append((r, j, v, q, True))
         heap = self._promote_due

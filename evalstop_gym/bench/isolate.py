@@ -363,8 +363,8 @@ class Remote(Policy):
         had = self._lengths[jid]
         hist = [getattr(v, name) for name in HISTORIES]
         self._lengths[jid] = tuple(len(h) for h in hist)
-        updates.append((jid, v.status, v.queued_seq, v.start_h, v._service_ticks, v._run_since_ticks, v.restore_ticks, v.nodes,
-                        v.consecutive_declines, tuple(h[n:].tolist() if len(h) > n else () for h, n in zip(hist, had))))
+        updates.append((jid, v.status, v.queued_seq, v.start_h, v._service_ticks, v._run_since_ticks, v.restore_ticks,
+                        v.nodes, v.consecutive_declines, tuple(h[n:].tolist() if len(h) > n else () for h, n in zip(hist, had))))
         if key is not None:
             self._sent[jid] = key
 

@@ -1,0 +1,79 @@
+"""Tiresias in a world where a resume costs time: the resume is not attained service.
+
+Tiresias ranks a job by the GPU time it has spent training (Gu et al., NSDI 2019; in the reference
+simulator a resume is free, so time run and progress are one). The time a resumed job spends saving,
+restoring its checkpoint and warming up holds its GPUs without training; counted as service, it pushed
+jobs down the queues before they trained, and resumes dearer than the first threshold livelocked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from evalstop_gym.baselines import Tiresias
+from evalstop_gym.policy import drive
+from evalstop_gym.simulator import Simulator
+from evalstop_gym.timebase import TICKS_PER_HOUR
+from evalstop_gym.workload import workload_from_jobs
+
+
+def three_jobs(restart_h: float):
+    """3 GPUs. A (2 GPUs, 4 h) at 0, C (2 GPUs, 3 h) at 0.1 h, D (1 GPU, 0.2 h) at 2.2 h; a resume costs
+    ``restart_h``. Five evals a job, so no checkpoint falls on a queue jump below."""
+    jobs = [dict(submit_h=0.0, gpus=2, length_h=4.0), dict(submit_h=0.1, gpus=2, length_h=3.0),
+            dict(submit_h=2.2, gpus=1, length_h=0.2)]
+    w = workload_from_jobs(jobs, total_gpus=3, evals_per_job=5)
+    return dataclasses.replace(w, restart_h=np.full(3, restart_h))
+
+
+def test_a_resumes_time_does_not_count_toward_a_demotion():
+    # Thresholds 2 and 4 GPU-hours: 1 h and 2 h of training for a 2-GPU job; a resume takes 0.5 h.
+    # 0.0  A starts (queue 0).          0.1  C arrives, 1 GPU is free: it waits.
+    # 1.0  A has trained 1 h: queue 1; C (queue 0) starts, A is preempted.
+    # 2.0  C has trained 1 h: queue 1, behind A, which waits there: A resumes (resume until 2.5), C is preempted.
+    # 2.2  D arrives (queue 0) and takes the free GPU, a scheduling point in the middle of A's resume;
+    # 2.4  D completes.
+    # 3.5  A has trained 1 + 1 = 2 h (2.5 to 3.5): queue 2; C (queue 1) resumes (until 4.0), A is preempted.
+    #      Counting the resume, A would have gone down at 3.0 after training 0.5 h.
+    # 5.0  C has trained 1 + 1 = 2 h: queue 2, behind A: A resumes (until 5.5), C is preempted.
+    # 7.5  A completes: 2 h left to train from 5.5.   7.5  C resumes (until 8.0); 9.0  C completes (1 h left).
+    # Counting resumes as service gives A 7.0 (down at 3.0, resumes at 4.0 with 2.5 h left), C 9.0.
+    sim = Simulator(three_jobs(0.5))
+    out = drive(sim, Tiresias(thresholds_gpu_h=(2.0, 4.0), promote_knob=None))
+    assert out.finish_h.tolist() == pytest.approx([7.5, 9.0, 2.4], abs=1e-9)
+    assert sim.outcome().preemptions == 4
+    # each of A and C resumed twice, D never: the views' resume time is what the simulator charged
+    assert [sim.views[j].restore_ticks for j in range(3)] == [TICKS_PER_HOUR, TICKS_PER_HOUR, 0]
+
+
+def test_without_resume_costs_the_same_jobs_follow_the_plain_rule():
+    # The same episode with free resumes: A down to queue 2 at 3.0 (trained 1 + 1), C resumes then, trains
+    # 1 h more to 4.0 (queue 2, behind A); A resumes at 4.0 with 2 h left: 6.0; C then 1 h: 7.0.
+    sim = Simulator(three_jobs(0.0))
+    out = drive(sim, Tiresias(thresholds_gpu_h=(2.0, 4.0), promote_knob=None))
+    assert out.finish_h.tolist() == pytest.approx([6.0, 7.0, 2.4], abs=1e-9)
+    assert [sim.views[j].restore_ticks for j in range(3)] == [0, 0, 0]
+
+
+def test_a_resume_cut_short_counts_only_the_time_it_ran():
+    # one 1-GPU job: started at 0, preempted at 0.25 h, resumed at 0.5 h (a 0.2 h resume), preempted again at
+    # 0.625 h in the middle of it: 0.125 h of resume time so far, none of it training (times in binary fractions
+    # of an hour, exact in ticks)
+    w = dataclasses.replace(workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=1.0)], total_gpus=1,
+                                               evals_per_job=2), restart_h=np.array([0.2]))
+    sim = Simulator(w)
+    sim.advance()
+    sim.start(0)
+    for at, act in ((0.25, sim.preempt), (0.5, sim.start), (0.5625, None), (0.625, sim.preempt)):
+        sim.request_wakeup(at)
+        sim.advance()
+        v = sim.views[0]
+        if act is None:  # in the middle of the resume: its time so far, as the clock moves
+            assert v.restore_ticks == TICKS_PER_HOUR // 16
+        else:
+            act(0)
+    assert v.restore_ticks == TICKS_PER_HOUR // 8
+    assert v.attained_ticks - v.restore_ticks == TICKS_PER_HOUR // 4
