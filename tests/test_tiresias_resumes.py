@@ -12,6 +12,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evalstop_gym.baselines import Tiresias
 from evalstop_gym.policy import drive
@@ -77,3 +79,42 @@ def test_a_resume_cut_short_counts_only_the_time_it_ran():
             act(0)
     assert v.restore_ticks == TICKS_PER_HOUR // 8
     assert v.attained_ticks - v.restore_ticks == TICKS_PER_HOUR // 4
+
+
+class Watched(Tiresias):
+    """Tiresias that checks, at each of its scheduling points, where its jobs stand against the thresholds."""
+
+    def schedule(self, cluster):
+        plan = super().schedule(cluster)
+        limits = [round(t * TICKS_PER_HOUR) for t in self.thresholds_gpu_h]
+        for v in [*cluster.running.values(), *cluster.waiting.values()]:
+            q, trained = self.queue(v), (v.attained_ticks - v.restore_ticks) * v.gpus  # GPU-ticks
+            if q > 0:  # no job goes down before it has trained its way there
+                assert trained >= limits[q - 1], (v, q, trained)
+            if q < len(limits) and v.status == "running":
+                # nor stays up past it by more than a resume's time (its own: the checks look again
+                # while the job resumes) and the tick a crossing is rounded to
+                assert trained - limits[q] < v.gpus * (v.restore_ticks + 1), (v, q, trained)
+        return plan
+
+
+random_jobs = st.lists(st.tuples(st.sampled_from([0.0, 0.05, 0.3, 1.0]),   # gap to the previous submit, h
+                                 st.sampled_from([0.1, 0.7, 1.5, 4.0]),    # length, h
+                                 st.sampled_from([1, 2, 4]),               # GPUs
+                                 st.sampled_from([0.0, 0.01, 0.2, 1.5])),  # a resume's cost, h
+                       min_size=2, max_size=8)
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=random_jobs)
+def test_resumes_neither_hold_jobs_up_nor_push_them_down_before_they_train(rows):
+    # thresholds of 1 and 3 GPU-hours against resumes of up to 1.5 h on 4-GPU jobs (6 GPU-hours): every
+    # episode ends, and each scheduling point checks the jobs' queues (Watched)
+    t, jobs = 0.0, []
+    for gap, length, gpus, _ in rows:
+        t += gap
+        jobs.append(dict(submit_h=t, gpus=gpus, length_h=length))
+    w = dataclasses.replace(workload_from_jobs(jobs, total_gpus=4, evals_per_job=2),
+                            restart_h=np.array([r[3] for r in rows]))
+    out = drive(Simulator(w), Watched(thresholds_gpu_h=(1.0, 3.0), promote_knob=None))
+    assert np.isfinite(out.finish_h).all()
