@@ -28,7 +28,8 @@ class JobView:
     Hours are exact conversions of the simulator's integer ticks (1 ms, see
     :mod:`evalstop_gym.timebase`); ``submit_ticks``, ``est_length_ticks``,
     :attr:`attained_ticks`, :attr:`remaining_est_ticks` and :attr:`waiting_ticks` give the same
-    quantities as integers, for keys that must tie exactly.
+    quantities as integers, for keys that must tie exactly. :attr:`restore_ticks` is the part of
+    the attained service spent resuming after preemptions rather than training.
 
     ``eval_items`` is the size of the job's eval set (0 where the world does
     not model it), so the sampling error of a score ``p`` is about

@@ -2,7 +2,12 @@
 
 Rule (Gu et al., NSDI 2019, section 3.2; its reference simulator
 ``SymbioticLab/Tiresias``, ``simulator/run_sim.py``, ``dlas-gpu``): a job's
-attained service is its GPU-time, ``gpus * time run`` (GPU-hours). There are
+attained service is its GPU-time, ``gpus * time run`` (GPU-hours), where time
+run is time spent training: a resume's time (saving, restoring the checkpoint,
+warming up: :attr:`JobView.restore_ticks`) is left out. The reference's resumes
+are free, so its time run (``executed_time``) is the job's progress; counted as
+service, a resume dearer than the first threshold sent the job down before it
+trained, and two such jobs could swap places forever without progress. There are
 ``len(thresholds_gpu_h) + 1`` queues, each an ordered list:
 
 * an arriving job is appended to queue 0;
@@ -32,7 +37,9 @@ Philly). Both rank queue 0 first.
 Every remaining difference from the reference simulator:
 
 * Time is exact to the millisecond (the reference counts whole seconds) and
-  a job is demoted at the first tick its GPU-time reaches the threshold. The
+  a job is demoted at the first tick its GPU-time reaches the threshold, except
+  after a costly resume: how long it takes is not known ahead, so the demotion
+  may come later, by less than the resume's time (:meth:`_push_demotion`). The
   reference's timer for a multi-GPU job's next demotion is
   ``(threshold - seconds run) // gpus`` seconds ahead (GPU-seconds less
   seconds), later than the crossing once the job has run; its demotion then
