@@ -267,7 +267,7 @@ class Simulator:
         # service at a checkpoint is exactly its grid point (length * i // evals without jitter)
         # plus the resume costs paid: integers, no drift
         now = self.cluster.now_ticks
-        if v._restore_until:  # a checkpoint comes after the run's resume is over
+        if v._restore_until:  # only a resume sets it; a checkpoint comes after the resume is over
             v._close_restore(now)
         v._service_ticks += now - v._run_since_ticks
         v._run_since_ticks = now
@@ -329,7 +329,8 @@ class Simulator:
                 if self._rated:
                     self._settle(j, v, c.now_ticks)
                 self._release(v)
-            v._close_restore(c.now_ticks)
+            if v._restore_until:
+                v._close_restore(c.now_ticks)
             v._service_ticks += c.now_ticks - v._run_since_ticks
             v._run_since_ticks = None
             del c.running[j]
@@ -397,7 +398,8 @@ class Simulator:
             if self._rated:
                 self._settle(j, v, c.now_ticks)
             self._release(v)
-        v._close_restore(c.now_ticks)
+        if v._restore_until:  # only a resume sets it
+            v._close_restore(c.now_ticks)
         v._service_ticks += c.now_ticks - v._run_since_ticks
         v._run_since_ticks = None
         self._epoch[j] += 1
