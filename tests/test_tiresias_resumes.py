@@ -81,6 +81,30 @@ def test_a_resume_cut_short_counts_only_the_time_it_ran():
     assert v.attained_ticks - v.restore_ticks == TICKS_PER_HOUR // 4
 
 
+def test_the_starvation_guard_counts_a_resume_as_time_the_job_held_its_gpus():
+    # 1 GPU, one threshold of 1 GPU-hour, promote_knob 1, resumes of 0.5 h. A (4 h) at 0, B (0.9 h) at 1.5 h,
+    # C (3 h) at 3.15 h. A job below queue 0 goes back to queue 0 once it has waited, since it last ran after
+    # a promotion, as long as it has held its GPUs since that promotion (resumes included).
+    # 0.0   A starts; 1.0 A goes to queue 1.      1.5  B preempts A (A held 1.5 h, waited 0).
+    # 2.4   B completes; A resumes (until 2.9).    3.15 C preempts A (A trained 1.75 h, held 2.25 h, waited 0.9 h).
+    # 4.15  C goes to queue 1 (trained 1 h); A, waiting there first, resumes (until 4.65); C is preempted.
+    # 5.15  C has waited as long as it held its GPUs (1 h): queue 0; it preempts A (trained 2.25 h, held
+    #       3.25 h, waited 1.9 h) and resumes (until 5.65).
+    # 6.5   A has waited 3.25 h: queue 0, behind C, which runs there.
+    # 6.65  C has trained 1 h since its promotion: queue 1; A resumes (until 7.15); C is preempted.
+    # 8.15  A has trained 1 h since its promotion: queue 1; C has waited 1.5 h, as long as it held its GPUs
+    #       since its promotion (5.15 to 6.65): queue 0; C resumes (until 8.65), A is preempted.
+    # 9.65  C completes (2 h trained, 1 h left); A resumes (until 10.15): 0.75 h left, 10.9.
+    # Counting only training in the guard, C would wait 1 h (not 1.5 h) from 6.65 and end at 10.15.
+    jobs = [dict(submit_h=0.0, gpus=1, length_h=4.0), dict(submit_h=1.5, gpus=1, length_h=0.9),
+            dict(submit_h=3.15, gpus=1, length_h=3.0)]
+    w = dataclasses.replace(workload_from_jobs(jobs, total_gpus=1, evals_per_job=5), restart_h=np.full(3, 0.5))
+    sim = Simulator(w)
+    out = drive(sim, Tiresias(thresholds_gpu_h=(1.0,), promote_knob=1.0))
+    assert out.finish_h.tolist() == pytest.approx([10.9, 2.4, 9.65], abs=1e-9)
+    assert sim.outcome().preemptions == 6
+
+
 class Watched(Tiresias):
     """Tiresias that checks, at each of its scheduling points, where its jobs stand against the thresholds."""
 
