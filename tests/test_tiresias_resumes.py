@@ -146,3 +146,25 @@ def test_resumes_neither_hold_jobs_up_nor_push_them_down_before_they_train(rows,
     out = drive(Simulator(w), Watched(thresholds_gpu_h=(1.0, 3.0), promote_knob=knob, order=order,
                                       demotion_timer=timer))
     assert np.isfinite(out.finish_h).all()
+
+
+def test_every_variant_finishes_with_the_longest_resume_a_world_allows():
+    import subprocess
+    import sys
+
+    # 24-hour resumes (warmup_s at its bound): the reference's timer once fired at every tick of a resume
+    # (no answer), and the guard once counted training only (order="arrival": 54,617 preemptions, 12 s)
+    code = ("from evalstop_gym.api import simulate; from evalstop_gym.baselines import Tiresias; "
+            "from evalstop_gym.config import WorldModel\n"
+            "for kw in ({}, {'demotion_timer': 'reference'}, {'order': 'arrival'}, {'promote_knob': None}):\n"
+            "    m = simulate(Tiresias(**kw), jobs=60, gpus=64, mix={'rlhf': 1.0}, seed=1,\n"
+            "                 world=WorldModel(warmup_s=(86400.0, 86400.0)))\n"
+            "    print(m['jobs'], m['preemptions'])")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], timeout=15, capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        pytest.fail("no answer in 15 s")
+    assert done.returncode == 0, done.stderr
+    runs = [tuple(map(int, line.split())) for line in done.stdout.splitlines()]
+    assert [jobs for jobs, _ in runs] == [60] * 4
+    assert all(preemptions < 10_000 for _, preemptions in runs), runs
