@@ -201,7 +201,9 @@ def world_runs(cfg: WorkloadConfig, seeds=AUDIT_SEEDS) -> dict[str, Runs]:
         for k, t in enumerate(JOB_TYPES):
             idx = np.flatnonzero(w.job_type == k)
             if idx.size:
-                parts[t].append((w.observed[idx], w.curves.proxy[idx], w.curves.loss[idx],
+                # the views show a proxy for RLHF jobs only (a DPO job's implicit reward margin is hidden)
+                proxy = w.curves.proxy[idx] if t == "rlhf" else np.full(w.observed[idx].shape, np.nan)
+                parts[t].append((w.observed[idx], proxy, w.curves.loss[idx],
                                  {n: v[idx] for n, v in static.items()}, w.hacking[idx],
                                  peak_checkpoint(w.curves.start[idx], w.curves.gold[idx])))
     out = {}
