@@ -8,6 +8,7 @@ import pytest
 from evalstop_gym.config import CALIBRATIONS, ConfigError, LatentModel, WorkloadConfig
 from evalstop_gym.latent import drift_walk, gold_of_d, kl_path, latent_curves
 from evalstop_gym.workload import generate
+from label_reference import reference_label
 
 
 def test_gold_is_gaos_rl_form_with_its_peak_at_d_star():
@@ -44,36 +45,12 @@ def test_proxy_rises_with_d_for_every_rlhf_run_hacking_or_not():
     assert np.all(curves.loss[:, -1] < curves.loss[:, 0])                  # the loss falls, hacking or not
 
 
-def _median(values):
-    v = sorted(values)
-    m = len(v) // 2
-    return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
-
-
-def _noise(c, peak=None):
-    """Robust noise sd, written out: 1.4826 * median |second difference| / sqrt(6), leaving out the one centred
-    on ``peak``; 0 with fewer than 3 second differences."""
-    d2 = [abs(c[i + 2] - 2 * c[i + 1] + c[i]) for i in range(len(c) - 2) if i + 1 != peak]
-    return 1.4826 * _median(d2) / 6 ** 0.5 if len(d2) >= 3 else 0.0
-
-
-def _rule(start, gold, proxy):
-    """Independent reference of the label rule, one run at a time: gold's first peak not last, its fall
-    >= max(0.25 gain, 0.03, 2 sqrt(2) s_gold) (the peak's own second difference left out of s_gold), and the proxy (0 at the start) above its value at the peak
-    by more than 2 sqrt(2) s_proxy; no proxy, no label."""
-    c = [float(start), *map(float, gold)]
-    p = c.index(max(c))
-    if p == len(c) - 1 or np.isnan(proxy).any():
-        return False
-    q = [0.0, *map(float, proxy)]
-    falls = c[p] - c[-1] >= max(0.25 * (c[p] - c[0]), 0.03, 2 * 2 ** 0.5 * _noise(c, p))
-    return falls and q[-1] - q[p] > 2 * 2 ** 0.5 * _noise(q)
-
-
 @pytest.mark.parametrize("calibration", ["paper", "realistic", "grounded"])
 def test_labels_emerge_from_gold_and_proxy_alone(calibration):
     w = generate(WorkloadConfig(calibration=calibration, seed=11, jobs=300))
-    ref = np.array([_rule(w.curves.start[j], w.curves.gold[j], w.curves.proxy[j]) for j in range(w.n)])
+    # a world's proxy starts at 0: the reward of the reference policy itself (d = 0)
+    ref = np.array([reference_label(np.r_[w.curves.start[j], w.curves.gold[j]], np.r_[0.0, w.curves.proxy[j]])
+                    for j in range(w.n)])
     assert 0 < ref.sum() < w.n
     np.testing.assert_array_equal(w.hacking, ref)
     assert not w.hacking[w.job_type == 0].any()                            # LoRA: no proxy, never hacking
