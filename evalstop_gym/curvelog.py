@@ -712,8 +712,11 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
     if offset is not None and c.eval_offset is not None:
         offset = np.where(np.isin(np.arange(workload.n), jobs)[:, None], offset, c.eval_offset)
     curves = Curves(gold=gold, start=start, eval_z=c.eval_z, loss=loss, proxy=proxy, peak_progress=peak,
-                    eval_offset=offset)
-    w = dataclasses.replace(workload, curves=curves, hacking=hacking)
+                    eval_offset=offset, setup=c.setup)
+    config = workload.config
+    if config is not None:   # a curve log records no configuration: a replayed job's is unknown
+        config = {k: np.where(np.isin(np.arange(workload.n), jobs), np.nan, v) for k, v in config.items()}
+    w = dataclasses.replace(workload, curves=curves, hacking=hacking, config=config)
     w.validate()
     return w
 

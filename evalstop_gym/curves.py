@@ -61,6 +61,9 @@ class Curves:
     # measured eval error of replayed runs (logged eval minus logged gold), added to observed scores
     # before the simulated noise; None when every job's eval noise is simulated (hidden)
     eval_offset: np.ndarray | None = None
+    # each job's configuration where the curves come from latent causes ({"kl_coef": (n,), "learning_rate":
+    # (n,)}; evalstop_gym.view.JobConfig), public only where the workload shows it; None otherwise
+    setup: dict | None = None
 
 
 def progress_grid(evals: int) -> np.ndarray:

@@ -119,7 +119,9 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     loss = l0[:, None] * (floor[:, None] + (1.0 - floor[:, None]) * np.exp(-x[None, :] / tau[:, None]))
     loss = loss * (1.0 + model.loss_noise * rng.standard_normal((n, evals)))
     eval_z = rng.standard_normal((n, evals))
-    curves = Curves(gold=gold, start=base, eval_z=eval_z, loss=loss, proxy=proxy, peak_progress=peak_progress)
+    setup = {"kl_coef": np.where(penalised, kappa, 0.0), "learning_rate": lr}
+    curves = Curves(gold=gold, start=base, eval_z=eval_z, loss=loss, proxy=proxy, peak_progress=peak_progress,
+                    setup=setup)
     return curves, hacking, d ** 2
 
 

@@ -135,6 +135,7 @@ class Simulator:
         self._loss = w.curves.loss.ravel().tolist()
         self._proxy = w.curves.proxy.ravel().tolist()
         self._rlhf = (w.job_type == JOB_TYPES.index("rlhf")).tolist()  # only RLHF jobs report proxy rewards
+        self._config = w.job_configs()   # None unless the workload shows each job's configuration
         spec = w.spec
         self._placer = None if spec.trivial else Placer(spec)
         self.cluster = ClusterView(w.total_gpus, spec, self._placer)
@@ -241,6 +242,8 @@ class Simulator:
         w = self._w
         v = JobView(j, int(w.tenant[j]), JOB_TYPES[w.job_type[j]], self._gpus[j], self._submit[j],
                     self._est[j], self._evals, self.cluster, self._items[j])
+        if self._config is not None:
+            v.config = self._config[j]
         self.views[j] = v
         self._enqueue(v)
         self._dirty = True
