@@ -60,3 +60,22 @@ def test_noise_of_a_straight_line_is_zero_and_of_a_zigzag_its_hand_value():
     # the peak's own second difference is left out: |-2| centred on index 1 goes, 1.1, 0.2, 0.1 stay, median 0.2
     got = curve_noise(np.array([[0.0, 1.0, 0.0, 0.1, 0.0, 0.0]]), np.array([1]))
     assert got[0] == pytest.approx(1.4826 * 0.2 / math.sqrt(6))
+
+
+def test_a_world_without_an_exploitable_proxy_labels_at_most_5_percent(tmp_path):
+    # the grounded world (plateau drift 0.066 a checkpoint) with no exploitable proxy, from a world file:
+    # whatever gold does by wander, at most 5% of runs meet the rule (the old gold-only rule labelled 34%)
+    import yaml
+
+    from evalstop_gym import WorkloadConfig, generate
+    from evalstop_gym.config import GROUNDED_WORLD
+
+    with open(GROUNDED_WORLD) as f:
+        world = yaml.safe_load(f)
+    world["curves"]["dpo_exploitable"] = 0.0
+    path = tmp_path / "no-exploit.yaml"
+    path.write_text(yaml.safe_dump(world))
+    runs = [generate(WorkloadConfig(calibration=str(path), hacking_fraction=0.0, seed=s)) for s in range(700, 716)]
+    hacking = np.concatenate([w.hacking for w in runs])
+    assert hacking.size == 3200 and hacking.mean() <= 0.05
+    assert not np.concatenate([w.hacking[w.job_type == 0] for w in runs]).any()   # LoRA: no proxy
