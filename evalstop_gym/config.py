@@ -324,9 +324,6 @@ class WorkloadConfig:
     # nodes, GPU types and placement: a ClusterSpec, a preset name or YAML/JSON path, or a dict
     # (evalstop_gym.cluster); None: one flat pool of ``gpus``
     cluster: Any = None
-    # show each job's public configuration (KL coefficient, learning rate, ...) in its view
-    # (evalstop_gym.view.JobConfig): what a platform sees at submission; off, views carry none
-    config_visible: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.calibration, os.PathLike):   # a world file given as a Path: kept as its text
@@ -359,11 +356,6 @@ class WorkloadConfig:
         check_range("estimate_error", self.estimate_error, 0.0, 5.0)
         check_range("tenants", self.tenants, 1, 10_000, integer=True)
         check_range("seed", self.seed, 0, 2**63 - 1, integer=True)
-        if not isinstance(self.config_visible, bool):
-            raise ConfigError("config_visible", self.config_visible, "must be true or false")
-        if self.config_visible and not isinstance(self.curves, LatentModel):
-            raise ConfigError("config_visible", True, "needs a world whose curves come from latent causes "
-                                                      "(a LatentModel): a label-first CurveModel draws no configuration")
         if self.jobs * self.evals_per_job > MAX_EVAL_CELLS:
             raise ConfigError("jobs", self.jobs, f"times evals_per_job={self.evals_per_job} must be <= "
                                                  f"{MAX_EVAL_CELLS} (the hidden curves' size)")

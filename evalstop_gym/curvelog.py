@@ -711,12 +711,12 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
         peak[j] = label.peak_progress if hacking[j] else np.inf
     if offset is not None and c.eval_offset is not None:
         offset = np.where(np.isin(np.arange(workload.n), jobs)[:, None], offset, c.eval_offset)
+    setup = c.setup
+    if setup is not None:   # a curve log records no configuration: a replayed job's is unknown
+        setup = {k: np.where(np.isin(np.arange(workload.n), jobs), np.nan, v) for k, v in setup.items()}
     curves = Curves(gold=gold, start=start, eval_z=c.eval_z, loss=loss, proxy=proxy, peak_progress=peak,
-                    eval_offset=offset, setup=c.setup)
-    config = workload.config
-    if config is not None:   # a curve log records no configuration: a replayed job's is unknown
-        config = {k: np.where(np.isin(np.arange(workload.n), jobs), np.nan, v) for k, v in config.items()}
-    w = dataclasses.replace(workload, curves=curves, hacking=hacking, config=config)
+                    eval_offset=offset, setup=setup)
+    w = dataclasses.replace(workload, curves=curves, hacking=hacking)
     w.validate()
     return w
 

@@ -25,7 +25,7 @@ WAITING, RUNNING, COMPLETED, STOPPED = "waiting", "running", "completed", "stopp
 
 class JobConfig(NamedTuple):
     """A job's public configuration: what a platform sees when a user submits the job (its training
-    arguments), shown in :attr:`JobView.config` only when the workload's ``config_visible`` is on.
+    arguments), shown in :attr:`JobView.config` only when the simulator's ``config_visible`` is on.
 
     ``kl_coef``: the KL penalty's coefficient (0: no penalty); ``learning_rate``: relative to the world's
     typical rate (1); ``data_size``: preference pairs (or examples) and ``model_size``: parameters, NaN where
@@ -64,7 +64,7 @@ class JobView:
     snapshot it took, as a copy would.
     ``consecutive_declines`` counts the trailing run of strict declines of the
     observed eval score. ``config`` is the job's :class:`JobConfig` where the
-    workload shows it (``WorkloadConfig.config_visible``), else None.
+    simulator shows it (``Simulator(workload, config_visible=True)``), else None.
     """
 
     __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total", "eval_items",

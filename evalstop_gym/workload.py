@@ -45,9 +45,6 @@ class Workload:
     restart_h: np.ndarray | None = None       # hours a resume costs: save + restore + warm-up (hidden)
     eval_h: np.ndarray | None = None          # hours each eval takes on the job's GPUs (hidden)
     cluster: ClusterSpec | None = None        # nodes, GPU types, placement; None: the flat pool of total_gpus
-    # each job's public configuration, one array per JobConfig field (NaN: not known), where the workload
-    # shows it (WorkloadConfig.config_visible); None: views carry none
-    config: dict[str, np.ndarray] | None = None
 
     @functools.cached_property
     def spec(self) -> ClusterSpec:
@@ -59,12 +56,15 @@ class Workload:
         return int(self.submit_h.shape[0])
 
     def job_configs(self) -> list | None:
-        """Each job's :class:`~evalstop_gym.view.JobConfig` (None where the workload shows no configuration)."""
-        if self.config is None:
+        """Each job's public :class:`~evalstop_gym.view.JobConfig` (NaN for a field the world does not
+        model), or None where the curves carry no configuration (a label-first CurveModel draws none)."""
+        setup = self.curves.setup
+        if setup is None:
             return None
         from .view import JobConfig
 
-        cols = [np.asarray(self.config[f], dtype=float).tolist() for f in JobConfig._fields]
+        nan = np.full(self.n, np.nan)
+        cols = [np.asarray(setup.get(f, nan), dtype=float).tolist() for f in JobConfig._fields]
         return [JobConfig(*row) for row in zip(*cols)]
 
     @property
@@ -231,8 +231,6 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
             proxy = np.where(np.isnan(curves.proxy), np.nan, proxy)  # RLHF jobs only, as in the paper's world
             curves = dataclasses.replace(curves, gold=gold, start=start, peak_progress=peak, proxy=proxy)
     out = dict(length_h=length_h, hacking=hacking, curves=curves, noise=cfg.noise)
-    if cfg.config_visible:   # drawn with the curves either way: showing them changes no draw
-        out["config"] = {**curves.setup, "data_size": np.full(n, np.nan), "model_size": np.full(n, np.nan)}
     if world == WorldModel():
         return out
     if world.eval_items:
