@@ -354,6 +354,13 @@ def best_early_auc(rows: list[AuditRow]) -> float:
     return max((r.best_auc for r in rows), default=0.5)
 
 
+def labelled(runs: dict[str, Runs]) -> dict[str, tuple[int, int]]:
+    """``{job type: (runs labelled hacking, runs)}``, and ``"all"``: the share the label rule marks."""
+    out = {t: (int(r.hacking.sum()), int(r.hacking.size)) for t, r in runs.items()}
+    out["all"] = (sum(h for h, _ in out.values()), sum(n for _, n in out.values()))
+    return out
+
+
 def best_of(rows: list[AuditRow], field: str) -> float:
     """The largest finite value of an AuditRow field over the rows; NaN if none has one."""
     found = [getattr(r, field) for r in rows if np.isfinite(getattr(r, field))]

@@ -128,7 +128,7 @@ def test_paper_world_keeps_the_abstracts_detection_regime():
 def test_cli_audit_prints_a_table_and_refuses_bad_seeds(capsys):
     assert main(["audit", "--seeds", "700-702", "--jobs", "100", "--no-classifier"]) == 0
     out = capsys.readouterr().out
-    assert "| rlhf | 1 |" in out and "best early AUC" in out
+    assert "| rlhf | 1 |" in out and "best early AUC" in out and "labelled hacking: " in out
     assert main(["audit", "--seeds", "9-3"]) == 2
     assert "seeds" in capsys.readouterr().err
 
@@ -180,3 +180,12 @@ def test_a_logged_run_s_configuration_comes_from_the_manifest_beside_its_log():
     assert au.run_config(s) == {"kl_coef": 0.1, "learning_rate": 0.001, "data_size": 128.0, "model_size": 106560.0}
     assert np.isnan(au.run_config(None)["kl_coef"])
     assert au.manifest_settings("nowhere/runs.csv") is None
+
+
+def test_labelled_counts_each_job_type_and_all():
+    def runs(labels):
+        n = len(labels)
+        return au.Runs(np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3)), {}, np.array(labels, bool))
+
+    got = au.labelled({"rlhf": runs([1, 0, 1, 1]), "lora": runs([0, 0])})
+    assert got == {"rlhf": (3, 4), "lora": (0, 2), "all": (3, 6)}

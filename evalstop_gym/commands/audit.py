@@ -66,13 +66,15 @@ def run(args: argparse.Namespace) -> int:
     steps = [(t, i) for t in au.JOB_TYPES if t in runs for i in au.AUDIT_EVALS]
     rows = [r for t, i in progress_bar(len(steps), "audit: classifiers", "step", not args.quiet, steps)
             for r in au.audit({t: runs[t]}, evals=(i,), classifier=not args.no_classifier)]
+    shares = au.labelled(runs)
     if args.json:
         pre = au.best_pre_peak_auc(rows)
 
         def num(v):
             return v if v == v else None
 
-        print(json.dumps({"source": what, "best_early_auc": au.best_early_auc(rows),
+        print(json.dumps({"source": what, "labelled": {t: {"hacking": h, "runs": n} for t, (h, n) in shares.items()},
+                          "best_early_auc": au.best_early_auc(rows),
                           "best_pre_peak_auc": num(pre),
                           **{f"best_{f}": num(au.best_of(rows, f)) for f in CONFIG_FIELDS},
                           "rows": [{**{k: getattr(r, k) for k in ("job_type", "eval", "runs", "hacking",
@@ -85,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
                                    for r in rows]}, sort_keys=True))
         return 0
     print(f"Leak audit: {what}")
+    h, n = shares["all"]
+    print(f"labelled hacking: {h} of {n} runs ({100.0 * h / n:.1f}%); "
+          + ", ".join(f"{t} {hh} of {nn}" for t, (hh, nn) in shares.items() if t != "all"))
     print(au.table(rows))
     pre = au.best_pre_peak_auc(rows)
     print(f"best early AUC: {au.best_early_auc(rows):.3f} (all runs: a visible decline counts, so detection too)")
