@@ -30,6 +30,8 @@ def add_parser(sub) -> None:
     p.add_argument("--jobs", type=int, default=200, help="jobs per workload (default %(default)s)")
     p.add_argument("--evals-per-job", type=int, default=10, help="evals per job (default %(default)s)")
     p.add_argument("--noise", type=float, default=None, help="eval noise sigma (default: the calibration's)")
+    p.add_argument("--hacking-fraction", type=float, default=None, metavar="F",
+                   help="share of RLHF runs with an exploitable proxy (default: the workload's, 0.6)")
     p.add_argument("--no-classifier", action="store_true", help="single-feature AUCs only (no scikit-learn)")
     p.add_argument("--features", action="store_true", help="also list every feature's AUC")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -57,11 +59,13 @@ def run(args: argparse.Namespace) -> int:
                   calibration=args.calibration)
         if args.noise is not None:
             kw["noise"] = args.noise
+        if args.hacking_fraction is not None:
+            kw["hacking_fraction"] = args.hacking_fraction
         cfg = WorkloadConfig(**kw)
         seeds = parse_seeds(args.seeds)
         runs = au.world_runs(cfg, progress_bar(len(seeds), "audit: workloads", "seed", not args.quiet, seeds))
         what = (f"calibration {args.calibration}, {args.workload}, {args.jobs} jobs x seeds "
-                f"{seeds.start}-{seeds.stop - 1}, noise {cfg.noise:g}")
+                f"{seeds.start}-{seeds.stop - 1}, noise {cfg.noise:g}, hacking fraction {cfg.hacking_fraction:g}")
     # one (job type, eval) at a time, in au.audit's order: the classifier's cross-validation is the long part
     steps = [(t, i) for t in au.JOB_TYPES if t in runs for i in au.AUDIT_EVALS]
     rows = [r for t, i in progress_bar(len(steps), "audit: classifiers", "step", not args.quiet, steps)
