@@ -204,9 +204,11 @@ def _config_aucs(runs: Runs, i: int, classifier: bool, curve_best: float) -> tup
     return alone, both
 
 
-def audit_runs(runs: Runs, job_type: str, evals=AUDIT_EVALS, classifier: bool = True) -> list[AuditRow]:
+def audit_runs(runs: Runs, job_type: str, evals=AUDIT_EVALS, classifier: bool = True,
+               config: bool = False) -> list[AuditRow]:
     """Audit rows of one job type's runs (empty if either label has fewer than :data:`MIN_CLASS` runs); with
-    ``runs.peak`` known, each row also audits the pre-peak runs alone."""
+    ``runs.peak`` known, each row also audits the pre-peak runs alone; with ``config``, what the runs'
+    configuration tells (module docstring; its classifiers triple the run time)."""
     y = runs.hacking.astype(bool)
     if not _both_labels(y):
         return []
@@ -216,7 +218,7 @@ def audit_runs(runs: Runs, job_type: str, evals=AUDIT_EVALS, classifier: bool = 
             break
         aucs, best, clf = _aucs(runs, i, classifier)
         pre = dict(zip(("config_auc", "with_config_auc"),
-                       _config_aucs(runs, i, classifier, np.nanmax([aucs[best], clf]))))
+                       _config_aucs(runs, i, classifier, np.nanmax([aucs[best], clf])))) if config else {}
         if runs.peak is not None:
             early = runs.pre_peak(i)
             ey = early.hacking.astype(bool)
@@ -224,8 +226,9 @@ def audit_runs(runs: Runs, job_type: str, evals=AUDIT_EVALS, classifier: bool = 
             if _both_labels(ey):
                 e_aucs, e_best, e_clf = _aucs(early, i, classifier)
                 pre.update(pre_peak_feature_auc=e_aucs[e_best], pre_peak_classifier_auc=e_clf)
-                pre.update(zip(("pre_peak_config_auc", "pre_peak_with_config_auc"),
-                               _config_aucs(early, i, classifier, np.nanmax([e_aucs[e_best], e_clf]))))
+                if config:
+                    pre.update(zip(("pre_peak_config_auc", "pre_peak_with_config_auc"),
+                                   _config_aucs(early, i, classifier, np.nanmax([e_aucs[e_best], e_clf]))))
         rows.append(AuditRow(job_type, i, int(y.size), int(y.sum()), best, aucs[best], clf, aucs, **pre))
     return rows
 
@@ -344,9 +347,9 @@ def logged_runs(logs: dict, evals: int = 10, source: str = "curves",
             for t, gs in groups.items()}
 
 
-def audit(runs: dict[str, Runs], evals=AUDIT_EVALS, classifier: bool = True) -> list[AuditRow]:
-    """Audit rows of every job type that has enough runs of both labels."""
-    return [r for t in JOB_TYPES if t in runs for r in audit_runs(runs[t], t, evals, classifier)]
+def audit(runs: dict[str, Runs], evals=AUDIT_EVALS, classifier: bool = True, config: bool = False) -> list[AuditRow]:
+    """Audit rows of every job type that has enough runs of both labels (``config``: :func:`audit_runs`)."""
+    return [r for t in JOB_TYPES if t in runs for r in audit_runs(runs[t], t, evals, classifier, config)]
 
 
 def best_early_auc(rows: list[AuditRow]) -> float:

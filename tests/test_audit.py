@@ -162,12 +162,14 @@ def test_the_configuration_is_audited_alone_and_beside_the_curves():
               "data_size": np.full(n, np.nan)}
     runs = au.Runs(rng.normal(size=(n, 10)), np.full((n, 10), np.nan), np.full((n, 10), np.nan), {}, y,
                    np.full(n, 5), config)
-    row = au.audit_runs(runs, "rlhf", evals=(1,), classifier=False)[0]
+    assert np.isnan(au.audit_runs(runs, "rlhf", evals=(1,), classifier=False)[0].config_auc)   # not asked
+    row = au.audit_runs(runs, "rlhf", evals=(1,), classifier=False, config=True)[0]
     assert row.config_auc == 1.0 and row.with_config_auc == 1.0          # kl_coef splits the labels
     assert row.pre_peak_config_auc == 1.0
     assert row.best_auc < 0.7                                              # the curves alone do not
     assert "config:data_size" not in au.config_features(runs)            # no varying value: no feature
-    plain = au.audit_runs(au.Runs(runs.observed, runs.proxy, runs.loss, {}, y), "rlhf", evals=(1,), classifier=False)
+    plain = au.audit_runs(au.Runs(runs.observed, runs.proxy, runs.loss, {}, y), "rlhf", evals=(1,), classifier=False,
+                          config=True)
     assert np.isnan(plain[0].config_auc) and np.isnan(plain[0].with_config_auc)
 
 

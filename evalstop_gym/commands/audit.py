@@ -34,6 +34,8 @@ def add_parser(sub) -> None:
                    help="share of RLHF runs with an exploitable proxy (default: the workload's, 0.6)")
     p.add_argument("--no-classifier", action="store_true", help="single-feature AUCs only (no scikit-learn)")
     p.add_argument("--features", action="store_true", help="also list every feature's AUC")
+    p.add_argument("--no-config", action="store_true",
+                   help="leave out what each job's configuration tells (its classifiers triple the run time)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bar on stderr (also off when stderr is not a terminal)")
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     # one (job type, eval) at a time, in au.audit's order: the classifier's cross-validation is the long part
     steps = [(t, i) for t in au.JOB_TYPES if t in runs for i in au.AUDIT_EVALS]
     rows = [r for t, i in progress_bar(len(steps), "audit: classifiers", "step", not args.quiet, steps)
-            for r in au.audit({t: runs[t]}, evals=(i,), classifier=not args.no_classifier)]
+            for r in au.audit({t: runs[t]}, evals=(i,), classifier=not args.no_classifier, config=not args.no_config)]
     shares = au.labelled(runs)
     if args.json:
         pre = au.best_pre_peak_auc(rows)
