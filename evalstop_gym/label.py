@@ -18,8 +18,9 @@ parameters (so a detector cannot read a world constant off the label): ``1.4826 
 errors has variance ``6 s^2``; the median ignores the few large second differences at a peak or a cliff,
 where a first difference would count the trend itself as noise). A difference of two checkpoints then has
 sd ``sqrt(2) s``, and ``NOISE_MULTIPLE`` (2) of those is what a fall or a rise must beat (about a 2.5%
-one-sided chance for independent Gaussian errors). With 10 checkpoints the median runs over 9 second
-differences. For gold the second difference centred on its peak is left out: it is the peak's own
+one-sided chance for independent Gaussian errors); 2 is also the smallest multiple that keeps the grounded
+world without an exploitable proxy at <= 5% labelled (docs/calibration.md). With the start and 10
+checkpoints the median runs over 9 second differences (8 for gold). For gold the second difference centred on its peak is left out: it is the peak's own
 curvature, the signal. A curve with fewer than 3 second differences left (gold with 4 checkpoints or fewer,
 a proxy with 3 or fewer) gets noise 0: so few points cannot tell noise from trend, and the share and
 minimum-drop thresholds still apply.
