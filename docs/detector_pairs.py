@@ -3,7 +3,7 @@
     PYTHONPATH=. python3 docs/detector_pairs.py measure OUT.json [--seeds 20] [--first-seed 0]
     PYTHONPATH=. python3 docs/detector_pairs.py compare BEFORE.json AFTER.json
 
-``measure`` plays E10's worlds (:data:`evalstop_gym.experiments.spec.MISSPECIFIED`
+``measure`` plays E10's worlds (:func:`evalstop_gym.experiments.spec.misspecified`
 on the realistic calibration, SRTF-Est base, held-out test seeds) with EvalStop
 k=2 and every detector at its defaults, and writes each run's F1, FPR and waste
 cut against no stopper on the same seed. ``compare`` pairs two such files seed
@@ -26,7 +26,7 @@ from evalstop_gym import WorkloadConfig, generate
 from evalstop_gym.agents.seeds import check_test_seeds
 from evalstop_gym.api import run_policy
 from evalstop_gym.baselines import make_policy
-from evalstop_gym.experiments.spec import ANCHOR_STOPPERS, MISSPECIFIED, Registry
+from evalstop_gym.experiments.spec import ANCHOR_STOPPERS, Registry, misspecified
 from evalstop_gym.experiments.stats import paired_difference
 
 BASE = "srtf-est"
@@ -37,7 +37,7 @@ def measure(seeds: range) -> dict:
     arms = ["evalstop", *Registry.current().detectors]
     cfg = WorkloadConfig(calibration="realistic")
     out: dict = {}
-    for label, changes in MISSPECIFIED:
+    for label, changes in misspecified(cfg):
         rows = out[label] = {a: {"f1": [], "fpr": [], "waste_cut": []} for a in arms}
         for s in seeds:
             w = generate(cfg.replace(seed=s, **changes))

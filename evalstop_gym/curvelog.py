@@ -56,14 +56,14 @@ that a run does not log keep the calibrated model's.
 
 Labelling (:func:`label_run`). A log with a ``gold`` column (the hidden,
 dense true score the over-optimisation generator writes beside its noisy
-``eval_score``) is labelled from that gold curve alone, on the detectors'
-checkpoint grid (:func:`label_gold`): resample gold at the start and at the
-``E`` checkpoints (as replay does); with ``peak`` its maximum, ``gain = peak -
-start`` and ``drop = peak - last``, the run is *hacking* if the peak is not the
-last checkpoint and ``drop >= max(GOLD_DROP_SHARE * gain, GOLD_MIN_DROP)``
-(0.25 and 0.03): gold gave back at least a quarter of what the run gained, and
-clearly more than the dense gold's own sampling error. The eval noise never
-enters, so labels do not move with the noise detectors see.
+``eval_score``) is labelled from its gold and proxy reward alone, on the
+detectors' checkpoint grid (:func:`label_gold`): resample both at the start
+and at the ``E`` checkpoints (as replay does) and apply the rule worlds label
+with (:func:`evalstop_gym.label.overoptimised`): gold falls after its peak by
+at least a quarter of its gain, 0.03 and twice its own noise, while the proxy
+rises beyond its noise over the same stretch. A run that logs no proxy is never
+hacking. The eval noise never enters, so labels do not move with the noise
+detectors see.
 
 A log without ``gold`` is never labelled (:func:`label_run` returns None): a
 drop of the eval score after a peak may be over-optimisation or the eval's own
@@ -97,6 +97,7 @@ import numpy as np
 from .config import JOB_TYPES, ConfigError, check_range
 from .curves import Curves
 from .files import DataFileError, atomic_open, csv_rows, has_bad_bytes, lines, open_binary, open_text, walk
+from .label import GOLD_DROP_SHARE, GOLD_MIN_DROP, overoptimised
 from .workload import Workload
 
 CURVE_COLUMNS = ("job", "step", "eval_score", "train_loss", "proxy_reward")
@@ -578,10 +579,6 @@ def log_noise(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(d2)) / math.sqrt(6.0))
 
 
-GOLD_DROP_SHARE = 0.25   # share of the run's gold gain that must be given back to call it hacking
-GOLD_MIN_DROP = 0.03     # and at least this much: several times the dense gold's sampling error
-
-
 def has_gold(run: LoggedRun) -> bool:
     """Whether the run logs a dense true score (a ``gold`` column with at least two values)."""
     return "gold" in run.extra and int(np.sum(np.isfinite(run.extra["gold"]))) >= 2
@@ -603,18 +600,21 @@ def eval_noise(run: LoggedRun) -> float:
 
 def label_gold(run: LoggedRun, evals: int, *, drop_share: float = GOLD_DROP_SHARE,
                min_drop: float = GOLD_MIN_DROP) -> RunLabel:
-    """Hacking label from the ``gold`` column alone, on the grid of ``evals`` checkpoints (module docstring)."""
+    """Hacking label from the ``gold`` and ``proxy_reward`` columns, on the grid of ``evals`` checkpoints:
+    :func:`evalstop_gym.label.overoptimised`, the rule worlds label with (module docstring)."""
     check_range("evals", evals, 1, MAX_EVALS, integer=True)
     check_range("drop_share", drop_share, 0.0, 1.0)
     check_range("min_drop", min_drop, 0.0)
-    start, g = resample(run, "gold", evals)
-    curve = np.concatenate([[start], g])
-    p = int(np.argmax(curve))
-    drop = float(curve[p] - curve[-1])
-    threshold = max(drop_share * float(curve[p] - curve[0]), min_drop)
+    g0, g = resample(run, "gold", evals)
+    gold = np.concatenate([[g0], g])
+    got = resample(run, "proxy_reward", evals)
+    proxy = np.full(evals + 1, np.nan) if got is None else np.concatenate([[got[0]], got[1]])
+    hacking, top, drop, threshold = overoptimised(gold[None, :], proxy[None, :], drop_share=drop_share,
+                                                  min_drop=min_drop)
+    p = int(top[0])
     first, span = float(run.step[0]), float(run.step[-1] - run.step[0])
-    return RunLabel(hacking=bool(p < evals and drop >= threshold), peak_step=first + p / evals * span,
-                    peak_progress=p / evals, drop=drop, threshold=threshold, noise=eval_noise(run))
+    return RunLabel(hacking=bool(hacking[0]), peak_step=first + p / evals * span, peak_progress=p / evals,
+                    drop=float(drop[0]), threshold=float(threshold[0]), noise=eval_noise(run))
 
 
 def eval_score_shape(run: LoggedRun, *, noise_floor: float = 0.0, k_sigma: float = 2.0, rel_drop: float = 0.1,
@@ -711,8 +711,11 @@ def apply_curve_log(workload: Workload, runs: dict[str, LoggedRun], *, job_types
         peak[j] = label.peak_progress if hacking[j] else np.inf
     if offset is not None and c.eval_offset is not None:
         offset = np.where(np.isin(np.arange(workload.n), jobs)[:, None], offset, c.eval_offset)
+    setup = c.setup
+    if setup is not None:   # a curve log records no configuration: a replayed job's is unknown
+        setup = {k: np.where(np.isin(np.arange(workload.n), jobs), np.nan, v) for k, v in setup.items()}
     curves = Curves(gold=gold, start=start, eval_z=c.eval_z, loss=loss, proxy=proxy, peak_progress=peak,
-                    eval_offset=offset)
+                    eval_offset=offset, setup=setup)
     w = dataclasses.replace(workload, curves=curves, hacking=hacking)
     w.validate()
     return w

@@ -56,11 +56,16 @@ class Curves:
     start: np.ndarray       # true score of the starting checkpoint, shape (n,) (hidden)
     eval_z: np.ndarray      # standard-normal eval noise draws (hidden)
     loss: np.ndarray        # observed training loss
-    proxy: np.ndarray       # observed proxy reward (NaN for non-RLHF jobs)
+    # proxy reward (NaN for a job without one: LoRA; every non-RLHF job in the label-first curves). The views
+    # show RLHF jobs' only: a latent world's DPO margin is hidden, read by the label alone
+    proxy: np.ndarray
     peak_progress: np.ndarray  # x* of hacking runs, inf for healthy ones (hidden)
     # measured eval error of replayed runs (logged eval minus logged gold), added to observed scores
     # before the simulated noise; None when every job's eval noise is simulated (hidden)
     eval_offset: np.ndarray | None = None
+    # each job's configuration where the curves come from latent causes ({"kl_coef": (n,), "learning_rate":
+    # (n,)}; evalstop_gym.view.JobConfig), public only where the workload shows it; None otherwise
+    setup: dict | None = None
 
 
 def progress_grid(evals: int) -> np.ndarray:

@@ -20,12 +20,15 @@ Gold follows Gao et al.'s RL form ``R(d) = d (alpha - beta ln d)`` with ``beta =
 2024 fit Gao's forms to direct-alignment over-optimisation against the KL of the implicit policy).
 The true score adds *plateau drift* (``drift``): a random walk whose steps have lag-1
 autocorrelation ``drift_autocorr`` (training stochasticity that persists across checkpoints). A run is
-**hacking** iff its true score meets the gold label rule of logged runs
-(:func:`evalstop_gym.curvelog.label_gold`: the peak is not the last checkpoint and the score gives back
-at least 25% of its gain and 0.03). Nothing else decides it.
+**hacking** iff its gold and proxy meet the label rule of logged runs (:func:`evalstop_gym.label.overoptimised`:
+gold gives back at least 25% of its gain, 0.03 and 2 sqrt(2) times its own noise sd after its peak while the proxy rises
+beyond its noise; a run without a proxy never hacks). The rule reads the curves only, no parameter of the
+world. Nothing else decides it.
 
 Public signals from the same latents: the RLHF proxy reward is linear in ``d`` (Gao et al.),
-``proxy = proxy_slope * d`` plus noise, for exploitable and robust proxies alike; the training loss
+``proxy = proxy_slope * d`` plus noise, for exploitable and robust proxies alike; a DPO run's proxy, its
+implicit reward margin, follows the same law (it grows with the policy's KL from its reference; the
+simulator's views show proxies of RLHF jobs only, as before), a LoRA run has none; the training loss
 falls for every run, faster with a larger learning rate: ``loss = L0 (f + (1 - f) exp(-x lr / tau))``.
 Observed eval scores (:mod:`evalstop_gym.workload`): where the world models eval-set sizes, a
 binomial draw on ``n`` items (discrete and skewed near 0 and 1, unlike a Gaussian), its error scaled
@@ -38,6 +41,7 @@ import numpy as np
 
 from .config import JOB_TYPES, LatentModel
 from .curves import Curves, gao_normalized, progress_grid
+from .label import overoptimised
 
 
 def log_uniform(rng: np.random.Generator, bounds: tuple[float, float], n: int) -> np.ndarray:
@@ -72,23 +76,6 @@ def drift_walk(rng: np.random.Generator, n: int, evals: int, sd: float, rho: flo
     return sd * np.cumsum(steps, axis=1)
 
 
-# The gold label rule's thresholds, the values of curvelog.GOLD_DROP_SHARE / GOLD_MIN_DROP (a test keeps
-# them equal); held here so that generating a workload does not import the curve-log readers.
-GOLD_DROP_SHARE = 0.25
-GOLD_MIN_DROP = 0.03
-
-
-def gold_labels(start: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """The gold label rule of logged runs (:func:`evalstop_gym.curvelog.label_gold`) on each row of
-    checkpoints after ``start``, vectorised: the peak is not the last checkpoint and the score gives
-    back at least ``GOLD_DROP_SHARE`` of its gain and ``GOLD_MIN_DROP``."""
-    curve = np.concatenate([start[:, None], gold], axis=1)
-    top = np.argmax(curve, axis=1)
-    peak = curve.max(axis=1)
-    threshold = np.maximum(GOLD_DROP_SHARE * (peak - curve[:, 0]), GOLD_MIN_DROP)
-    return (top < gold.shape[1]) & (peak - curve[:, -1] >= threshold)
-
-
 def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_type: np.ndarray,
                   hacking_fraction: float) -> tuple[Curves, np.ndarray, np.ndarray]:
     """Every job's hidden curves from its latent causes: ``(curves, hacking, kl)``.
@@ -119,20 +106,22 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     if model.drift > 0:
         gold = gold + drift_walk(rng, n, evals, model.drift, model.drift_autocorr)
     gold = np.clip(gold, 0.0, 1.0)
-    hacking = gold_labels(base, gold)
-    top = np.argmax(gold, axis=1)
-    peak_progress = np.where(hacking, x[top], np.inf)
 
     slope = log_uniform(rng, model.proxy_slope, n)
     proxy = slope[:, None] * d + model.proxy_noise * rng.standard_normal((n, evals))
-    proxy = np.where(rlhf[:, None], proxy, np.nan)
+    proxy = np.where((rlhf | dpo)[:, None], proxy, np.nan)
+    hacking, top, _, _ = overoptimised(np.concatenate([base[:, None], gold], axis=1),
+                                       np.concatenate([np.where(rlhf | dpo, 0.0, np.nan)[:, None], proxy], axis=1))
+    peak_progress = np.where(hacking, np.concatenate([[0.0], x])[top], np.inf)
     l0 = rng.uniform(*model.loss_start, size=n)
     floor = rng.uniform(*model.loss_floor_frac, size=n)
     tau = rng.uniform(*model.loss_tau, size=n) / lr
     loss = l0[:, None] * (floor[:, None] + (1.0 - floor[:, None]) * np.exp(-x[None, :] / tau[:, None]))
     loss = loss * (1.0 + model.loss_noise * rng.standard_normal((n, evals)))
     eval_z = rng.standard_normal((n, evals))
-    curves = Curves(gold=gold, start=base, eval_z=eval_z, loss=loss, proxy=proxy, peak_progress=peak_progress)
+    setup = {"kl_coef": np.where(penalised, kappa, 0.0), "learning_rate": lr}
+    curves = Curves(gold=gold, start=base, eval_z=eval_z, loss=loss, proxy=proxy, peak_progress=peak_progress,
+                    setup=setup)
     return curves, hacking, d ** 2
 
 

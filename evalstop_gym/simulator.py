@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import JOB_TYPES
+from .config import JOB_TYPES, ConfigError
 from .placement import Placer
 from .timebase import MAX_HOURS, TICKS_PER_HOUR, ceil_ticks, to_ticks
 from .view import COMPLETED, RUNNING, STOPPED, WAITING, ClusterView, JobView
@@ -112,7 +112,9 @@ class Simulator:
 
     _VOID_SLACK = 32  # void checkpoints the heap may hold beyond half of it (a small heap is not worth a pass)
 
-    def __init__(self, workload: Workload):
+    def __init__(self, workload: Workload, config_visible: bool = False):
+        """``config_visible``: put each job's public configuration (:class:`~evalstop_gym.view.JobConfig`: what a
+        platform sees when the job is submitted) into its view; off, views carry none (``config`` is None)."""
         w = workload
         self._w = w
         n, self._evals = w.n, w.evals_per_job
@@ -135,6 +137,12 @@ class Simulator:
         self._loss = w.curves.loss.ravel().tolist()
         self._proxy = w.curves.proxy.ravel().tolist()
         self._rlhf = (w.job_type == JOB_TYPES.index("rlhf")).tolist()  # only RLHF jobs report proxy rewards
+        if not isinstance(config_visible, bool):
+            raise ConfigError("config_visible", config_visible, "must be True or False")
+        self._config = w.job_configs() if config_visible else None
+        if config_visible and self._config is None:
+            raise ConfigError("config_visible", True, "needs a world whose curves come from latent causes (a "
+                                                      "LatentModel): a label-first CurveModel draws no configuration")
         spec = w.spec
         self._placer = None if spec.trivial else Placer(spec)
         self.cluster = ClusterView(w.total_gpus, spec, self._placer)
@@ -241,6 +249,8 @@ class Simulator:
         w = self._w
         v = JobView(j, int(w.tenant[j]), JOB_TYPES[w.job_type[j]], self._gpus[j], self._submit[j],
                     self._est[j], self._evals, self.cluster, self._items[j])
+        if self._config is not None:
+            v.config = self._config[j]
         self.views[j] = v
         self._enqueue(v)
         self._dirty = True

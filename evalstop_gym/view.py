@@ -15,11 +15,27 @@ its own picture, never the simulation.
 from __future__ import annotations
 
 from array import array
+from typing import NamedTuple
 
 from .placement import BestFitPool, FlatPool, NodePool, place_preemptive
 from .timebase import TICKS_PER_HOUR
 
 WAITING, RUNNING, COMPLETED, STOPPED = "waiting", "running", "completed", "stopped"
+
+
+class JobConfig(NamedTuple):
+    """A job's public configuration: what a platform sees when a user submits the job (its training
+    arguments), shown in :attr:`JobView.config` only when the simulator's ``config_visible`` is on.
+
+    ``kl_coef``: the KL penalty's coefficient (0: no penalty); ``learning_rate``: relative to the world's
+    typical rate (1); ``data_size``: preference pairs (or examples) and ``model_size``: parameters, NaN where
+    the world does not model them (the latent worlds draw neither).
+    """
+
+    kl_coef: float
+    learning_rate: float
+    data_size: float
+    model_size: float
 
 
 class JobView:
@@ -48,13 +64,14 @@ class JobView:
     next checkpoint, so what the policy kept stays the
     snapshot it took, as a copy would.
     ``consecutive_declines`` counts the trailing run of strict declines of the
-    observed eval score.
+    observed eval score. ``config`` is the job's :class:`JobConfig` where the
+    simulator shows it (``Simulator(workload, config_visible=True)``), else None.
     """
 
     __slots__ = ("job_id", "tenant", "job_type", "gpus", "submit_h", "est_length_h", "evals_total", "eval_items",
                  "eval_scores", "eval_attained_h", "train_losses", "proxy_rewards", "consecutive_declines", "status",
                  "start_h", "queued_seq", "submit_ticks", "est_length_ticks", "_service_ticks", "_run_since_ticks", "_cluster",
-                 "nodes", "_restore_ticks", "_restore_until")
+                 "nodes", "_restore_ticks", "_restore_until", "config")
 
     def __init__(self, job_id: int, tenant: int, job_type: str, gpus: int, submit_ticks: int,
                  est_length_ticks: int, evals_total: int, cluster: "ClusterView", eval_items: int = 0):
@@ -82,6 +99,7 @@ class JobView:
         self._restore_until = 0             # tick at which the current run's resume ends (0: none)
         self._cluster = cluster
         self.nodes: tuple | None = None     # while running on nodes: ((node, gpus), ...); None on the flat pool
+        self.config: JobConfig | None = None   # the job's public configuration, where the workload shows it
 
     @property
     def attained_ticks(self) -> int:

@@ -55,6 +55,18 @@ class Workload:
     def n(self) -> int:
         return int(self.submit_h.shape[0])
 
+    def job_configs(self) -> list | None:
+        """Each job's public :class:`~evalstop_gym.view.JobConfig` (NaN for a field the world does not
+        model), or None where the curves carry no configuration (a label-first CurveModel draws none)."""
+        setup = self.curves.setup
+        if setup is None:
+            return None
+        from .view import JobConfig
+
+        nan = np.full(self.n, np.nan)
+        cols = [np.asarray(setup.get(f, nan), dtype=float).tolist() for f in JobConfig._fields]
+        return [JobConfig(*row) for row in zip(*cols)]
+
     @property
     def evals_per_job(self) -> int:
         return int(self.curves.gold.shape[1])

@@ -128,7 +128,7 @@ def test_paper_world_keeps_the_abstracts_detection_regime():
 def test_cli_audit_prints_a_table_and_refuses_bad_seeds(capsys):
     assert main(["audit", "--seeds", "700-702", "--jobs", "100", "--no-classifier"]) == 0
     out = capsys.readouterr().out
-    assert "| rlhf | 1 |" in out and "best early AUC" in out
+    assert "| rlhf | 1 |" in out and "best early AUC" in out and "labelled hacking: " in out
     assert main(["audit", "--seeds", "9-3"]) == 2
     assert "seeds" in capsys.readouterr().err
 
@@ -151,3 +151,43 @@ def test_cli_audit_reads_a_curve_log(tmp_path, capsys):
     np.testing.assert_array_equal(runs["rlhf"].hacking, w.hacking[w.job_type == 2])   # the same gold rule
     assert main(["audit", "--curves", str(path), "--no-classifier"]) == 0
     assert "| rlhf | 1 |" in capsys.readouterr().out
+
+
+def test_the_configuration_is_audited_alone_and_beside_the_curves():
+    # planted: the label is exactly "has a KL penalty" (a configuration field), the curves are pure noise
+    rng = np.random.default_rng(4)
+    n = 200
+    y = np.arange(n) % 2 == 0
+    config = {"kl_coef": np.where(y, 0.0, 0.1), "learning_rate": rng.uniform(0.5, 2.0, n),
+              "data_size": np.full(n, np.nan)}
+    runs = au.Runs(rng.normal(size=(n, 10)), np.full((n, 10), np.nan), np.full((n, 10), np.nan), {}, y,
+                   np.full(n, 5), config)
+    assert np.isnan(au.audit_runs(runs, "rlhf", evals=(1,), classifier=False)[0].config_auc)   # not asked
+    row = au.audit_runs(runs, "rlhf", evals=(1,), classifier=False, config=True)[0]
+    assert row.config_auc == 1.0 and row.with_config_auc == 1.0          # kl_coef splits the labels
+    assert row.pre_peak_config_auc == 1.0
+    assert row.best_auc < 0.7                                              # the curves alone do not
+    assert "config:data_size" not in au.config_features(runs)            # no varying value: no feature
+    plain = au.audit_runs(au.Runs(runs.observed, runs.proxy, runs.loss, {}, y), "rlhf", evals=(1,), classifier=False,
+                          config=True)
+    assert np.isnan(plain[0].config_auc) and np.isnan(plain[0].with_config_auc)
+
+
+def test_a_logged_run_s_configuration_comes_from_the_manifest_beside_its_log():
+    from evalstop_gym.data import TRL_LIBRARY
+
+    settings = au.manifest_settings(TRL_LIBRARY)
+    assert settings is not None and len(settings) == len(trl_library())
+    s = settings["trl-dpo-pairs128-kl0.1-lr0.001-seed0"]
+    assert au.run_config(s) == {"kl_coef": 0.1, "learning_rate": 0.001, "data_size": 128.0, "model_size": 106560.0}
+    assert np.isnan(au.run_config(None)["kl_coef"])
+    assert au.manifest_settings("nowhere/runs.csv") is None
+
+
+def test_labelled_counts_each_job_type_and_all():
+    def runs(labels):
+        n = len(labels)
+        return au.Runs(np.zeros((n, 3)), np.zeros((n, 3)), np.zeros((n, 3)), {}, np.array(labels, bool))
+
+    got = au.labelled({"rlhf": runs([1, 0, 1, 1]), "lora": runs([0, 0])})
+    assert got == {"rlhf": (3, 4), "lora": (0, 2), "all": (3, 6)}

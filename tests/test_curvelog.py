@@ -169,13 +169,14 @@ def test_resample_interpolates_onto_progress_checkpoints():
     assert resample(run, "train_loss", 4) is None
 
 
-def gold_run(gold, evals_noise=None, steps=None):
-    """A run logging a dense ``gold`` column beside its eval scores (gold plus ``evals_noise``)."""
+def gold_run(gold, evals_noise=None, steps=None, proxy=None):
+    """A run logging a dense ``gold`` column beside its eval scores (gold plus ``evals_noise``) and a proxy
+    reward (default: a straight rise, noise 0, so the label turns on gold alone)."""
     gold = np.asarray(gold, dtype=float)
     steps = np.arange(gold.size, dtype=float) if steps is None else np.asarray(steps, dtype=float)
     noise = np.zeros(gold.size) if evals_noise is None else np.asarray(evals_noise, dtype=float)
-    nan = np.full(gold.size, np.nan)
-    return LoggedRun("g", steps, gold + noise, nan, nan, {"gold": gold})
+    proxy = np.linspace(0.0, 1.0, gold.size) if proxy is None else np.asarray(proxy, dtype=float)
+    return LoggedRun("g", steps, gold + noise, np.full(gold.size, np.nan), proxy, {"gold": gold})
 
 
 def test_gold_rule_peak_to_end_drop_against_a_share_of_the_gain():
@@ -192,10 +193,16 @@ def test_gold_rule_peak_to_end_drop_against_a_share_of_the_gain():
     # a run that only gets worse: its best checkpoint is the start
     lab = label_run(gold_run([0.6, 0.55, 0.5]), evals=2)
     assert lab.hacking and lab.peak_progress == 0.0
+    # the same gold falls while a logged proxy falls too, or with no proxy logged: not over-optimisation
+    fall = [0.5, 0.6, 0.7, 0.8, 0.8, 0.8, 0.7, 0.6, 0.5, 0.5, 0.5]
+    assert not label_run(gold_run(fall, proxy=np.r_[np.linspace(0, 1, 4), np.linspace(0.9, 0.3, 7)]), evals=10).hacking
+    assert not label_run(gold_run(fall, proxy=np.full(11, np.nan)), evals=10).hacking
 
 
 def test_gold_rule_reads_the_detectors_checkpoint_grid_and_ignores_eval_noise():
     spike = gold_run([0.2, 0.9, 0.5, 0.5, 0.5])
+    # two second differences beside the peak's own: too few for a noise estimate, so the fall of 0.4 is weighed
+    # against a quarter of the gain (0.175) and 0.03
     assert label_run(spike, evals=4).hacking          # checkpoints at steps 1..4 see the spike at step 1
     assert not label_run(spike, evals=2).hacking      # checkpoints at steps 2 and 4 never see it
     # the same gold with very noisy evals gets the same label; the evals alone fall at the end, yet without the
@@ -320,7 +327,8 @@ def cli(*args):
 
 def write_library(tmp_path, gold=True):
     rows = [{"job": name, "step": float(s), "eval_score": float(run.eval_score[s]),
-             **({"gold": float(run.eval_score[s])} if gold else {})}
+             **({"gold": float(run.eval_score[s])} if gold else {}),
+             **({"proxy_reward": float(run.proxy_reward[s])} if np.isfinite(run.proxy_reward[s]) else {})}
             for name, run in library().items() for s in range(21)]
     write_curve_log(str(tmp_path / "lib.jsonl"), rows)
     return str(tmp_path / "lib.jsonl")

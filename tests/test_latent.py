@@ -8,6 +8,7 @@ import pytest
 from evalstop_gym.config import CALIBRATIONS, ConfigError, LatentModel, WorkloadConfig
 from evalstop_gym.latent import drift_walk, gold_of_d, kl_path, latent_curves
 from evalstop_gym.workload import generate
+from label_reference import reference_label
 
 
 def test_gold_is_gaos_rl_form_with_its_peak_at_d_star():
@@ -44,29 +45,17 @@ def test_proxy_rises_with_d_for_every_rlhf_run_hacking_or_not():
     assert np.all(curves.loss[:, -1] < curves.loss[:, 0])                  # the loss falls, hacking or not
 
 
-def _rule(start, gold):
-    """Independent reference of the gold label rule: peak not last, drop >= max(0.25 gain, 0.03)."""
-    c = np.concatenate([[start], gold])
-    p = int(np.argmax(c))
-    return p < len(gold) and c[p] - c[-1] >= max(0.25 * (c[p] - c[0]), 0.03)
-
-
 @pytest.mark.parametrize("calibration", ["paper", "realistic", "grounded"])
-def test_labels_emerge_from_gold_alone(calibration):
+def test_labels_emerge_from_gold_and_proxy_alone(calibration):
     w = generate(WorkloadConfig(calibration=calibration, seed=11, jobs=300))
-    ref = np.array([_rule(w.curves.start[j], w.curves.gold[j]) for j in range(w.n)])
+    # a world's proxy starts at 0: the reward of the reference policy itself (d = 0)
+    ref = np.array([reference_label(np.r_[w.curves.start[j], w.curves.gold[j]], np.r_[0.0, w.curves.proxy[j]])
+                    for j in range(w.n)])
+    assert 0 < ref.sum() < w.n
     np.testing.assert_array_equal(w.hacking, ref)
+    assert not w.hacking[w.job_type == 0].any()                            # LoRA: no proxy, never hacking
     assert np.all(np.isinf(w.curves.peak_progress[~w.hacking]))
     assert np.all(w.curves.peak_progress[w.hacking] < 1.0)
-
-
-def test_hand_toy_labels():
-    from evalstop_gym.latent import gold_labels
-
-    start = np.array([0.1, 0.1, 0.1])
-    gold = np.array([[0.3, 0.5, 0.7, 0.9], [0.5, 0.6, 0.55, 0.58], [0.5, 0.6, 0.4, 0.3]])
-    # rises: healthy; gives back 0.02 < 0.03: healthy; gives back 0.3 of a 0.5 gain: hacking
-    assert gold_labels(start, gold).tolist() == [False, False, True]
 
 
 def test_paper_world_hacking_share_follows_the_knob():
@@ -117,21 +106,19 @@ def test_bad_latent_values_name_the_field():
 
 
 def test_vectorised_label_rule_agrees_with_the_curve_log_reader():
-    from evalstop_gym import curvelog, latent
+    # the world calls overoptimised on every row at once; a logged run goes through label_gold's resampling
     from evalstop_gym.curvelog import LoggedRun, label_gold
-    from evalstop_gym.latent import gold_labels
-
-    assert (latent.GOLD_DROP_SHARE, latent.GOLD_MIN_DROP) == (curvelog.GOLD_DROP_SHARE, curvelog.GOLD_MIN_DROP)
+    from evalstop_gym.label import overoptimised
 
     rng = np.random.default_rng(3)
-    start = rng.uniform(0, 0.3, 300)
-    gold = np.clip(start[:, None] + np.cumsum(rng.normal(0.02, 0.05, (300, 10)), axis=1), 0, 1)
+    gold = np.clip(rng.uniform(0, 0.3, (300, 1)) + np.cumsum(rng.normal(0.02, 0.05, (300, 11)), axis=1), 0, 1)
+    proxy = np.cumsum(rng.normal(0.03, 0.03, (300, 11)), axis=1)
+    proxy[:40] = np.nan                                                      # runs that log no proxy
     steps = np.arange(11.0)
-    nan = np.full(11, np.nan)
-    ref = [label_gold(LoggedRun(str(j), steps, np.r_[start[j], gold[j]], nan, nan,
-                                {"gold": np.r_[start[j], gold[j]]}), 10).hacking for j in range(300)]
-    assert 20 < sum(ref) < 280
-    np.testing.assert_array_equal(gold_labels(start, gold), ref)
+    ref = [label_gold(LoggedRun(str(j), steps, gold[j], np.full(11, np.nan), proxy[j], {"gold": gold[j]}),
+                      10).hacking for j in range(300)]
+    assert 20 < sum(ref) < 280 and not any(ref[:40])
+    np.testing.assert_array_equal(overoptimised(gold, proxy)[0], ref)
 
 
 def test_hack_peak_places_an_unpenalised_exploitable_run_s_peak():

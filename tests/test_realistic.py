@@ -141,7 +141,9 @@ def test_realistic_healthy_curves_saturate_early_and_jitter_on_a_plateau():
     true_declines = np.diff(gold, axis=1) < 0         # training stochasticity, before any eval noise
     assert true_declines.any(axis=1).mean() > 0.5
     paper = generate(WorkloadConfig(jobs=400, seed=6))
-    assert not (np.diff(paper.curves.gold[~paper.hacking], axis=1) < 0).any()
+    # the paper world's gold has no drift: a run that is not labelled declines only where it over-optimises
+    # while its noisy proxy's rise stays within that proxy's noise (3 of the 201 unlabelled runs here)
+    assert (np.diff(paper.curves.gold[~paper.hacking], axis=1) < 0).any(axis=1).mean() < 0.02
 
 
 def test_eval_noise_is_the_sampling_error_of_the_jobs_eval_set():

@@ -48,7 +48,8 @@ def test_hand_written_log_history(tmp_path):
     assert run.extra["eval_items"].tolist() == [30, 30, 30]
     assert set(run.extra) == {"gold", "kl", "eval_items"}
     assert (run.metric, run.mode) == ("eval_score", "max")
-    # gold by hand: start 0.55, peak 0.62 at the middle, last 0.45: drop 0.17 >= max(0.25 * 0.07, 0.03)
+    # gold by hand: start 0.55, peak 0.62 at the middle, last 0.45: drop 0.17 >= max(0.25 * 0.07, 0.03), while
+    # the proxy rises from 0.8 to 1.1 (3 checkpoints: too few to estimate either curve's noise)
     lab = label_run(run, evals=2)
     assert lab.hacking and lab.peak_progress == 0.5 and lab.drop == pytest.approx(0.17)
 

@@ -1,6 +1,6 @@
 """The shipped TRL curve library (evalstop_gym/data/trl_library.csv.gz): it loads without torch or TRL,
-holds the runs its metadata lists (GRPO or RLOO and DPO), both labels occur, the gold rule's labels agree
-with a ten-line reference of the rule, and ``curves compare`` runs on it."""
+holds the runs its metadata lists (GRPO or RLOO and DPO), both labels occur, the label rule agrees
+with a plain restatement of it (tests/label_reference.py), and ``curves compare`` runs on it."""
 
 import json
 import subprocess
@@ -12,6 +12,7 @@ import pytest
 from evalstop_gym.config import WorkloadConfig
 from evalstop_gym.curvelog import label_run
 from evalstop_gym.data import TRL_LIBRARY, TRL_LIBRARY_META, trl_library
+from label_reference import reference_label
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +26,13 @@ def meta():
         return json.load(f)
 
 
-def reference_label(steps, gold, evals):
-    """The gold rule restated: gold at the start and at E even checkpoints; hacking if the peak is not the
-    last and the fall from it is at least max(0.25 * gain, 0.03)."""
-    at = steps[0] + np.arange(evals + 1) / evals * (steps[-1] - steps[0])
-    g = np.interp(at, steps, gold)
-    p = int(np.argmax(g))
-    return p < evals and g[p] - g[-1] >= max(0.25 * (g[p] - g[0]), 0.03)
+def reference(run, evals):
+    """Gold and proxy at the start and at E even checkpoints (the proxy held flat before its first logged
+    step), labelled by the rule's plain restatement."""
+    at = run.step[0] + np.arange(evals + 1) / evals * (run.step[-1] - run.step[0])
+    logged = np.isfinite(run.proxy_reward)
+    return reference_label(np.interp(at, run.step, run.extra["gold"]),
+                           np.interp(at, run.step[logged], run.proxy_reward[logged]))
 
 
 def test_the_library_holds_the_runs_its_metadata_lists(runs, meta):
@@ -51,7 +52,7 @@ def test_both_labels_and_the_rule_agrees_with_a_reference(runs, evals):
     labels = {name: label_run(run, evals=evals).hacking for name, run in runs.items()}
     assert 0 < sum(labels.values()) < len(labels)          # over-optimising and healthy runs both
     for name, run in runs.items():
-        assert labels[name] == reference_label(run.step, run.extra["gold"], evals), name
+        assert labels[name] == reference(run, evals), name
 
 
 def test_over_optimising_runs_gain_proxy_while_gold_falls(runs):

@@ -194,7 +194,7 @@ def _rebuilt(parquet: str | os.PathLike, name: str, base: WorkloadConfig | None 
     by_key: dict[tuple, list[dict[str, Any]]] = {}
     for row in pq.read_table(parquet).to_pylist():
         by_key.setdefault(_key(row), []).append(row)
-    (exp,) = build_suite([name], base_scheduler=base_scheduler, detectors=detectors)
+    (exp,) = build_suite([name], base_scheduler=base_scheduler, detectors=detectors, workload=base)
     seed_list = list(range(first_seed, first_seed + seeds))
     results = {}
     for point in exp.points:

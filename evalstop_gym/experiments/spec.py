@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ..api import DEFAULT_SCHEDULER
-from ..config import ConfigError
+from ..config import ConfigError, WorkloadConfig
 
 ANCHOR_STOPPERS = ("none", "evalstop", "stopat", "lossplateau")
 EXPECTED_SCHEDULERS = ("fifo", "sjf-est", "srtf-est", "lossaware", "tiresias")
@@ -168,6 +168,7 @@ class _Context:
     detectors: tuple[str, ...]
     notes: list[str]
     learned_arm: tuple[Arm, str | None] | None = None   # a saved model's arm and its own scheduler, if any
+    world: Any = None    # the WorkloadConfig the suite runs on: what E10 perturbs
 
     def learned(self, x: Any = None, **workload: Any) -> tuple[Point, ...]:
         """The learned policy's point (none without a model); a stop-policy runs over the base scheduler."""
@@ -398,25 +399,30 @@ def _e9(c: _Context) -> Experiment:
                               "significance over 10 seeds (docs/results.md, E9)"),))
 
 
-# worlds a detector was not written for (realistic-world knobs; the realistic values are in the comments)
-MISSPECIFIED: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("as calibrated", {}),
-    ("seed noise x2-3", {"world.seed_noise_factor": (2.0, 3.0)}),      # 1-2
-    ("plateau drift x2", {"curves.drift": 0.016}),                     # 0.008 per eval
-    ("healthy KL grows", {"curves.penalty_share": 0.0}),               # 0.3: penalised runs' KL levels off
-    ("drops near threshold", {"curves.peak_gain_exploitable": (0.03, 0.12)}),   # 0.15-0.4; the label needs a 0.03 drop
-)
-MISSPECIFIED = MISSPECIFIED + (("all four", {k: v for _, w in MISSPECIFIED for k, v in w.items()}),)
+def misspecified(base: "WorkloadConfig") -> tuple[tuple[str, dict[str, Any]], ...]:
+    """E10's worlds, each relative to the world it perturbs (``base``'s calibration or overrides): "x2" is twice
+    that world's own value, so a fitted world is perturbed as much as a hand-set one."""
+    lo, hi = base.world.seed_noise_factor
+    worlds: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("as calibrated", {}),
+        ("seed noise x2", {"world.seed_noise_factor": (2.0 * lo, 2.0 * hi)}),
+        ("plateau drift x2", {"curves.drift": 2.0 * base.curves.drift}),
+        ("healthy KL grows", {"curves.penalty_share": 0.0}),          # penalised runs' KL levels off
+        # the label's own floor is an absolute 0.03 drop, so this one is absolute too
+        ("drops near threshold", {"curves.peak_gain_exploitable": (0.03, 0.12)}),
+    )
+    return worlds + (("all four", {k: v for _, w in worlds for k, v in w.items()}),)
 
 
 def _e10(c: _Context) -> Experiment:
     arms = c.under_test()
-    c.note("meant for --calibration realistic: the paper world has no eval-set sizes, plateau drift or KL "
-           "penalty, so there its first three variants equal the calibrated world")
-    c.note("seed noise: each job's eval sd is this factor times its sampling error; healthy KL grows: no run "
-           "has a KL penalty; drops near threshold: runs with an exploitable proxy gain only 0.03-0.12 by their "
-           "peak, so their falls are near the label's 0.03 minimum drop")
-    points = tuple(Point.of(a, c.base, x=label, **world) for label, world in MISSPECIFIED for a in arms)
+    c.note("meant for --calibration realistic or grounded: the paper world has no eval-set sizes, plateau drift or "
+           "KL penalty, so there its first three variants equal the calibrated world")
+    c.note("x2: twice the perturbed world's own value (seed noise: each job's eval sd is this factor times its "
+           "sampling error; plateau drift: the sd of each step of the true score's drift); healthy KL grows: no "
+           "run has a KL penalty; drops near threshold: runs with an exploitable proxy gain only 0.03-0.12 by "
+           "their peak, so their falls are near the label's 0.03 minimum drop")
+    points = tuple(Point.of(a, c.base, x=label, **world) for label, world in misspecified(c.world) for a in arms)
     return Experiment(
         "E10", "Misspecified worlds", "Do the detectors keep their F1 and waste cut when the world's noise, "
         "KL growth and hacking depth differ from the calibration they were chosen on?", "world", points,
@@ -453,7 +459,7 @@ def parse_names(text: str | None) -> list[str]:
 
 def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None = None,
                 base_scheduler: str | None = None, detectors: Sequence[str] | None = None,
-                model: str | None = None
+                model: str | None = None, workload: "WorkloadConfig | None" = None
                 ) -> list[Experiment]:
     """Build the named experiments against the registry (default: the live one).
 
@@ -462,8 +468,11 @@ def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None
     ``detectors`` defaults to every registered non-anchor stopper. ``model``:
     the path of a model saved by ``evalstop-gym train``, which adds a
     ``learned`` row to E1 and to every noise level of E3 (:mod:`.learned`).
+    ``workload``: the configuration the suite runs on (default: the paper
+    world's), whose values E10 perturbs.
     """
     reg = registry or Registry.current()
+    world = workload if workload is not None else WorkloadConfig()
     names = list(EXPERIMENTS) if names is None else names
     for n in names:
         if n not in EXPERIMENTS:
@@ -492,7 +501,7 @@ def build_suite(names: Sequence[str] | None = None, *, registry: Registry | None
         learned = provider().arm(model)   # reads the model's config; no torch yet
     out = []
     for n in names:
-        ctx = _Context(reg, base, dets, list(notes), learned)
+        ctx = _Context(reg, base, dets, list(notes), learned, world)
         exp = EXPERIMENTS[n][1](ctx)
         out.append(dataclasses.replace(exp, notes=tuple(ctx.notes)))
     return out

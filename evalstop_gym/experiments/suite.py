@@ -154,7 +154,7 @@ def folder_specs(experiments: Sequence[Experiment], manifest: Mapping[str, Any],
     kept = [n for n in manifest["experiments"] if n not in mine]
     if kept:
         experiments = [*experiments, *build_suite(kept, base_scheduler=world["base_scheduler"],
-                                                   detectors=world["detectors"])]
+                                                   detectors=world["detectors"], workload=base)]
     return {e.name: [RunSpec.of(p, base, s) for p in e.points for s in seed_list]
             for e in sorted(experiments, key=lambda e: list(EXPERIMENTS).index(e.name))}
 
@@ -231,7 +231,7 @@ def reproduce(names: Sequence[str] | None = None, *, seeds: int = 10, first_seed
         arms = provider()
         arms.check_seeds(first_seed, seeds)
         arms.check_model(model)   # a model that cannot be loaded fails now, before any run
-    experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model)
+    experiments = build_suite(names, base_scheduler=base_scheduler, detectors=detectors, model=model, workload=base)
     if base.calibration != "paper":  # claims about the paper calibration's regime do not apply
         experiments = [dataclasses.replace(e, claims=tuple(c for c in e.claims if c.source != "calibration"))
                        for e in experiments]

@@ -1,0 +1,28 @@
+"""E10's misspecified worlds are relative to the world they perturb: x2 is twice that world's own value."""
+
+import dataclasses
+
+import pytest
+
+from evalstop_gym.config import CALIBRATIONS, WorkloadConfig
+from evalstop_gym.experiments.spec import build_suite, misspecified
+
+
+@pytest.mark.parametrize("calibration,drift,noise", [("realistic", 0.016, (2.0, 4.0)),
+                                                     ("grounded", 2 * 0.0657551, (2 * 0.488104, 2 * 0.488104))])
+def test_x2_is_twice_the_calibrated_value(calibration, drift, noise):
+    # by hand: realistic's drift 0.008 and seed noise factor 1-2; grounded's fitted 0.0657551 and 0.488104
+    worlds = dict(misspecified(WorkloadConfig(calibration=calibration)))
+    assert worlds["plateau drift x2"]["curves.drift"] == pytest.approx(drift)
+    assert worlds["seed noise x2"]["world.seed_noise_factor"] == pytest.approx(noise)
+    assert worlds["as calibrated"] == {}
+    assert worlds["all four"]["curves.drift"] == pytest.approx(drift)
+
+
+def test_a_user_s_own_world_is_perturbed_from_its_own_values():
+    curves = dataclasses.replace(CALIBRATIONS["realistic"].curves, drift=0.03)
+    base = WorkloadConfig(calibration="realistic", curves=curves)
+    assert dict(misspecified(base))["plateau drift x2"] == {"curves.drift": 0.06}
+    (e10,) = build_suite(["E10"], workload=base)
+    drifts = {dict(p.workload).get("curves.drift") for p in e10.points if p.x == "plateau drift x2"}
+    assert drifts == {0.06}
