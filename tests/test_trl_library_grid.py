@@ -1,6 +1,7 @@
 """The varied TRL library's recipe (tools/trl_library.py --grid varied): its grid covers two tasks, two
 widths, runs with and without a KL penalty, with distinct names; its pilot takes one run of each task,
-width and penalty; the CPU projection is its own arithmetic; and a run of the grid's addition task at a
+width and penalty; the CPU projection is its own arithmetic; SFT models are built once, before the
+runs, with their CPU seconds recorded; and a run of the grid's addition task at a
 width other than the default regenerates byte for byte from its seed."""
 
 import importlib.util
@@ -46,16 +47,18 @@ def test_the_pilot_is_one_grpo_run_per_task_width_and_penalty():
     assert all(p["method"] == "grpo" and p in VARIED_GRID for p in pilot)
 
 
-def test_the_projection_is_pilot_cost_times_runs():
+def test_the_projection_is_pilot_cost_times_runs_plus_the_sft_models():
     tool = _tool()
-    library = [TRLRunSettings(task=t, dim=d, seed=i) for t, d, n in (("copy", 80, 3), ("add", 160, 2))
+    library = [TRLRunSettings(task=t, dim=d, seed=i % 2) for t, d, n in (("copy", 80, 3), ("add", 160, 2))
                for i in range(n)]
     pilot = [{"task": "copy", "dim": 80, "cpu_s": 10.0}, {"task": "copy", "dim": 80, "cpu_s": 20.0},
              {"task": "add", "dim": 160, "cpu_s": 40.0}]
-    text = tool.projection(pilot, library)
-    # hand: 3 runs x 15 s + 2 runs x 40 s = 125 s
-    assert "projected: 5 runs, 125 CPU s = 0.03 CPU-hours" in text
-    assert "no projection" in tool.projection(pilot[:2], library)   # no pilot of the addition task
+    sft = [{"task": "copy", "dim": 80, "cpu_s": 5.0}, {"task": "add", "dim": 160, "cpu_s": 7.0}]
+    text = tool.projection(pilot, sft, library)
+    # hand: copy 3 runs x 15 s + 2 seeds' SFT x 5 s = 55; add 2 runs x 40 s + 2 SFT x 7 s = 94; 149 s in all
+    assert "projected: 5 runs, 149 CPU s = 0.04 CPU-hours" in text
+    assert "no projection" in tool.projection(pilot[:2], sft, library)   # no pilot run of the addition task
+    assert "no projection" in tool.projection(pilot, sft[:1], library)   # nor its SFT model
 
 
 def test_a_varied_grid_run_of_the_addition_task_repeats_byte_for_byte(tmp_path):
@@ -67,3 +70,12 @@ def test_a_varied_grid_run_of_the_addition_task_repeats_byte_for_byte(tmp_path):
     assert name.startswith("trl-add-grpo-d24-")
     a, b = ((tmp_path / f / "curves.csv").read_bytes() for f in ("a", "b"))
     assert a == b and a.count(b"\n") == 1 + 4 + 1   # header, step 0 and four evals
+
+
+def test_sft_models_are_built_before_the_runs_and_their_cpu_recorded(tmp_path):
+    tool = _tool()
+    tiny = dict(steps=4, evals=2, eval_items=10, gold_items=20, sft_steps=10, rm_steps=5, dim=16, rm_dim=16)
+    grid = tuple(p for p in VARIED_GRID if p["task"] == "copy" and p["dim"] == 80 and p["method"] == "dpo")[:2]
+    generate_library(tmp_path, runs=2, grid=grid, backend_name="trl", workers=1, **tiny)
+    [model] = tool.sft_models(str(tmp_path))   # two runs, one shared SFT model
+    assert (model["task"], model["dim"], model["steps"]) == ("copy", 16, 10) and model["cpu_s"] > 0

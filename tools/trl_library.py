@@ -84,6 +84,7 @@ def main(argv=None) -> int:
     with gzip.GzipFile(log_path, "wb", mtime=0) as dst:
         dst.write(("\n".join(lines) + "\n").encode())   # mtime 0: the same runs give the same bytes
     cpu = [r["cpu_s"] for r in settings]
+    sft = sft_models(args.work)
     shown = ["python", "tools/trl_library.py", *(sys.argv[1:] if argv is None else argv)]
     meta = {"command": shlex.join(shown).replace(shlex.quote(args.work), "OUT"),
             "grid": args.grid, "pilot": args.pilot, "runs_requested": runs,
@@ -92,25 +93,44 @@ def main(argv=None) -> int:
             "runs": len(settings), "tasks": sorted({r["task"] for r in settings}),
             "policy_parameters": sorted({r["parameters"]["policy"] for r in settings}),
             "reward_model_parameters": sorted({r["parameters"]["reward_model"] for r in settings} - {None}),
-            "cpu_s_total": round(sum(cpu), 1),
+            "cpu_s_total": round(sum(cpu) + sum(m["cpu_s"] for m in sft), 1),
             "cpu_s_per_run": {"min": min(cpu), "median": sorted(cpu)[len(cpu) // 2], "max": max(cpu)},
+            "sft_models": sft,
             "note": "CPU seconds of each run's worker process (time.process_time), on a shared 2-core machine; "
-                    "the first run of a worker also pays for importing torch / transformers / TRL, and the "
-                    "first run of a task and width for its SFT model; parameters counted on models built "
-                    "from each run's configs (the policy's reference model is a frozen copy of the same size)",
+                    "the first run of a worker also pays for importing torch / transformers / TRL; each SFT "
+                    "model is built once before the runs that share it (sft_models: its CPU seconds; in "
+                    "cpu_s_total, not in any run's cpu_s; none listed if the folder's models predate the "
+                    "record); parameters counted on models built from each run's configs (the policy's "
+                    "reference model is a frozen copy of the same size)",
             "settings": [{k: v for k, v in r.items() if k not in ("wall_s",)} for r in settings]}
     with open(os.path.join(args.data, "trl_library.json"), "w") as f:
         json.dump(meta, f, indent=1)
         f.write("\n")
-    print(f"packed {len(settings)} runs, {sum(cpu):.0f} CPU s in all, into {args.data}")
+    print(f"packed {len(settings)} runs, {meta['cpu_s_total']:.0f} CPU s in all ({sum(cpu):.0f} in the runs, "
+          f"the rest in {len(sft)} SFT models), into {args.data}")
     from evalstop_gym.curvelog import read_curve_log
 
     logged = read_curve_log(log_path, "csv")
     print(summary(settings, logged))
     if args.pilot:
         print()
-        print(projection(settings, library_settings(len(full), args.seed, full, "trl", **overrides)))
+        print(projection(settings, sft, library_settings(len(full), args.seed, full, "trl", **overrides)))
     return 0
+
+
+def sft_models(work: str) -> list[dict]:
+    """The SFT models built in ``work/models``: each one's settings and the CPU seconds it took (models
+    without a recorded ``cpu_s`` left out)."""
+    out = []
+    models = os.path.join(work, "models")
+    for name in sorted(os.listdir(models)) if os.path.isdir(models) else ():
+        path = os.path.join(models, name, "sft.json")
+        if name.startswith("sft-") and os.path.exists(path):
+            with open(path) as f:
+                record = json.load(f)
+            if "cpu_s" in record:
+                out.append(record)
+    return out
 
 
 def _progress(done: int, total: int) -> None:
@@ -176,26 +196,31 @@ def summary(settings: list[dict], logged: dict, evals: int = 10) -> str:
     return "\n".join(out)
 
 
-def projection(pilot: list[dict], library: list) -> str:
-    """The full library's CPU time projected from pilot runs: each library run costs the mean CPU seconds of
-    the pilot runs of its task and width (pilot runs are GRPO with a reward model: DPO runs, which fit none,
-    cost less, so the projection errs high)."""
+def projection(pilot: list[dict], sft: list[dict], library: list) -> str:
+    """The full library's CPU time projected from pilot runs and their SFT models: each library run costs the
+    mean CPU seconds of the pilot runs of its task and width, and each SFT model the library needs (one per
+    seed, task and width) what the pilot's of that task and width cost. Pilot runs are GRPO with a reward
+    model; DPO runs, which fit none and generate nothing, cost less, so the projection errs high."""
     import numpy as np
 
-    per = {}
+    per, sft_cost = {}, {}
     for r in pilot:
         per.setdefault((r["task"], r["dim"]), []).append(r["cpu_s"])
-    missing = sorted({(s.task, s.dim) for s in library} - set(per))
+    for m in sft:
+        sft_cost.setdefault((m["task"], m["dim"]), []).append(m["cpu_s"])
+    missing = sorted({(s.task, s.dim) for s in library} - (set(per) & set(sft_cost)))
     if missing:
-        return f"no projection: the pilot has no run of task / width {missing}"
-    cells = [_line(["task", "width", "pilot runs", "CPU s per pilot run (mean)", "library runs",
-                    "projected CPU s"]), _line(["---"] * 6)]
+        return f"no projection: the pilot has no run or no SFT model of task / width {missing}"
+    cells = [_line(["task", "width", "pilot runs", "CPU s per pilot run (mean)", "library runs", "SFT models",
+                    "CPU s per SFT model", "projected CPU s"]), _line(["---"] * 8)]
     total = 0.0
     for key in sorted(per):
         n = sum((s.task, s.dim) == key for s in library)
-        mean = float(np.mean(per[key]))
-        total += n * mean
-        cells.append(_line([key[0], key[1], len(per[key]), f"{mean:.1f}", n, f"{n * mean:.0f}"]))
+        models = len({s.seed for s in library if (s.task, s.dim) == key})
+        run_s, sft_s = float(np.mean(per[key])), float(np.mean(sft_cost[key]))
+        total += n * run_s + models * sft_s
+        cells.append(_line([key[0], key[1], len(per[key]), f"{run_s:.1f}", n, models, f"{sft_s:.1f}",
+                            f"{n * run_s + models * sft_s:.0f}"]))
     cells.append(f"\nprojected: {len(library)} runs, {total:.0f} CPU s = {total / 3600:.2f} CPU-hours "
                  f"({total / 3600 / 2:.2f} h of wall time on 2 cores with 2 workers, if nothing else runs)")
     return "\n".join(cells)

@@ -187,27 +187,42 @@ def _logits(hf):
     return Logits()
 
 
+def _sft_key(s: TRLRunSettings) -> dict:
+    return {"seed": s.seed, "dim": s.dim, "layers": s.layers, "steps": s.sft_steps, "batch": s.sft_batch,
+            "lr": s.sft_lr, "task": s.task}
+
+
+def sft_path(s: TRLRunSettings, models_dir: str) -> str:
+    """The folder under ``models_dir`` that holds (or will hold) the SFT model of ``s``."""
+    digest = hashlib.sha256(json.dumps(_sft_key(s), sort_keys=True).encode()).hexdigest()[:12]
+    return os.path.join(models_dir, "sft-" + digest)
+
+
 def sft_folder(s: TRLRunSettings, models_dir: str) -> str:
     """The SFT model and tokenizer of ``s``, saved under ``models_dir`` (built once per SFT setting; runs
     that differ only after SFT share it; written to a temporary folder then renamed, so a folder that
-    exists is complete)."""
+    exists is complete). Its ``sft.json`` holds the SFT settings and ``cpu_s``, the CPU seconds the
+    build took (this process's)."""
+    import time
+
     import torch
     from transformers import AutoModelForCausalLM
 
-    key = {"seed": s.seed, "dim": s.dim, "layers": s.layers, "steps": s.sft_steps, "batch": s.sft_batch,
-           "lr": s.sft_lr, "task": s.task}
-    path = os.path.join(models_dir, "sft-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12])
+    path = sft_path(s, models_dir)
     if os.path.isdir(path):
         return path
-    torch.manual_seed(s.seed * 8 + 6)
-    model = AutoModelForCausalLM.from_config(_gpt2_config(s.dim, s.layers))
-    fit_sft(_logits(model), s.seed, s.sft_steps, s.sft_batch, s.sft_lr, task.TASKS[s.task])
+    _quiet()
+    c0 = time.process_time()
+    with one_thread_deterministic():   # as inside a run, so the model does not depend on who builds it
+        torch.manual_seed(s.seed * 8 + 6)
+        model = AutoModelForCausalLM.from_config(_gpt2_config(s.dim, s.layers))
+        fit_sft(_logits(model), s.seed, s.sft_steps, s.sft_batch, s.sft_lr, task.TASKS[s.task])
     os.makedirs(models_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(dir=models_dir, prefix=".sft-")
     model.save_pretrained(tmp)
     build_tokenizer().save_pretrained(tmp)
     with open(os.path.join(tmp, "sft.json"), "w") as f:
-        json.dump(key, f)
+        json.dump({**_sft_key(s), "cpu_s": round(time.process_time() - c0, 2)}, f)
     try:
         os.rename(tmp, path)
     except OSError:   # another worker finished the same folder first
