@@ -7,7 +7,9 @@ Layout of ``out_dir``:
   of the worker process), written after the CSV, so its presence marks a
   finished run. A rerun skips every run whose JSON holds the same settings.
 * TRL backend only: ``runs/<name>.trainer_state.json``, the Trainer's own
-  state with its ``log_history``; ``models/``, the SFT model folders runs share.
+  state with its ``log_history``; ``models/``, the SFT model folders runs share,
+  each built once before the runs (its ``sft.json`` records the CPU seconds it
+  took), so a run's CPU seconds never include an SFT.
 * ``curves.csv`` (or ``.jsonl``): every run's rows in settings order, rewritten
   at the end; ``runs.json``: the index (settings of every run, wall time).
 """
@@ -15,6 +17,7 @@ Layout of ``out_dir``:
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import csv
 import dataclasses
 import json
@@ -85,6 +88,27 @@ def _run_one(settings, runs_dir: str, fmt: str) -> str:
     return name
 
 
+def _sft_to_build(todo: list, out_dir) -> list:
+    """One TRL run's settings per SFT model the runs in ``todo`` need and ``out_dir/models`` lacks (the
+    plain-torch backend caches its SFT models per process: none)."""
+    from .rlhf import RunSettings
+
+    trl = [s for s in todo if type(s) is not RunSettings]
+    if not trl:
+        return []
+    from .trl_backend import sft_path
+
+    models = os.path.join(out_dir, "models")
+    by_path = {sft_path(s, models): s for s in trl}
+    return [s for path, s in by_path.items() if not os.path.isdir(path)]
+
+
+def _build_sft(settings, out_dir) -> str:
+    from .trl_backend import sft_folder
+
+    return sft_folder(settings, os.path.join(out_dir, "models"))
+
+
 def is_finished(settings, runs_dir: str, fmt: str = "csv") -> bool:
     """Whether ``runs_dir`` holds a finished run of ``settings`` (its JSON, with the same settings, and its log)."""
     try:
@@ -134,21 +158,25 @@ def generate_library(out_dir, runs: int = 48, *, seed: int = 0, workers: int = 1
     if progress:
         progress(done, len(settings))
     workers = cap_workers(workers, max(len(todo), 1))   # no more than runs and CPUs
-    if workers <= 1:
-        for s in todo:
-            _run_one(s, runs_dir, fmt)
+    sft_todo = _sft_to_build(todo, out_dir)
+    with contextlib.ExitStack() as stack:
+        if workers <= 1:
+            def each(fn, items):
+                return (fn(*args) for args in items)
+        else:
+            ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix well
+            pool = stack.enter_context(cf.ProcessPoolExecutor(
+                max_workers=workers, mp_context=ctx, initializer=init_worker,
+                initargs=(os.getpid(),)))   # workers end with this process
+
+            def each(fn, items):
+                return (f.result() for f in cf.as_completed([pool.submit(fn, *args) for args in items]))
+        for _ in each(_build_sft, [(s, out_dir) for s in sft_todo]):
+            pass
+        for _ in each(_run_one, [(s, runs_dir, fmt) for s in todo]):
             done += 1
             if progress:
                 progress(done, len(settings))
-    else:
-        ctx = multiprocessing.get_context("spawn")  # torch and fork do not mix well
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_worker,
-                                    initargs=(os.getpid(),)) as pool:   # workers end with this process
-            for f in cf.as_completed([pool.submit(_run_one, s, runs_dir, fmt) for s in todo]):
-                f.result()
-                done += 1
-                if progress:
-                    progress(done, len(settings))
     rows = [r for name in names for r in _records(os.path.join(runs_dir, f"{name}.{fmt}"), fmt)]
     path = os.path.join(out_dir, f"curves.{fmt}")
     write_curve_log(path, rows)

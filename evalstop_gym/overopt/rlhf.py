@@ -4,7 +4,8 @@ Steps of a run (CPU, one thread, deterministic in ``seed``):
 
 1. **SFT**: a tiny causal transformer (:mod:`.lm`; width ``dim``, ``layers``
    blocks) is trained by next-token cross-entropy on ``sft_steps`` batches of
-   demonstrations (:mod:`.task`). It is also the reference policy.
+   demonstrations of the run's ``task`` (:mod:`.task`). It is also the
+   reference policy.
 2. **Preference data**: ``pairs`` prompts, two responses sampled from the SFT
    model for each, labelled by a Bradley-Terry draw on the gold scorer,
    ``P(a preferred) = sigmoid((gold(a) - gold(b)) / label_temp)``.
@@ -59,6 +60,7 @@ class RunSettings:
 
     seed: int = 0
     method: str = "rlhf"
+    task: str = "copy"     # a name in task.TASKS
     pairs: int = 64
     kl_coef: float = 0.0
     lr: float = 3e-3
@@ -84,6 +86,8 @@ class RunSettings:
 
         if self.method not in methods:
             raise ConfigError("method", self.method, f"must be one of {', '.join(methods)}")
+        if self.task not in task.TASKS:
+            raise ConfigError("task", self.task, f"must be one of {', '.join(task.TASKS)}")
         for name in ("pairs", "rm_dim", "dim", "layers", "sft_steps", "sft_batch", "rm_steps", "steps",
                      "prompts", "evals", "eval_items", "gold_items"):
             check_range(name, getattr(self, name), 1, MAX_SETTING.get(name, 100_000), integer=True)
@@ -101,7 +105,13 @@ class RunSettings:
     @property
     def name(self) -> str:
         rm = f"-rm{self.rm_dim}" if self.method == "rlhf" else ""
-        return f"{self.method}-pairs{self.pairs}-kl{self.kl_coef:g}-lr{self.lr:g}{rm}-seed{self.seed}"
+        return f"{task_prefix(self.task)}{self.method}-pairs{self.pairs}-kl{self.kl_coef:g}-lr{self.lr:g}{rm}-seed{self.seed}"
+
+
+def task_prefix(name: str) -> str:
+    """The part of a run's name that names its task: empty for the default copy task (names from before
+    there were other tasks stay valid), else the task and a dash."""
+    return "" if name == task.COPY.name else name + "-"
 
 
 def _stream(seed: int, k: int) -> torch.Generator:
@@ -117,24 +127,26 @@ def _batches(n: int, size: int, gen: torch.Generator):
 
 
 @functools.lru_cache(maxsize=2)
-def sft_model(seed: int, dim: int, layers: int, steps: int, batch: int, lr: float) -> Transformer:
+def sft_model(seed: int, dim: int, layers: int, steps: int, batch: int, lr: float,
+              demos: task.Task = task.COPY) -> Transformer:
     """The SFT model (frozen): next-token cross-entropy on fresh demonstrations every step. Runs that
     differ only after SFT share it (cached per process)."""
     torch.manual_seed(seed * 8 + 6)
-    model = fit_sft(Transformer(dim, layers, task.VOCAB), seed, steps, batch, lr)
+    model = fit_sft(Transformer(dim, layers, task.VOCAB), seed, steps, batch, lr, demos)
     for p in model.parameters():
         p.requires_grad_(False)
     return model.eval()
 
 
-def fit_sft(model, seed: int, steps: int, batch: int, lr: float):
+def fit_sft(model, seed: int, steps: int, batch: int, lr: float, demos: task.Task = task.COPY):
     """Train ``model`` (any module mapping token ids ``(n, t)`` to logits ``(n, t, VOCAB)``) in place by
-    next-token cross-entropy on ``steps`` batches of fresh demonstrations (random stream 0 of ``seed``)."""
+    next-token cross-entropy on ``steps`` batches of fresh demonstrations of ``demos`` (random stream 0 of
+    ``seed``)."""
     gen = _stream(seed, 0)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     for _ in range(steps):
         prompt = task.prompts(batch, gen)
-        response = task.demonstrations(prompt, gen)
+        response = demos.demonstrations(prompt, gen)
         loss = -log_probs(model, prompt, response).sum() / (response != task.PAD).sum()
         opt.zero_grad()
         loss.backward()
@@ -151,7 +163,8 @@ def preference_pairs(s: RunSettings, sft: Transformer, gen: torch.Generator):
     """``(prompt, chosen, rejected)`` for ``s.pairs`` prompts, labelled by Bradley-Terry on gold."""
     prompt = task.prompts(s.pairs, gen)
     a, b = sample(sft, prompt, uniforms(s.pairs, gen)), sample(sft, prompt, uniforms(s.pairs, gen))
-    p_a = torch.sigmoid((task.gold(prompt, a) - task.gold(prompt, b)) / s.label_temp)
+    gold = task.TASKS[s.task].gold
+    p_a = torch.sigmoid((gold(prompt, a) - gold(prompt, b)) / s.label_temp)
     a_wins = (torch.rand(s.pairs, generator=gen) < p_a).unsqueeze(1)
     return prompt, torch.where(a_wins, a, b), torch.where(a_wins, b, a)
 
@@ -198,7 +211,7 @@ def evaluate(s: RunSettings, policy: Transformer, sft: Transformer, prompt: torc
     u = torch.cat([uniforms(s.eval_items, eval_gen),
                    uniforms(s.gold_items, _stream(s.seed, 3))])
     response = sample(policy, prompt, u)
-    g = task.gold(prompt, response)
+    g = task.TASKS[s.task].gold(prompt, response)
     p, y = prompt[:s.eval_items], response[:s.eval_items]
     kl = log_probs(policy, p, y).sum(1) - log_probs(sft, p, y).sum(1)
     return float(g[:s.eval_items].mean()), float(g[s.eval_items:].mean()), float(kl.mean())
@@ -256,7 +269,7 @@ def one_thread_deterministic():
 def _run(s: RunSettings) -> list[dict]:
     eval_prompts = task.prompts(s.eval_items + s.gold_items, _stream(s.seed, 1))
     eval_gen, gen = _stream(s.seed, 2), _stream(s.seed, 4)
-    sft = sft_model(s.seed, s.dim, s.layers, s.sft_steps, s.sft_batch, s.sft_lr)
+    sft = sft_model(s.seed, s.dim, s.layers, s.sft_steps, s.sft_batch, s.sft_lr, task.TASKS[s.task])
     pairs = preference_pairs(s, sft, gen)
     rm = train_reward_model(s, pairs, sft, gen) if s.method == "rlhf" else None
     policy = Transformer(s.dim, s.layers, task.VOCAB)

@@ -1,5 +1,6 @@
 """The over-optimisation generator on the field's own trainers: TRL's ``RewardTrainer``, ``GRPOTrainer``,
-``RLOOTrainer`` and ``DPOTrainer`` tuning a tiny Hugging Face causal LM on the copy task (:mod:`.task`).
+``RLOOTrainer`` and ``DPOTrainer`` tuning a tiny Hugging Face causal LM on a task of :mod:`.task` (``task``:
+the copy task by default, or the addition task).
 Needs the ``live`` extra (transformers, trl, datasets, tokenizers); CPU, one thread, nothing downloaded.
 
 Steps of a run (deterministic in ``seed``):
@@ -47,7 +48,8 @@ from dataclasses import dataclass
 
 from . import task
 from .lm import sample
-from .rlhf import RunSettings, _stream, evaluate, fit_sft, one_thread_deterministic, preference_pairs, uniforms
+from .rlhf import (RunSettings, _stream, evaluate, fit_sft, one_thread_deterministic, preference_pairs, task_prefix,
+                   uniforms)
 
 METHODS = ("grpo", "rloo", "dpo")
 WORDS = ("<pad>", "<bos>", "<sep>", "<eos>") + tuple(str(d) for d in range(8))   # token id -> word
@@ -79,7 +81,10 @@ class TRLRunSettings(RunSettings):
     @property
     def name(self) -> str:
         rm = f"-rm{self.rm_dim}" if self.method != "dpo" else ""
-        return f"trl-{self.method}-pairs{self.pairs}-kl{self.kl_coef:g}-lr{self.lr:g}{rm}-seed{self.seed}"
+        # the width only where it is not the default, so the names of default-width runs stay as they were
+        width = f"-d{self.dim}" if self.dim != TRLRunSettings.dim else ""
+        return (f"trl-{task_prefix(self.task)}{self.method}{width}-pairs{self.pairs}-kl{self.kl_coef:g}-lr{self.lr:g}"
+                f"{rm}-seed{self.seed}")
 
 
 # The library's grid, 8 points per method. The reward model's quality (pairs; GRPO also its width), the KL
@@ -91,6 +96,33 @@ TRL_GRID: tuple[dict, ...] = (
             for pairs in (128, 1024) for kl in (0.0, 0.3) for lr in (1e-3, 3e-3))
     + tuple({"method": "dpo", "pairs": pairs, "kl_coef": beta, "lr": lr}
             for pairs in (128, 1024) for beta in (0.1, 0.5) for lr in (1e-3, 3e-3)))
+
+# The varied library: two tasks with programmatic gold x two policy widths (0.11 and 0.42 million parameters
+# at 2 blocks) x TRL_GRID's 24 points at about a third of their learning rates, so that over runs three
+# times as long (VARIED_RUN) the runs without a KL penalty fall off their cliff part-way through rather
+# than at once, and penalised runs settle on their plateau. The SFT is longer and gentler than the
+# default: the addition task needs it to learn its carries, and both tasks share it so that they differ
+# only in the task.
+SLOWER_LR = {1e-3: 3e-4, 3e-3: 1e-3}
+VARIED_POINTS: tuple[dict, ...] = tuple({**point, "lr": SLOWER_LR[point["lr"]]} for point in TRL_GRID)
+VARIED_TASKS = ("copy", "add")
+VARIED_WIDTHS = (80, 160)
+VARIED_RUN = {"steps": 360, "evals": 18, "sft_steps": 1200, "sft_lr": 1e-3}
+VARIED_GRID: tuple[dict, ...] = tuple({**point, "task": name, "dim": dim, **VARIED_RUN}
+                                      for name in VARIED_TASKS for dim in VARIED_WIDTHS for point in VARIED_POINTS)
+GRIDS = {"shipped": TRL_GRID, "varied": VARIED_GRID}
+
+
+def pilot_points(grid) -> tuple[dict, ...]:
+    """A pilot of ``grid``: its first GRPO point without a KL penalty and its first with one, for every task and
+    width, in the grid's order (the varied grid: 8 points)."""
+    seen, out = set(), []
+    for point in grid:
+        key = (point.get("task", "copy"), point.get("dim"), point["kl_coef"] > 0)
+        if point["method"] == "grpo" and key not in seen:
+            seen.add(key)
+            out.append(point)
+    return tuple(out)
 
 
 def build_tokenizer():
@@ -155,27 +187,42 @@ def _logits(hf):
     return Logits()
 
 
+def _sft_key(s: TRLRunSettings) -> dict:
+    return {"seed": s.seed, "dim": s.dim, "layers": s.layers, "steps": s.sft_steps, "batch": s.sft_batch,
+            "lr": s.sft_lr, "task": s.task}
+
+
+def sft_path(s: TRLRunSettings, models_dir: str) -> str:
+    """The folder under ``models_dir`` that holds (or will hold) the SFT model of ``s``."""
+    digest = hashlib.sha256(json.dumps(_sft_key(s), sort_keys=True).encode()).hexdigest()[:12]
+    return os.path.join(models_dir, "sft-" + digest)
+
+
 def sft_folder(s: TRLRunSettings, models_dir: str) -> str:
     """The SFT model and tokenizer of ``s``, saved under ``models_dir`` (built once per SFT setting; runs
     that differ only after SFT share it; written to a temporary folder then renamed, so a folder that
-    exists is complete)."""
+    exists is complete). Its ``sft.json`` holds the SFT settings and ``cpu_s``, the CPU seconds the
+    build took (this process's)."""
+    import time
+
     import torch
     from transformers import AutoModelForCausalLM
 
-    key = {"seed": s.seed, "dim": s.dim, "layers": s.layers, "steps": s.sft_steps, "batch": s.sft_batch,
-           "lr": s.sft_lr}
-    path = os.path.join(models_dir, "sft-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12])
+    path = sft_path(s, models_dir)
     if os.path.isdir(path):
         return path
-    torch.manual_seed(s.seed * 8 + 6)
-    model = AutoModelForCausalLM.from_config(_gpt2_config(s.dim, s.layers))
-    fit_sft(_logits(model), s.seed, s.sft_steps, s.sft_batch, s.sft_lr)
+    _quiet()
+    c0 = time.process_time()
+    with one_thread_deterministic():   # as inside a run, so the model does not depend on who builds it
+        torch.manual_seed(s.seed * 8 + 6)
+        model = AutoModelForCausalLM.from_config(_gpt2_config(s.dim, s.layers))
+        fit_sft(_logits(model), s.seed, s.sft_steps, s.sft_batch, s.sft_lr, task.TASKS[s.task])
     os.makedirs(models_dir, exist_ok=True)
     tmp = tempfile.mkdtemp(dir=models_dir, prefix=".sft-")
     model.save_pretrained(tmp)
     build_tokenizer().save_pretrained(tmp)
     with open(os.path.join(tmp, "sft.json"), "w") as f:
-        json.dump(key, f)
+        json.dump({**_sft_key(s), "cpu_s": round(time.process_time() - c0, 2)}, f)
     try:
         os.rename(tmp, path)
     except OSError:   # another worker finished the same folder first
