@@ -78,7 +78,10 @@ def test_gpu_demands_are_whole_numbers_drawn_with_their_probabilities():
 def test_hacking_fraction_extremes_and_estimate_error():
     cfg = fixed(mix={"lora": 0.5, "rlhf": 0.5}, jobs=400, seed=1)
     w = generate(cfg.replace(hacking_fraction=1.0))
-    assert (w.hacking == (w.job_type == JOB_TYPES.index("rlhf"))).all() and w.hacking.any()
+    rlhf = w.job_type == JOB_TYPES.index("rlhf")
+    # every RLHF proxy is exploitable, but the label is what the curves show (gold falls beyond its noise while
+    # the proxy rises): only RLHF runs carry it, and a run whose fall comes too late to show goes unlabelled
+    assert not w.hacking[~rlhf].any() and w.hacking[rlhf].mean() > 0.95
     assert not generate(cfg.replace(hacking_fraction=0.0)).hacking.any()
     # the user's estimate: log-normal around the true length, sigma estimate_error
     w = generate(cfg.replace(jobs=4000, estimate_error=0.4))
