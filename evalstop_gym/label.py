@@ -19,11 +19,14 @@ errors has variance ``6 s^2``; the median ignores the few large second differenc
 where a first difference would count the trend itself as noise). A difference of two checkpoints then has
 sd ``sqrt(2) s``, and ``NOISE_MULTIPLE`` (2) of those is what a fall or a rise must beat (about a 2.5%
 one-sided chance for independent Gaussian errors); 2 is also the smallest multiple that keeps the grounded
-world without an exploitable proxy at <= 5% labelled (docs/calibration.md). With the start and 10
-checkpoints the median runs over 9 second differences (8 for gold). For gold the second difference centred on its peak is left out: it is the peak's own
-curvature, the signal. A curve with fewer than 3 second differences left (gold with 4 checkpoints or fewer,
-a proxy with 3 or fewer) gets noise 0: so few points cannot tell noise from trend, and the share and
-minimum-drop thresholds still apply.
+world without an exploitable proxy at <= 5% labelled (docs/calibration.md). The start and ``E`` checkpoints
+have ``E - 1`` second differences. For gold the one centred on its peak is left out: it is the peak's own
+curvature, the signal; a peak at the start or at the last checkpoint has none, so nothing is left out. With
+10 checkpoints the median runs over 9 second differences (8 for gold peaking between the start and the last
+checkpoint). A curve with fewer than 3 second differences left gets noise 0 (so few points cannot tell
+noise from trend; the share and minimum-drop thresholds still apply): gold with 4 checkpoints or fewer if
+its peak lies between the start and the last checkpoint, with 3 or fewer if it peaks at either end; a proxy
+with 3 or fewer; and any curve of the start and a single checkpoint, which has no second difference at all.
 
 Worlds (:func:`evalstop_gym.latent.latent_curves`, vectorised over runs) and logged runs
 (:func:`evalstop_gym.curvelog.label_gold`, one row) call this same function on the start and ``E``
@@ -53,10 +56,12 @@ def curve_noise(curve: np.ndarray, peak: np.ndarray | None = None) -> np.ndarray
     d2 = np.abs(np.diff(np.asarray(curve, dtype=float), n=2, axis=1))
     if peak is not None:
         d2[(np.arange(d2.shape[1])[None, :] + 1) == np.asarray(peak)[:, None]] = np.nan
-    counted = np.isfinite(d2).sum(axis=1)
-    filled = np.where(counted[:, None] >= MIN_NOISE_POINTS, d2, 0.0)
-    with np.errstate(all="ignore"):
-        return MAD_TO_SD * np.nanmedian(filled, axis=1) / math.sqrt(6.0)
+    noise = np.zeros(d2.shape[0])
+    # rows with too few points (a start and one or two checkpoints have no second difference at all) keep 0
+    enough = np.isfinite(d2).sum(axis=1) >= MIN_NOISE_POINTS
+    if enough.any():
+        noise[enough] = MAD_TO_SD * np.nanmedian(d2[enough], axis=1) / math.sqrt(6.0)
+    return noise
 
 
 def overoptimised(gold: np.ndarray, proxy: np.ndarray, *, drop_share: float = GOLD_DROP_SHARE,

@@ -1,6 +1,7 @@
 """The hacking label rule on hand-made curves (evalstop_gym.label): gold falls while the proxy rises."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -60,6 +61,38 @@ def test_noise_of_a_straight_line_is_zero_and_of_a_zigzag_its_hand_value():
     # the peak's own second difference is left out: |-2| centred on index 1 goes, 1.1, 0.2, 0.1 stay, median 0.2
     got = curve_noise(np.array([[0.0, 1.0, 0.0, 0.1, 0.0, 0.0]]), np.array([1]))
     assert got[0] == pytest.approx(1.4826 * 0.2 / math.sqrt(6))
+
+
+def test_a_start_and_one_checkpoint_is_labelled_with_noise_0():
+    # no second difference at all: noise 0, so the fall 0.5 - 0.3 = 0.2 only has to beat
+    # max(0.25 * 0 (no gain: the peak is the start), 0.03, 0) = 0.03, and the proxy rises by 1 > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                      # no "Mean of empty slice" either
+        assert label([0.5, 0.3], [0.0, 1.0]) == (True, 0, pytest.approx(0.2), pytest.approx(0.03))
+        np.testing.assert_array_equal(curve_noise(np.array([[0.5, 0.3], [0.1, 0.9]])), [0.0, 0.0])
+    assert not label([0.3, 0.5], [0.0, 1.0])[0]             # the peak is the last checkpoint
+    assert not label([0.5, 0.3], [np.nan, np.nan])[0]       # no proxy
+
+
+def test_a_world_with_one_eval_a_job_labels_as_the_reference():
+    from evalstop_gym import WorkloadConfig, generate
+    from label_reference import reference_label
+
+    w = generate(WorkloadConfig(calibration="grounded", seed=0, evals_per_job=1))
+    ref = [reference_label([w.curves.start[j], w.curves.gold[j, 0]], [0.0, w.curves.proxy[j, 0]])
+           for j in range(w.n)]
+    assert sum(ref) > 0
+    np.testing.assert_array_equal(w.hacking, ref)
+
+
+def test_gold_peaking_at_either_end_leaves_no_second_difference_out():
+    # 4 checkpoints, 3 second differences: |0.6|, |-0.4|, |0.4| (peak at the start) and |-0.4|, |0.4|, |0|
+    # (peak at the end), median 0.4 both; with the peak in between only 2 are left, too few: noise 0
+    s = 1.4826 * 0.4 / math.sqrt(6)
+    assert curve_noise(np.array([[0.9, 0.5, 0.7, 0.5, 0.7]]), np.array([0]))[0] == pytest.approx(s)
+    assert curve_noise(np.array([[0.5, 0.7, 0.5, 0.7, 0.9]]), np.array([4]))[0] == pytest.approx(s)
+    assert curve_noise(np.array([[0.5, 0.7, 0.9, 0.5, 0.7]]), np.array([2]))[0] == 0.0
+    assert curve_noise(np.array([[0.9, 0.5, 0.7, 0.5]]), np.array([0]))[0] == 0.0    # 3 checkpoints: 2
 
 
 def test_a_world_without_an_exploitable_proxy_labels_at_most_5_percent(tmp_path):
