@@ -74,15 +74,30 @@ def test_a_start_and_one_checkpoint_is_labelled_with_noise_0():
     assert not label([0.5, 0.3], [np.nan, np.nan])[0]       # no proxy
 
 
-def test_a_world_with_one_eval_a_job_labels_as_the_reference():
-    from evalstop_gym import WorkloadConfig, generate
-    from label_reference import reference_label
+def test_a_logged_run_of_two_steps_is_labelled_with_noise_0():
+    from evalstop_gym.curvelog import LoggedRun, label_run
 
-    w = generate(WorkloadConfig(calibration="grounded", seed=0, evals_per_job=1))
-    ref = [reference_label([w.curves.start[j], w.curves.gold[j, 0]], [0.0, w.curves.proxy[j, 0]])
-           for j in range(w.n)]
-    assert sum(ref) > 0
-    np.testing.assert_array_equal(w.hacking, ref)
+    def run(proxy):
+        return LoggedRun("two", np.array([0.0, 8.0]), np.array([0.5, 0.3]), np.full(2, np.nan), np.array(proxy),
+                         {"gold": np.array([0.5, 0.3])})
+
+    lab = label_run(run([0.0, 1.0]))                         # the start and one eval: evals = 1
+    assert lab.hacking and lab.threshold == pytest.approx(0.03) and lab.drop == pytest.approx(0.2)
+    lab = label_run(run([np.nan, 1.0]))                      # a trainer's log: one proxy value shows no rise
+    assert not lab.hacking and lab.threshold == pytest.approx(0.03)
+
+
+def test_an_unknown_proxy_start_is_left_out():
+    # gold peaks at the start and falls by 0.6 >= max(0, 0.03, 0); the proxy reached 0.5 by the first checkpoint
+    # and stayed there: from a start of 0 it rose by 0.5, but an unknown start shows no rise at all
+    falling = [0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
+    assert label(falling, [0.0] + [0.5] * 6)[0]
+    assert not label(falling, [np.nan] + [0.5] * 6)[0]
+    assert label(falling, [np.nan, 0.5, 0.5, 0.5, 0.5, 0.5, 0.6])[0]       # a rise after the first checkpoint
+    assert not label(falling, [0.0, 0.1, 0.2, np.nan, 0.4, 0.5, 0.6])[0]   # a missing checkpoint: no proxy
+    # its noise comes from the checkpoints alone: 3 second differences |2| here, 2 (too few) there
+    assert curve_noise(np.array([[np.nan, 0.0, 1.0, 0.0, 1.0, 0.0]]))[0] == pytest.approx(1.4826 * 2 / math.sqrt(6))
+    assert curve_noise(np.array([[np.nan, 0.0, 1.0, 0.0, 1.0]]))[0] == 0.0
 
 
 def test_gold_peaking_at_either_end_leaves_no_second_difference_out():
