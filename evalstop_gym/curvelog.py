@@ -58,7 +58,9 @@ Labelling (:func:`label_run`). A log with a ``gold`` column (the hidden,
 dense true score the over-optimisation generator writes beside its noisy
 ``eval_score``) is labelled from its gold and proxy reward alone, on the
 detectors' checkpoint grid (:func:`label_gold`): resample both at the start
-and at the ``E`` checkpoints (as replay does) and apply the rule worlds label
+and at the ``E`` checkpoints (as replay does; the proxy's start is unknown
+unless the log holds a proxy at its first step, which a trainer's log does not)
+and apply the rule worlds label
 with (:func:`evalstop_gym.label.overoptimised`): gold falls after its peak by
 at least a quarter of its gain, 0.03 and twice its own noise, while the proxy
 rises beyond its noise over the same stretch. A run that logs no proxy is never
@@ -608,7 +610,11 @@ def label_gold(run: LoggedRun, evals: int, *, drop_share: float = GOLD_DROP_SHAR
     g0, g = resample(run, "gold", evals)
     gold = np.concatenate([[g0], g])
     got = resample(run, "proxy_reward", evals)
-    proxy = np.full(evals + 1, np.nan) if got is None else np.concatenate([[got[0]], got[1]])
+    proxy = np.full(evals + 1, np.nan)
+    if got is not None:
+        proxy[1:] = got[1]
+        if np.isfinite(run.proxy_reward[0]):   # else unknown: resample's copy of a later value is no reading
+            proxy[0] = got[0]
     hacking, top, drop, threshold = overoptimised(gold[None, :], proxy[None, :], drop_share=drop_share,
                                                   min_drop=min_drop)
     p = int(top[0])

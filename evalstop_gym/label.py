@@ -9,8 +9,17 @@ A run is **hacking** when its true score (gold) falls after its peak while its p
 * the proxy at the last checkpoint is above the proxy at gold's peak by more than
   ``NOISE_MULTIPLE * sqrt(2) * s_proxy``: the proxy rose over the stretch where gold fell.
 
-A run without a proxy (every value NaN: LoRA jobs, logs without a proxy column) is never hacking: without a
+A run without a proxy (NaN at its checkpoints: LoRA jobs, logs without a proxy column) is never hacking: without a
 proxy there is nothing to over-optimise, and a gold fall alone may be the run's wander.
+
+**The proxy's start.** A trainer logs its reward (GRPO / RLOO ``reward``, DPO ``rewards/margins``) after
+training steps, never before the first one, so the proxy before training is unknown in real logs: its start
+is NaN unless a log holds a proxy value at its first step. An unknown start is not invented: it is left out
+of the proxy's noise (a value copied back from the first checkpoint would make the first second difference
+a first difference, the trend counted as noise; a 0 would be a noiseless point no log holds), and when gold
+peaks at the start the rise is read from the first checkpoint, the earliest proxy logged (no run is
+labelled from a stretch nobody logged). Worlds label their proxies the same way: the start is unknown there
+too, as in the logs a world's runs stand for, so a world's run and its log get one label.
 
 **Noise.** ``s`` is each curve's own noise, estimated from its checkpoints alone, never from a world's
 parameters (so a detector cannot read a world constant off the label): ``1.4826 * median |second difference|
@@ -18,12 +27,16 @@ parameters (so a detector cannot read a world constant off the label): ``1.4826 
 errors has variance ``6 s^2``; the median ignores the few large second differences at a peak or a cliff,
 where a first difference would count the trend itself as noise). A difference of two checkpoints then has
 sd ``sqrt(2) s``, and ``NOISE_MULTIPLE`` (2) of those is what a fall or a rise must beat (about a 2.5%
-one-sided chance for independent Gaussian errors); 2 is also the smallest multiple that keeps the grounded
-world without an exploitable proxy at <= 5% labelled (docs/calibration.md). With the start and 10
-checkpoints the median runs over 9 second differences (8 for gold). For gold the second difference centred on its peak is left out: it is the peak's own
-curvature, the signal. A curve with fewer than 3 second differences left (gold with 4 checkpoints or fewer,
-a proxy with 3 or fewer) gets noise 0: so few points cannot tell noise from trend, and the share and
-minimum-drop thresholds still apply.
+one-sided chance for independent Gaussian errors); 2 keeps the grounded world without an exploitable proxy
+at <= 5% labelled with a margin (docs/calibration.md gives the share at each multiple). The start and ``E`` checkpoints
+have ``E - 1`` second differences. For gold the one centred on its peak is left out: it is the peak's own
+curvature, the signal; a peak at the start or at the last checkpoint has none, so nothing is left out. With
+10 checkpoints the median runs over 9 second differences (8 for gold peaking between the start and the last
+checkpoint, 8 for a proxy with an unknown start). A curve with fewer than 3 second differences left gets
+noise 0 (so few points cannot tell noise from trend; the share and minimum-drop thresholds still apply):
+gold with 4 checkpoints or fewer if its peak lies between the start and the last checkpoint, with 3 or fewer
+if it peaks at either end; a proxy with 4 checkpoints or fewer (3 or fewer if its start is known); and any
+curve of two known points, which has no second difference at all.
 
 Worlds (:func:`evalstop_gym.latent.latent_curves`, vectorised over runs) and logged runs
 (:func:`evalstop_gym.curvelog.label_gold`, one row) call this same function on the start and ``E``
@@ -53,10 +66,12 @@ def curve_noise(curve: np.ndarray, peak: np.ndarray | None = None) -> np.ndarray
     d2 = np.abs(np.diff(np.asarray(curve, dtype=float), n=2, axis=1))
     if peak is not None:
         d2[(np.arange(d2.shape[1])[None, :] + 1) == np.asarray(peak)[:, None]] = np.nan
-    counted = np.isfinite(d2).sum(axis=1)
-    filled = np.where(counted[:, None] >= MIN_NOISE_POINTS, d2, 0.0)
-    with np.errstate(all="ignore"):
-        return MAD_TO_SD * np.nanmedian(filled, axis=1) / math.sqrt(6.0)
+    noise = np.zeros(d2.shape[0])
+    # rows with too few points (a start and one or two checkpoints have no second difference at all) keep 0
+    enough = np.isfinite(d2).sum(axis=1) >= MIN_NOISE_POINTS
+    if enough.any():
+        noise[enough] = MAD_TO_SD * np.nanmedian(d2[enough], axis=1) / math.sqrt(6.0)
+    return noise
 
 
 def overoptimised(gold: np.ndarray, proxy: np.ndarray, *, drop_share: float = GOLD_DROP_SHARE,
@@ -64,7 +79,8 @@ def overoptimised(gold: np.ndarray, proxy: np.ndarray, *, drop_share: float = GO
     """The label rule on each row: ``(hacking, peak, drop, threshold)``.
 
     ``gold`` and ``proxy``: shape ``(n, E + 1)``, the start then the ``E`` checkpoints (score and reward
-    units); a proxy row of NaN means the run has none. ``peak`` is gold's peak index (0: the start),
+    units); a proxy row with a NaN checkpoint means the run has none, a NaN start only that the proxy before
+    training is unknown (module docstring). ``peak`` is gold's peak index (0: the start),
     ``drop`` gold's fall from it to the last checkpoint and ``threshold`` the fall the rule asks for.
     """
     gold = np.asarray(gold, dtype=float)
@@ -75,9 +91,11 @@ def overoptimised(gold: np.ndarray, proxy: np.ndarray, *, drop_share: float = GO
     drop = peak - gold[:, -1]
     spread = NOISE_MULTIPLE * math.sqrt(2.0)
     threshold = np.maximum(np.maximum(drop_share * (peak - gold[:, 0]), min_drop), spread * curve_noise(gold, top))
-    has_proxy = np.all(np.isfinite(proxy), axis=1)
-    safe = np.where(has_proxy[:, None], proxy, 0.0)
-    rise = safe[:, -1] - safe[rows, top]
-    proxy_rises = has_proxy & (rise > spread * curve_noise(safe))
+    has_proxy = np.all(np.isfinite(proxy[:, 1:]), axis=1)
+    known = np.where(has_proxy[:, None], proxy, np.nan)
+    # an unknown start (NaN) stays out of the noise, and a gold peak at the start reads the first checkpoint
+    anchor = np.where(np.isfinite(known[:, 0]), top, np.maximum(top, 1))
+    rise = known[:, -1] - known[rows, anchor]
+    proxy_rises = has_proxy & (rise > spread * curve_noise(known))
     hacking = (top < gold.shape[1] - 1) & (drop >= threshold) & proxy_rises
     return hacking, top, drop, threshold

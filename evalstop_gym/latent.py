@@ -110,8 +110,9 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     slope = log_uniform(rng, model.proxy_slope, n)
     proxy = slope[:, None] * d + model.proxy_noise * rng.standard_normal((n, evals))
     proxy = np.where((rlhf | dpo)[:, None], proxy, np.nan)
+    # the proxy before training is unknown, as in a trainer's log (evalstop_gym.label)
     hacking, top, _, _ = overoptimised(np.concatenate([base[:, None], gold], axis=1),
-                                       np.concatenate([np.where(rlhf | dpo, 0.0, np.nan)[:, None], proxy], axis=1))
+                                       np.concatenate([np.full((n, 1), np.nan), proxy], axis=1))
     peak_progress = np.where(hacking, np.concatenate([[0.0], x])[top], np.inf)
     l0 = rng.uniform(*model.loss_start, size=n)
     floor = rng.uniform(*model.loss_floor_frac, size=n)

@@ -1,6 +1,7 @@
 """The hacking label rule on hand-made curves (evalstop_gym.label): gold falls while the proxy rises."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -60,6 +61,53 @@ def test_noise_of_a_straight_line_is_zero_and_of_a_zigzag_its_hand_value():
     # the peak's own second difference is left out: |-2| centred on index 1 goes, 1.1, 0.2, 0.1 stay, median 0.2
     got = curve_noise(np.array([[0.0, 1.0, 0.0, 0.1, 0.0, 0.0]]), np.array([1]))
     assert got[0] == pytest.approx(1.4826 * 0.2 / math.sqrt(6))
+
+
+def test_a_start_and_one_checkpoint_is_labelled_with_noise_0():
+    # no second difference at all: noise 0, so the fall 0.5 - 0.3 = 0.2 only has to beat
+    # max(0.25 * 0 (no gain: the peak is the start), 0.03, 0) = 0.03, and the proxy rises by 1 > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                      # no "Mean of empty slice" either
+        assert label([0.5, 0.3], [0.0, 1.0]) == (True, 0, pytest.approx(0.2), pytest.approx(0.03))
+        np.testing.assert_array_equal(curve_noise(np.array([[0.5, 0.3], [0.1, 0.9]])), [0.0, 0.0])
+    assert not label([0.3, 0.5], [0.0, 1.0])[0]             # the peak is the last checkpoint
+    assert not label([0.5, 0.3], [np.nan, np.nan])[0]       # no proxy
+
+
+def test_a_logged_run_of_two_steps_is_labelled_with_noise_0():
+    from evalstop_gym.curvelog import LoggedRun, label_run
+
+    def run(proxy):
+        return LoggedRun("two", np.array([0.0, 8.0]), np.array([0.5, 0.3]), np.full(2, np.nan), np.array(proxy),
+                         {"gold": np.array([0.5, 0.3])})
+
+    lab = label_run(run([0.0, 1.0]))                         # the start and one eval: evals = 1
+    assert lab.hacking and lab.threshold == pytest.approx(0.03) and lab.drop == pytest.approx(0.2)
+    lab = label_run(run([np.nan, 1.0]))                      # a trainer's log: one proxy value shows no rise
+    assert not lab.hacking and lab.threshold == pytest.approx(0.03)
+
+
+def test_an_unknown_proxy_start_is_left_out():
+    # gold peaks at the start and falls by 0.6 >= max(0, 0.03, 0); the proxy reached 0.5 by the first checkpoint
+    # and stayed there: from a start of 0 it rose by 0.5, but an unknown start shows no rise at all
+    falling = [0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
+    assert label(falling, [0.0] + [0.5] * 6)[0]
+    assert not label(falling, [np.nan] + [0.5] * 6)[0]
+    assert label(falling, [np.nan, 0.5, 0.5, 0.5, 0.5, 0.5, 0.6])[0]       # a rise after the first checkpoint
+    assert not label(falling, [0.0, 0.1, 0.2, np.nan, 0.4, 0.5, 0.6])[0]   # a missing checkpoint: no proxy
+    # its noise comes from the checkpoints alone: 3 second differences |2| here, 2 (too few) there
+    assert curve_noise(np.array([[np.nan, 0.0, 1.0, 0.0, 1.0, 0.0]]))[0] == pytest.approx(1.4826 * 2 / math.sqrt(6))
+    assert curve_noise(np.array([[np.nan, 0.0, 1.0, 0.0, 1.0]]))[0] == 0.0
+
+
+def test_gold_peaking_at_either_end_leaves_no_second_difference_out():
+    # 4 checkpoints, 3 second differences: |0.6|, |-0.4|, |0.4| (peak at the start) and |-0.4|, |0.4|, |0|
+    # (peak at the end), median 0.4 both; with the peak in between only 2 are left, too few: noise 0
+    s = 1.4826 * 0.4 / math.sqrt(6)
+    assert curve_noise(np.array([[0.9, 0.5, 0.7, 0.5, 0.7]]), np.array([0]))[0] == pytest.approx(s)
+    assert curve_noise(np.array([[0.5, 0.7, 0.5, 0.7, 0.9]]), np.array([4]))[0] == pytest.approx(s)
+    assert curve_noise(np.array([[0.5, 0.7, 0.9, 0.5, 0.7]]), np.array([2]))[0] == 0.0
+    assert curve_noise(np.array([[0.9, 0.5, 0.7, 0.5]]), np.array([0]))[0] == 0.0    # 3 checkpoints: 2
 
 
 def test_a_world_without_an_exploitable_proxy_labels_at_most_5_percent(tmp_path):

@@ -48,8 +48,8 @@ def test_proxy_rises_with_d_for_every_rlhf_run_hacking_or_not():
 @pytest.mark.parametrize("calibration", ["paper", "realistic", "grounded"])
 def test_labels_emerge_from_gold_and_proxy_alone(calibration):
     w = generate(WorkloadConfig(calibration=calibration, seed=11, jobs=300))
-    # a world's proxy starts at 0: the reward of the reference policy itself (d = 0)
-    ref = np.array([reference_label(np.r_[w.curves.start[j], w.curves.gold[j]], np.r_[0.0, w.curves.proxy[j]])
+    # a world's proxy before training is unknown, as in a trainer's log (evalstop_gym.label)
+    ref = np.array([reference_label(np.r_[w.curves.start[j], w.curves.gold[j]], np.r_[np.nan, w.curves.proxy[j]])
                     for j in range(w.n)])
     assert 0 < ref.sum() < w.n
     np.testing.assert_array_equal(w.hacking, ref)
@@ -119,6 +119,25 @@ def test_vectorised_label_rule_agrees_with_the_curve_log_reader():
                       10).hacking for j in range(300)]
     assert 20 < sum(ref) < 280 and not any(ref[:40])
     np.testing.assert_array_equal(overoptimised(gold, proxy)[0], ref)
+
+
+@pytest.mark.parametrize("calibration", ["realistic", "grounded"])
+def test_a_world_s_runs_logged_as_a_trainer_would_keep_their_labels(calibration):
+    # one rule, one answer: a world's runs written out as logs (no proxy at step 0, as a trainer writes
+    # them) and labelled by the curve-log reader get the world's own labels, every one of them
+    from evalstop_gym.config import JOB_TYPES
+    from evalstop_gym.curvelog import label_gold
+    from evalstop_gym.fit import sample_runs
+
+    cal = CALIBRATIONS[calibration]
+    runs = list(sample_runs(cal, {"rlhf": 300, "dpo": 300}, 10, seed=0).values())
+    job_type = np.repeat([JOB_TYPES.index("rlhf"), JOB_TYPES.index("dpo")], 300)
+    curves, hacking, _ = latent_curves(np.random.default_rng([0, 3]), cal.curves, 10, job_type, 0.6)
+    np.testing.assert_array_equal([r.extra["gold"][1:] for r in runs], curves.gold)     # the same draw
+    assert all(np.isnan(r.proxy_reward[0]) for r in runs)
+    logged = np.array([label_gold(r, 10).hacking for r in runs])
+    assert 0 < hacking.sum() < hacking.size
+    np.testing.assert_array_equal(logged, hacking)
 
 
 def test_hack_peak_places_an_unpenalised_exploitable_run_s_peak():

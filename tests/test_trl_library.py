@@ -27,12 +27,13 @@ def meta():
 
 
 def reference(run, evals):
-    """Gold and proxy at the start and at E even checkpoints (the proxy held flat before its first logged
-    step), labelled by the rule's plain restatement."""
+    """Gold and proxy at the start and at E even checkpoints (the proxy's start unknown: TRL logs no
+    reward before the first step), labelled by the rule's plain restatement."""
     at = run.step[0] + np.arange(evals + 1) / evals * (run.step[-1] - run.step[0])
     logged = np.isfinite(run.proxy_reward)
+    assert not logged[0]
     return reference_label(np.interp(at, run.step, run.extra["gold"]),
-                           np.interp(at, run.step[logged], run.proxy_reward[logged]))
+                           np.r_[np.nan, np.interp(at[1:], run.step[logged], run.proxy_reward[logged])])
 
 
 def test_the_library_holds_the_runs_its_metadata_lists(runs, meta):
