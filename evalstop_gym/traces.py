@@ -109,6 +109,7 @@ LAYOUTS: dict[str, TraceLayout] = {
                                             "Pretrain": 2, "MLLM": 2}, job_id="job_id", nodes="node_num"),
 }
 TRACE_FORMATS = tuple(LAYOUTS)
+SHAPE = "shape"   # load_trace's format for a trace's shape (evalstop_gym.trace_shape), not a file layout
 ACME_UNKNOWN_TIER = 1
 MAX_ABS_TIME_S = 1e11        # |timestamp| in seconds (about 3,000 years from 1970)
 MAX_TRACE_ROWS = 10_000_000  # rows of one trace file
@@ -596,10 +597,26 @@ def load_trace(path, format: str = "philly", config: WorkloadConfig | None = Non
     ``options`` go to :func:`replay_trace` (``jobs, window, sample, rescale,
     gpu_scale``). Skipped rows raise a :class:`TraceWarning` with their counts.
 
+    ``format="shape"``: ``path`` is a trace's shape (:mod:`evalstop_gym.trace_shape`), and ``jobs`` jobs
+    are drawn from it (seeded by ``config.seed``) in place of the trace's rows; ``gpu_scale="fit"`` shrinks
+    demands for the trace's largest, as a replay of the trace's own rows does.
+
     >>> w = load_trace("philly.csv", "philly", WorkloadConfig(gpus=256), jobs=1000)  # doctest: +SKIP
     """
-    table = read_trace(path, format, on_bad_row=on_bad_row, min_duration_s=min_duration_s,
-                       max_duration_h=max_duration_h)
+    if format == SHAPE:
+        from .trace_shape import read_shape, sample_table
+
+        jobs = options.get("jobs")
+        if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
+            raise ConfigError("trace_jobs", jobs, "must be an integer >= 1: a shape replays the jobs drawn from it")
+        shape, cfg = read_shape(path), config or WorkloadConfig()
+        table = sample_table(shape, int(jobs), cfg.seed, path=os.fspath(path))
+        if options.get("gpu_scale") == "fit" and options.get("rescale", "arrivals") != "cluster":
+            # as for the trace's own rows: shrunk for the trace's largest demand, not the draw's
+            options["gpu_scale"] = min(1.0, cfg.gpus / max(int(c) for c in shape["gpus"]))
+    else:
+        table = read_trace(path, format, on_bad_row=on_bad_row, min_duration_s=min_duration_s,
+                           max_duration_h=max_duration_h)
     w, report = replay_trace(table, config, on_bad_row=on_bad_row, **options)
     if report.skipped:
         warnings.warn(report.summary(), TraceWarning, stacklevel=2)

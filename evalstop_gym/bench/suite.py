@@ -48,7 +48,13 @@ class Trace:
     jobs: int = 300
 
     def path(self) -> Path | None:
-        """The trace file, or ``None`` if it is not on this machine."""
+        """The trace file, or ``None`` if it is not on this machine (a shape ships in the package's data)."""
+        from ..traces import SHAPE
+
+        if self.format == SHAPE:
+            from ..data import DATA_DIR
+
+            return Path(DATA_DIR) / self.file
         folder = Path(os.environ.get(TRACES_ENV) or TRACE_DIR)
         p = folder / self.file
         return p if p.is_file() else None
@@ -172,6 +178,8 @@ def curves_path(name: str) -> str:
 
 
 PHILLY = Trace("philly_jobs_pollux.csv", "philly", jobs=300)
+# Philly's shape (evalstop_gym.trace_shape): quantiles fitted to the trace, shipped where the trace is not
+PHILLY_SHAPE = Trace("philly_shape.json", "shape", jobs=300)
 
 # Suite v1. Sizes are moderate so the whole grid runs in minutes on 2 cores (docs/bench.md);
 # a change to any row is a new suite version, never an edit of v1.
