@@ -17,6 +17,15 @@ could run code in the parent). One pair of pipes, one round trip per decision.
 An honest policy makes the same decisions in either process (the mirror holds
 exactly the public values), so its metrics are identical byte for byte.
 
+A saved model is loaded only in a child of its own too. A stop-policy plays
+as above (:class:`Remote`). A learned scheduler acts through its env, which
+holds the simulator: the env plays here (built from the model's checked
+``config.json``, its weights never opened), and per step the child gets the
+observation and action mask (arrays) and returns an action
+(:func:`learned_episode`); a saved stop-policy its config names answers the
+checkpoints over public views in the same child. Which clusters a model runs
+on is asked there too, given the cluster alone (:func:`learned_cannot_run`).
+
 What isolation does not stop (docs/bench.md, *Trust model*): code in the child
 runs as the same user, so it could read the parent's memory through the OS, or
 regenerate the public test workloads from their public seeds. The submission
@@ -253,9 +262,9 @@ class _Player:
         env = dict(os.environ)
         root = str(Path(evalstop_gym.__file__).resolve().parents[1])   # this checkout's package, not another
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-        # one decision at a time, while the parent waits for it: a second OpenMP thread (torch's) would only
-        # spin after each answer on a core the parent needs (34 ms per round trip instead of 0.2 ms measured
-        # on 2 busy cores)
+        # one decision at a time, while the parent waits for it: with a second OpenMP thread (torch's) each
+        # small forward pass waits for two cores (34 ms per round trip instead of 0.2 ms, measured on 2 busy
+        # cores: docs/bench.md, Trust model)
         env.setdefault("OMP_NUM_THREADS", "1")
         self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(down_r), str(up_w), str(os.getpid()), *mode],
                                      pass_fds=(down_r, up_w), env=env, stdin=subprocess.DEVNULL)
@@ -298,7 +307,8 @@ MAX_PLAYERS = 8   # live children per process: a saved model's holds torch (abou
 
 def _player(*key: str) -> _Player:
     """This process's child for the outside code ``key`` names (a scheduler and stopper pair, its saved model
-    if any, and the child's mode: one child each, so two submissions never share an interpreter); started on
+    if any, and the child's mode if not the default: one child each, so two submissions never share an
+    interpreter); started on
     first use, ended when this process exits or when :data:`MAX_PLAYERS` newer ones are in use."""
     p = _PLAYERS.pop(key, None)
     if p is None or p.proc.poll() is not None:
