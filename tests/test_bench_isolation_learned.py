@@ -56,7 +56,12 @@ def test_a_learned_scheduler_decides_the_same_with_its_model_in_another_process(
 
     asked = []
     ask = isolate._Player.ask
-    monkeypatch.setattr(isolate._Player, "ask", lambda self, label, msg: (asked.append(msg[0]), ask(self, label, msg))[1])
+
+    def counted(self, label, message):
+        asked.append(message[0])
+        return ask(self, label, message)
+
+    monkeypatch.setattr(isolate._Player, "ask", counted)
     with monkeypatch.context() as m:   # isolated, the weights are never opened here
         m.setattr(learned_policy, "load_model", refuse)
         evaluate._LOADED.clear()

@@ -312,8 +312,9 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
     lines += ["Ranks order test-seed figures; no policy was selected by them. The one selection is the tuned best, "
               "on validation seeds. *JCT vs no stopper* gives the t-interval, then the stratified bootstrap "
               "interval (rows kept, seeds resampled within each row) and the interquartile mean of the "
-              "per-workload changes. Each row's command names the results file above that holds the tuning, and a "
-              "saved model by the folder its training command writes (`runs/NAME`: docs/learned.md).", ""]
+              "per-workload changes. Each row's command names the results file (listed below) that holds the "
+              "tuning, and a saved model by the folder its training command writes (`runs/NAME`: docs/learned.md).",
+              ""]
     extra = [f"JCT vs no stopper, {len(clone)} rows"] if clone != first["rows"] else []
     lines += ["| # | policy | avg JCT h | " + " | ".join(f"JCT vs {r}" for r in refs)
               + " | JCT vs no stopper: bootstrap, IQM | " + "".join(f"{x} | " for x in extra)
