@@ -41,6 +41,19 @@ class SB3Arms:
 
         return LearnedStop(base, loaded(params["model"]), gpus=gpus, cluster=cluster)
 
+    def scheduler_actor(self, params, gpus: int, cluster) -> Callable[[Any, Any], int]:
+        from .evaluate import loaded
+        from .policy import on_cluster
+
+        env, pol = on_cluster(loaded(params["model"]), gpus, cluster)
+        env.close()   # built for its spaces only: never reset, so it holds no workload
+        return pol.decide
+
+    def scheduler_episode(self, params, workload, act, stop_rule) -> dict[str, Any]:
+        from .policy import metrics_deciding_elsewhere
+
+        return metrics_deciding_elsewhere(params["model"], workload, act, lambda path, _env: stop_rule(path))
+
     def run(self, specs: Sequence[Any], store: Any, limit: int | None = None,
             on_done: Callable[[], None] | None = None) -> int:
         from .evaluate import run_learned_specs

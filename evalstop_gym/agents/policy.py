@@ -53,13 +53,14 @@ from .wrappers import JobFeatures, WorkloadSeeds, wrap
 
 def make_env(env_id: str, env_kwargs: dict[str, Any], workload: dict[str, Any],
              wrappers: list, first_seed: int | None = None, stride: int = 1, monitor: bool = False,
-             monitor_file: str | None = None):
+             monitor_file: str | None = None, stop_rule=None):
     """The env stack of a model: ``gym.make`` + named wrappers, a saved stop-policy a ``HandCodedStops`` names
-    loaded as its :class:`LearnedStop` (+ seeds and a Monitor for training, writing its episodes to
-    ``monitor_file``, SB3's ``<name>.monitor.csv``, if given)."""
+    loaded as its :class:`LearnedStop` (or, given ``stop_rule(path, cluster_env)``, the policy that returns)
+    (+ seeds and a Monitor for training, writing its episodes to ``monitor_file``, SB3's
+    ``<name>.monitor.csv``, if given)."""
     import evalstop_gym  # noqa: F401  (registers the env ids in a fresh worker)
 
-    env = wrap(gym.make(env_id, **env_kwargs, **workload), wrappers, learned_stop=learned_stop)
+    env = wrap(gym.make(env_id, **env_kwargs, **workload), wrappers, learned_stop=stop_rule or learned_stop)
     if first_seed is not None:
         env = WorkloadSeeds(env, first_seed, stride)
     if monitor:
@@ -88,13 +89,17 @@ class LearnedPolicy:
         self.label = describe(config)
 
     @classmethod
+    def unloaded(cls, path: str | os.PathLike) -> "LearnedPolicy":
+        """The policy at ``path`` without its model: its checked config, to build its env (nothing of the
+        model file is read)."""
+        return cls(None, read_config(path), model_files(path)[0])
+
+    @classmethod
     def load(cls, path: str | os.PathLike) -> "LearnedPolicy":
-        cfg = read_config(path)
-        model_path, _ = model_files(path)
-        pol = cls(None, cfg, model_path)
+        pol = cls.unloaded(path)
         env = pol.make_env()
         try:
-            pol.model = load_model(model_path, cfg, env.observation_space, env.action_space)
+            pol.model = load_model(pol.path, pol.config, env.observation_space, env.action_space)
         finally:
             env.close()
         return pol
@@ -103,8 +108,9 @@ class LearnedPolicy:
     def env_id(self) -> str:
         return self.config["env_id"]
 
-    def make_env(self, scheduler: str | None = None, **workload: Any):
-        """The model's env stack on a workload (``WorkloadConfig`` fields); ``scheduler`` for a stop-policy."""
+    def make_env(self, scheduler: str | None = None, stop_rule=None, **workload: Any):
+        """The model's env stack on a workload (``WorkloadConfig`` fields); ``scheduler`` for a stop-policy;
+        ``stop_rule``: as :func:`make_env`'s."""
         from evalstop_gym.envs.adapter import STOP_CONTROL_ID
 
         kwargs = dict(self.config["env_kwargs"])
@@ -116,12 +122,21 @@ class LearnedPolicy:
                 raise ConfigError("scheduler", scheduler, f"only a stop-policy runs over a base scheduler; "
                                   f"this model is a {self.label}")
             kwargs["scheduler"] = scheduler
-        return make_env(self.env_id, kwargs, workload, [tuple(w) for w in self.config["env_wrapper"]])
+        return make_env(self.env_id, kwargs, workload, [tuple(w) for w in self.config["env_wrapper"]],
+                        stop_rule=stop_rule)
 
     def act(self, obs, env) -> int:
         """The deterministic action for ``obs`` (with ``env``'s masks for MaskablePPO)."""
+        return self.decide(obs, self.masks(env))
+
+    def masks(self, env):
+        """``env``'s action masks now if the model takes them (MaskablePPO), else ``None``."""
+        return env.action_masks() if self.maskable else None
+
+    def decide(self, obs, masks) -> int:
+        """The deterministic action for ``obs`` under ``masks`` (:meth:`masks`: ``None`` for a model without)."""
         if self.maskable:
-            action, _ = self.model.predict(obs, deterministic=True, action_masks=env.action_masks())
+            action, _ = self.model.predict(obs, deterministic=True, action_masks=masks)
         else:
             action, _ = self.model.predict(obs, deterministic=True)
         return int(action)
@@ -141,6 +156,27 @@ class LearnedPolicy:
             return rollout(env, self.agent(env), seed=seed, options=fields or None)["metrics"]
         finally:
             env.close()
+
+
+def metrics_deciding_elsewhere(path: str | os.PathLike, workload, act, stop_rule) -> dict[str, Any]:
+    """Metrics of one episode of the learned scheduler at ``path`` on ``workload``, whose model decides elsewhere.
+
+    Its env stack is rebuilt here, on ``workload``'s cluster, from its checked
+    config alone (the model file is never opened); ``act(obs, masks)``
+    (masks: :meth:`LearnedPolicy.masks`, ``None`` for a model without) gives
+    each action, and ``stop_rule(path, cluster_env)`` the policy that answers
+    the checkpoints of a saved stop-policy its ``HandCodedStops`` names. The
+    env, observations and masks are :func:`~.combined.learned_metrics`'s, so a
+    model giving the same actions gives the same metrics.
+    """
+    from evalstop_gym.envs.adapter import rollout
+
+    pol = LearnedPolicy.unloaded(path)
+    env = pol.make_env(stop_rule=stop_rule, gpus=workload.total_gpus, cluster=workload.spec)
+    try:
+        return rollout(env, lambda obs: act(obs, pol.masks(env)), options={"workload": workload})["metrics"]
+    finally:
+        env.close()
 
 
 class LearnedStop(Stopper):

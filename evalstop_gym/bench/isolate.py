@@ -17,6 +17,15 @@ could run code in the parent). One pair of pipes, one round trip per decision.
 An honest policy makes the same decisions in either process (the mirror holds
 exactly the public values), so its metrics are identical byte for byte.
 
+A saved model is loaded only in a child of its own too. A stop-policy plays
+as above (:class:`Remote`). A learned scheduler acts through its env, which
+holds the simulator: the env plays here (built from the model's checked
+``config.json``, its weights never opened), and per step the child gets the
+observation and action mask (arrays) and returns an action
+(:func:`learned_episode`); a saved stop-policy its config names answers the
+checkpoints over public views in the same child. Which clusters a model runs
+on is asked there too, given the cluster alone (:func:`learned_cannot_run`).
+
 What isolation does not stop (docs/bench.md, *Trust model*): code in the child
 runs as the same user, so it could read the parent's memory through the OS, or
 regenerate the public test workloads from their public seeds. The submission
@@ -105,12 +114,11 @@ def _reply(conn, status: str, value: Any) -> None:
 
 
 def main(argv: Sequence[str]) -> None:
-    """The child, given ``READ_FD WRITE_FD PARENT_PID [parse]``: one message per decision, or (``parse``) one
-    list of ``--policy`` texts to parse."""
+    """The child, given ``READ_FD WRITE_FD PARENT_PID [parse]``: one request per message (:func:`_serve`), or
+    (``parse``) one list of ``--policy`` texts to parse."""
     from multiprocessing.connection import Connection
 
     from ..processes import exit_with_parent
-    from .policies import build
 
     read_fd, write_fd, parent_pid = map(int, argv[:3])
     exit_with_parent(parent_pid)
@@ -118,27 +126,51 @@ def main(argv: Sequence[str]) -> None:
     sys.path[:] = inbox.recv()   # the parent's import path: outside modules are found as they are there
     if argv[3:] == ["parse"]:
         _parse(inbox, outbox)
-        return
-    if argv[3:] == ["learned"]:
-        _learned(inbox, outbox)
-        return
-    policy = mirror = None
+    else:
+        _serve(inbox, outbox)
+
+
+def _serve(inbox, outbox) -> None:
+    """Requests ``(kind, *args)``, one per message, each given public values only (never a workload, the
+    simulator or metrics), answered as JSON:
+
+    * ``("decide", header, state, job)``: :class:`Remote`'s decision (a plan, or for ``job`` a stop flag) on
+      the mirror of the views, a new episode's policy built from ``header``;
+    * ``("cannot_run", scheduler, params, gpus, cluster)``: why a saved model cannot play a cluster of
+      ``gpus`` GPUs laid out as ``cluster`` (the reason building it there gives), or ``None``;
+    * ``("episode", params, gpus, cluster)`` then ``("act", observation, masks)``: a saved learned scheduler
+      built for an episode's cluster, then its action for each observation and action mask (arrays).
+    """
+    from ..experiments.learned import provider
+
+    policy = mirror = act = None
     while True:
         try:
-            header, state, job = inbox.recv()
+            kind, *args = inbox.recv()
         except EOFError:
             return
         try:
-            if header is not None:   # a new episode: the policy built afresh (as a run in process builds it)
-                scheduler, stopper, params, total_gpus, spec = header
-                policy = _build(scheduler, stopper, dict(params), total_gpus, spec)
-                mirror = _Mirror(total_gpus, spec)
-                policy.reset()
-            mirror.sync(state)
-            if job is None:
-                reply = _plan_out(policy.schedule(mirror.cluster))
+            if kind == "decide":
+                header, state, job = args
+                if header is not None:   # a new episode: the policy built afresh (as a run in process builds it)
+                    scheduler, stopper, params, total_gpus, spec = header
+                    policy = _build(scheduler, stopper, dict(params), total_gpus, spec)
+                    mirror = _Mirror(total_gpus, spec)
+                    policy.reset()
+                mirror.sync(state)
+                if job is None:
+                    reply = _plan_out(policy.schedule(mirror.cluster))
+                else:
+                    reply = bool(policy.should_stop(mirror.views[job], mirror.cluster))
+            elif kind == "act":
+                reply = int(act(*args))
+            elif kind == "episode":
+                act, reply = provider().scheduler_actor(*args), None
             else:
-                reply = bool(policy.should_stop(mirror.views[job], mirror.cluster))
+                reply = _cannot_run(*args)
+        except ConfigError as e:   # a bad model or parameter: one line, as in this process
+            _reply(outbox, "config", [e.field, str(e.value), e.allowed])
+            continue
         except Exception:   # noqa: BLE001 - any failure of outside code goes back to the parent, whole
             _reply(outbox, "error", traceback.format_exc())
             continue
@@ -157,35 +189,18 @@ def _build(scheduler: str, stopper: str, params: dict, total_gpus: int, spec):
     return provider().stopper(params, build(scheduler, "none", {}), total_gpus, spec)
 
 
-def _learned(inbox, outbox) -> None:
-    """A saved model's other requests, one per message: ``("cannot_run", spec)`` (why its model cannot play the
-    spec's cluster, or ``None``) and ``("episode", spec)`` (the metrics of a learned scheduler's whole episode:
-    its env is its interface, so the episode plays here)."""
+def _cannot_run(scheduler: str, params: dict, gpus: int, cluster) -> str | None:
+    """Why the saved model of ``params`` cannot play that cluster: building what would play there refuses it."""
     from ..experiments.learned import provider
 
-    class Kept:   # the provider's store: the one record of this request
-        def add(self, rec):
-            self.metrics = rec["metrics"]
-
-    while True:
-        try:
-            kind, spec = inbox.recv()
-        except EOFError:
-            return
-        try:
-            if kind == "cannot_run":
-                reply = provider().cannot_run(spec)
-            else:
-                kept = Kept()
-                provider().run([spec], kept)
-                reply = kept.metrics
-        except ConfigError as e:
-            _reply(outbox, "config", [e.field, str(e.value), e.allowed])
-            continue
-        except Exception:   # noqa: BLE001
-            _reply(outbox, "error", traceback.format_exc())
-            continue
-        _reply(outbox, "ok", reply)
+    try:
+        if scheduler == LEARNED:
+            provider().scheduler_actor(params, gpus, cluster)
+        else:
+            _build(scheduler, LEARNED, params, gpus, cluster)
+    except ConfigError as e:
+        return e.allowed
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------- the parent
@@ -247,6 +262,10 @@ class _Player:
         env = dict(os.environ)
         root = str(Path(evalstop_gym.__file__).resolve().parents[1])   # this checkout's package, not another
         env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+        # one decision at a time, while the parent waits for it: with a second OpenMP thread (torch's) each
+        # small forward pass waits for two cores (34 ms per round trip instead of 0.2 ms, measured on 2 busy
+        # cores: docs/bench.md, Trust model)
+        env.setdefault("OMP_NUM_THREADS", "1")
         self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(down_r), str(up_w), str(os.getpid()), *mode],
                                      pass_fds=(down_r, up_w), env=env, stdin=subprocess.DEVNULL)
         os.close(down_r)
@@ -288,7 +307,8 @@ MAX_PLAYERS = 8   # live children per process: a saved model's holds torch (abou
 
 def _player(*key: str) -> _Player:
     """This process's child for the outside code ``key`` names (a scheduler and stopper pair, its saved model
-    if any, and the child's mode: one child each, so two submissions never share an interpreter); started on
+    if any, and the child's mode if not the default: one child each, so two submissions never share an
+    interpreter); started on
     first use, ended when this process exits or when :data:`MAX_PLAYERS` newer ones are in use."""
     p = _PLAYERS.pop(key, None)
     if p is None or p.proc.poll() is not None:
@@ -313,10 +333,11 @@ class Remote(Policy):
 
     name = "remote"
 
-    def __init__(self, scheduler: str, stopper: str, params: Sequence[tuple[str, Any]] = ()):
+    def __init__(self, scheduler: str, stopper: str, params: Sequence[tuple[str, Any]] = (),
+                 player: "_Player | None" = None):
         self.label = f"{scheduler}+{stopper}"
         self._build = (scheduler, stopper, tuple(params))
-        self._player = _player(scheduler, stopper, _model(params))
+        self._player = player or _player(scheduler, stopper, _model(params))
         self._new = True
 
     # -- what the child is told --------------------------------------------------------------------------
@@ -371,11 +392,11 @@ class Remote(Policy):
     # -- the decisions -----------------------------------------------------------------------------------
     def schedule(self, cluster: ClusterView) -> Plan:
         header, state = self._state(cluster)
-        return _plan_in(self.label, self._player.ask(self.label, (header, state, None)))
+        return _plan_in(self.label, self._player.ask(self.label, ("decide", header, state, None)))
 
     def should_stop(self, job: JobView, cluster: ClusterView) -> bool:
         header, state = self._state(cluster)
-        stop = self._player.ask(self.label, (header, state, job.job_id))
+        stop = self._player.ask(self.label, ("decide", header, state, job.job_id))
         if not isinstance(stop, bool):
             raise PolicyProcessError(f"policy {self.label}: its process answered {stop!r} to a stop decision")
         return stop
@@ -385,24 +406,52 @@ def _model(params: Sequence[tuple[str, Any]]) -> str:
     return str(dict(params).get("model", ""))
 
 
+STOP_BASE = "fifo"   # the base under a saved stop-policy that answers a learned scheduler's checkpoints (as
+# HandCodedStops' own rule: only should_stop is asked of it)
+
+
 def learned_cannot_run(spec) -> str | None:
-    """The learned provider's ``cannot_run(spec)`` of a saved model's run, asked in the model's own process
-    (finding out loads the model)."""
-    why = _player(spec.scheduler, spec.stopper, _model(spec.params), "learned").ask(
-        f"model {_model(spec.params)}", ("cannot_run", spec))
+    """The learned provider's reason why a saved model's run cannot play its workload's cluster, or ``None``,
+    asked in the model's own process (finding out loads the model), which is told the cluster only."""
+    from ..workload import generate
+
+    workload = generate(spec.config)
+    params = dict(spec.params)
+    why = _learned_player(spec).ask(f"model {_model(spec.params)}", (
+        "cannot_run", spec.scheduler, params, workload.total_gpus, workload.spec))
     if not (why is None or isinstance(why, str)):
         raise PolicyProcessError(f"model {_model(spec.params)}: its process answered {str(why)[:200]} to cannot_run")
     return why
 
 
 def learned_episode(spec) -> dict[str, Any]:
-    """The metrics of a learned scheduler's episode, played in the model's own process: a flat mapping of
-    metric names to numbers, checked as such."""
-    metrics = _player(spec.scheduler, spec.stopper, _model(spec.params), "learned").ask(
-        f"model {_model(spec.params)}", ("episode", spec))
-    if not (isinstance(metrics, dict) and all(isinstance(v, (int, float)) or v is None for v in metrics.values())):
-        raise PolicyProcessError(f"model {_model(spec.params)}: its process answered {str(metrics)[:200]} as metrics")
-    return metrics
+    """The metrics of a learned scheduler's episode: its env, and with it the simulator, the labels and the
+    metrics, played in this process; its model, in its own process, gets each observation and action mask
+    (arrays) and returns an action. A saved stop-policy its config names answers over public views
+    (:class:`Remote`), in its own process too."""
+    from ..experiments.learned import provider
+    from ..workload import generate
+
+    label = f"model {_model(spec.params)}"
+    player = _learned_player(spec)
+    workload = generate(spec.config)
+    params = dict(spec.params)
+    player.ask(label, ("episode", params, workload.total_gpus, workload.spec))
+
+    def act(obs, masks) -> int:
+        action = player.ask(label, ("act", obs, masks))
+        if type(action) is not int:
+            raise PolicyProcessError(f"{label}: its process answered {str(action)[:200]} as an action")
+        return action
+
+    # a stop-policy the scheduler's config names is part of the same submission: asked in the same process
+    return provider().scheduler_episode(params, workload, act,
+                                        lambda path: Remote(STOP_BASE, LEARNED, (("model", str(path)),), player))
+
+
+def _learned_player(spec) -> _Player:
+    """The process of a saved model's run (a stop-policy's :class:`Remote` plays in the same one)."""
+    return _player(spec.scheduler, spec.stopper, _model(spec.params))
 
 
 def _ints(x: Any) -> bool:

@@ -140,10 +140,11 @@ class BenchSpec(RunSpec):
 @dataclass(frozen=True)
 class LearnedSpec(RunSpec):
     """A saved model's run (:func:`~.arms.rows_of`: the rows it runs on). By default its model is loaded, and
-    asked, only in a process of its own (:mod:`.isolate`): a stop-policy there answers public views over
-    :class:`~.isolate.Remote` while the simulator and the metrics stay here; a learned scheduler, whose env is
-    its interface, plays its whole episode there and sends back numbers. ``in_process``: the learned layer's
-    provider plays it in this process (the run id is then a plain spec's, as before isolation)."""
+    asked, only in a process of its own (:mod:`.isolate`), while the simulator, the labels and the metrics stay
+    here: a stop-policy there answers public views over :class:`~.isolate.Remote`; a learned scheduler's env
+    plays here and its model there gets each observation and action mask (:func:`~.isolate.learned_episode`).
+    ``in_process``: the learned layer's provider plays it in this process (the run id is then a plain spec's,
+    as before isolation)."""
 
     in_process: bool = False
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from pathlib import PurePath, PurePosixPath
 from typing import Any, Mapping, Sequence
 
 from ..config import UsageError
@@ -118,12 +119,30 @@ def markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def policy_command(result: Mapping[str, Any], card: Mapping[str, Any]) -> str:
+def policy_command(result: Mapping[str, Any], card: Mapping[str, Any], tuning_file: str | None = None) -> str:
     """The command that scores this one policy as ``result`` scored it (runs are per policy, so alone it
-    gives the same numbers); a tuned reference comes from the results file of ``bench --tune``."""
+    gives the same numbers), in paths a reader has: the tuned reference from ``tuning_file`` (a results file
+    that holds the same tuning, such as a shipped one under docs/leaderboard/) rather than the folder it was
+    first read from, and a saved model as :func:`model_path` names it."""
     tuned = result.get("tuned_from")
-    return (f"evalstop-gym bench --suite {result['suite']} --policy {shlex.quote(card['policy'])}"
+    if tuned not in (None, "--tune") and tuning_file is not None:
+        tuned = tuning_file
+    policy = model_path(card["policy"]) if card["kind"] == LEARNED_KIND else card["policy"]
+    return (f"evalstop-gym bench --suite {result['suite']} --policy {shlex.quote(policy)}"
             + ("" if tuned is None else " --tune" if tuned == "--tune" else f" --tuned {shlex.quote(tuned)}"))
+
+
+def model_path(path: str) -> str:
+    """A saved model's ``--policy`` path as a reader can use it: as given if relative; else from the last
+    ``runs`` folder on it, which ``evalstop-gym train --out runs/NAME`` writes into (docs/learned.md trains
+    every shipped recipe so, and ``--leaderboard-run`` trains them so in a folder of its own); else the
+    model's folder (or file) name alone. Never the folder of the machine that scored it."""
+    p = PurePath(path)
+    if not p.is_absolute():
+        return path
+    parts = p.parts[1:]
+    runs = [i for i, part in enumerate(parts[:-1]) if part == "runs"]
+    return str(PurePosixPath(*parts[runs[-1]:])) if runs else p.name
 
 
 def quality_worse(card: Mapping[str, Any]) -> bool:
@@ -209,10 +228,12 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
     first = named[0][1]
     seen, entries = set(), []
     for name, data in named:
+        # the tuning as one of these files holds it (a results file scored with --tuned carries its tuning)
+        tuning_file = next((n for n, d in named if d.get("tuning") and d.get("tuning") == data.get("tuning")), None)
         for card in data["policies"]:
             if card["label"] not in seen:
                 seen.add(card["label"])
-                entries.append((card, policy_command(data, card)))
+                entries.append((card, policy_command(data, card, tuning_file)))
     tuned = {d["references"].get(TUNED_BEST) for _, d in named} - {None}
     if len(tuned) > 1:
         raise UsageError(f"the files hold different tuned-best references ({', '.join(sorted(tuned))}): score "
@@ -291,7 +312,9 @@ def leaderboard(paths: Sequence[str | os.PathLike], command: str = "") -> str:
     lines += ["Ranks order test-seed figures; no policy was selected by them. The one selection is the tuned best, "
               "on validation seeds. *JCT vs no stopper* gives the t-interval, then the stratified bootstrap "
               "interval (rows kept, seeds resampled within each row) and the interquartile mean of the "
-              "per-workload changes.", ""]
+              "per-workload changes. Each row's command names the results file (listed below) that holds the "
+              "tuning, and a saved model by the folder its training command writes (`runs/NAME`: docs/learned.md).",
+              ""]
     extra = [f"JCT vs no stopper, {len(clone)} rows"] if clone != first["rows"] else []
     lines += ["| # | policy | avg JCT h | " + " | ".join(f"JCT vs {r}" for r in refs)
               + " | JCT vs no stopper: bootstrap, IQM | " + "".join(f"{x} | " for x in extra)

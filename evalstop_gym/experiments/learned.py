@@ -42,6 +42,17 @@ class LearnedArms(Protocol):
         (a policy), answering on a cluster of ``gpus`` GPUs laid out as ``cluster``: what the bench plays in the
         model's own process, over public views (:mod:`evalstop_gym.bench.isolate`)."""
 
+    def scheduler_actor(self, params: Mapping[str, Any], gpus: int, cluster: Any) -> Callable[[Any, Any], int]:
+        """The saved learned scheduler of ``params`` on a cluster of ``gpus`` GPUs laid out as ``cluster``, as
+        ``act(observation, action_masks) -> action`` (its deterministic action): what the bench asks in the
+        model's own process, which holds no simulator (:mod:`evalstop_gym.bench.isolate`)."""
+
+    def scheduler_episode(self, params: Mapping[str, Any], workload: Any, act: Callable[[Any, Any], int],
+                          stop_rule: Callable[[str], Any]) -> dict[str, Any]:
+        """The metrics of one episode of the learned scheduler of ``params`` on ``workload``, its env played in
+        this process without its model: ``act`` (a :meth:`scheduler_actor` in another process) gives each
+        action, and ``stop_rule(path)`` (a policy) answers the checkpoints of a saved stop-policy it names."""
+
     def run(self, specs: Sequence[Any], store: Any, limit: int | None = None,
             on_done: Callable[[], None] | None = None) -> int:
         """Run the specs in this process, add each record to ``store``; return how many ran."""
