@@ -87,7 +87,7 @@ def robust_sd(diffs: np.ndarray, per_unit: float) -> np.ndarray:
     difference per unit of the sd sought); 0 for a row with fewer than ``MIN_NOISE_POINTS`` of them."""
     d = np.abs(diffs)
     out = np.zeros(d.shape[0])
-    # rows with too few points (a start and one or two checkpoints have no second difference at all) keep 0
+    # rows with too few differences (a start and one or two checkpoints have no second difference at all) keep 0
     enough = np.isfinite(d).sum(axis=1) >= MIN_NOISE_POINTS
     if enough.any():
         out[enough] = MAD_TO_SD * np.nanmedian(d[enough], axis=1) / per_unit
