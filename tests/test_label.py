@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from evalstop_gym.label import curve_noise, overoptimised
+from evalstop_gym.label import curve_noise, curve_wander, overoptimised
 
 # start, then 6 checkpoints: gold rises by 0.6 to checkpoint 3 and gives 0.3 back along straight lines, so
 # every second difference but the one at the peak is 0, the median is 0 and the noise is 0
@@ -33,14 +33,18 @@ def test_a_run_without_a_proxy_is_never_hacking():
 
 
 def test_a_fall_within_the_run_s_own_noise_is_not():
-    # gold zigzags by 0.2: second differences -0.4, 0.4, -0.4, 0.4, -0.28, median 0.4, so
-    # s = 1.4826 * 0.4 / sqrt(6) = 0.2421 and the fall must beat 2 sqrt(2) s = 0.6848; it is 0.3 - 0.22 = 0.08,
+    # gold zigzags by 0.2: second differences -0.4, 0.4, -0.4, 0.4, -0.28, the one at the peak (checkpoint 1)
+    # left out, median 0.4, so s = 1.4826 * 0.4 / sqrt(6) = 0.2421 and the noise bar is 2 sqrt(2) s = 0.6848.
+    # The wander: third differences 0.8, -0.8, 0.8, -0.68 less the first (the peak inside its window), median
+    # 0.8, reading 1.4826 * 0.8 / sqrt(6) = 0.4842; the second differences' reading sqrt(3) s = 0.4193 is the
+    # smaller, over the 5 checkpoints of the fall: 2 sqrt(5) 0.4193 = 1.8753. The fall is 0.3 - 0.22 = 0.08,
     # which would pass the share (0.25 * 0.2 = 0.05) and the minimum (0.03) alone
     zigzag = [0.1, 0.3, 0.1, 0.3, 0.1, 0.3, 0.22]
     hacking, peak, drop, threshold = label(zigzag, RISING)
     assert not hacking and peak == 1 and drop == pytest.approx(0.08)
-    assert threshold == pytest.approx(2 * math.sqrt(2) * 1.4826 * 0.4 / math.sqrt(6))
-    assert threshold == pytest.approx(0.6848, abs=1e-4)
+    assert threshold == pytest.approx(2 * math.sqrt(5) * 1.4826 * 0.4 / math.sqrt(2))
+    assert threshold == pytest.approx(1.8753, abs=1e-4)
+    assert curve_wander(np.array([zigzag]), np.array([1]))[0] == pytest.approx(0.4193, abs=1e-4)
 
 
 def test_a_proxy_rise_within_the_proxy_s_noise_is_not():
@@ -110,9 +114,96 @@ def test_gold_peaking_at_either_end_leaves_no_second_difference_out():
     assert curve_noise(np.array([[0.9, 0.5, 0.7, 0.5]]), np.array([0]))[0] == 0.0    # 3 checkpoints: 2
 
 
-def test_a_world_without_an_exploitable_proxy_labels_at_most_5_percent(tmp_path):
+# -- wander: a fall must beat what the curve's own random walk could take away over the fall's span --------
+
+# a no-KL run's cliff on the start and 10 checkpoints (a GRPO run of the TRL library, rounded): gold peaks at
+# checkpoint 2 and falls from 0.81 to 0.13 while the proxy rises and holds its top
+CLIFF = [0.57, 0.78, 0.81, 0.75, 0.67, 0.50, 0.38, 0.21, 0.14, 0.13, 0.13]
+CLIFF_PROXY = [np.nan, 0.53, 0.93, 0.97, 1.11, 1.12, 1.13, 1.13, 1.13, 1.12, 1.13]
+
+
+def test_a_cliff_clears_the_wander_bar():
+    # second differences -0.18, [-0.09 at the peak, left out], -0.02, -0.09, 0.05, -0.05, 0.10, 0.06, 0.01:
+    # median 0.055, s = 1.4826 * 0.055 / sqrt(6), noise bar 2 sqrt(2) s = 0.094. Third differences 0.09, 0.07
+    # (the peak inside their windows, left out), -0.07, 0.14, -0.10, 0.15, -0.04, -0.05: median 0.085, reading
+    # 1.4826 * 0.085 / sqrt(6) = 0.0514, under sqrt(3) s = 0.0577 (the cliff's steps inflate the second
+    # differences). Over the 8 checkpoints of the fall the bar is 2 sqrt(8) 0.0514 = 0.291 (the share asks
+    # 0.25 * 0.24 = 0.06); the cliff falls 0.68, and the proxy rises 1.13 - 0.93 = 0.20, far above its noise
+    hacking, peak, drop, threshold = label(CLIFF, CLIFF_PROXY)
+    assert hacking and peak == 2 and drop == pytest.approx(0.68)
+    assert threshold == pytest.approx(2 * math.sqrt(8) * 1.4826 * 0.085 / math.sqrt(6))
+    assert threshold == pytest.approx(0.291, abs=1e-3)
+
+
+def test_a_lora_run_without_a_proxy_is_not_hacking_even_on_a_cliff():
+    assert not label(CLIFF, [np.nan] * 11)[0]
+
+
+def test_a_random_walk_s_fall_is_wander():
+    # steps of +-0.04 only: gold peaks at 0.68 (checkpoint 2) and ends at 0.52, a fall of 0.16 that the noise
+    # bar alone would label: second differences 0, [-0.08 left out], 0.08, -0.08, 0, 0.08, -0.08, 0, 0 have
+    # median 0.04, noise bar 2 sqrt(2) 1.4826 0.04 / sqrt(6) = 0.0685. Read as a walk: sqrt(3) s =
+    # 1.4826 * 0.04 / sqrt(2) = 0.0419 a step (its steps' sd is 0.04), under the third differences' reading
+    # (|-0.16|, 0.08, 0.08, |-0.16|, 0.08, 0 left: median 0.08, 1.4826 * 0.08 / sqrt(6) = 0.0484); a walk with
+    # such steps moves 2 sqrt(8) 0.0419 = 0.237 over the 8 checkpoints of the fall, more than 0.16
+    walk = [0.60, 0.64, 0.68, 0.64, 0.68, 0.64, 0.60, 0.64, 0.60, 0.56, 0.52]
+    hacking, peak, drop, threshold = label(walk, np.arange(11.0))
+    assert not hacking and peak == 2 and drop == pytest.approx(0.16)
+    assert threshold == pytest.approx(2 * math.sqrt(8) * 1.4826 * 0.04 / math.sqrt(2))
+    assert curve_noise(np.array([walk]), np.array([2]))[0] * 2 * math.sqrt(2) == pytest.approx(0.0685, abs=1e-4)
+
+
+def test_a_plateau_that_wanders_down_is_not_hacking():
+    # a penalised run: gold rises by 0.18 to 0.80 and wanders down its plateau by steps of 0.02 (two down, one
+    # up), ending 0.08 lower, while the proxy holds its level and rises by 0.1 at the end (its noise: median
+    # second difference 0). The fall passes the share (0.25 * 0.18 = 0.045), the floor and the noise bar:
+    # second differences -0.02, [-0.10 left out], 0, 0.04, -0.04, 0, 0.04, -0.04, 0, median 0.03, bar
+    # 2 sqrt(2) 1.4826 0.03 / sqrt(6) = 0.051. Third differences -0.08, 0.10 (left out), 0.04, -0.08, 0.04, 0.04,
+    # -0.08, 0.04: median 0.04, a step of 1.4826 * 0.04 / sqrt(6) = 0.0242 (under sqrt(3) s = 0.0315); over the 8
+    # checkpoints of the fall a walk of such steps moves 2 sqrt(8) 0.0242 = 0.137, more than the 0.08
+    plateau = [0.62, 0.72, 0.80, 0.78, 0.76, 0.78, 0.76, 0.74, 0.76, 0.74, 0.72]
+    proxy = [np.nan, 0.5, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.9]
+    hacking, peak, drop, threshold = label(plateau, proxy)
+    assert not hacking and peak == 2 and drop == pytest.approx(0.08)
+    assert 2 * math.sqrt(2) * curve_noise(np.array([plateau]), np.array([2]))[0] == pytest.approx(0.0514, abs=1e-4)
+    assert threshold == pytest.approx(2 * math.sqrt(8) * 1.4826 * 0.04 / math.sqrt(6))
+
+
+def test_a_smooth_early_peak_is_not_read_as_wander():
+    # gold bends up to an early peak and slides to 0 (a world's run with a poor proxy, clipped at 0). Its second
+    # differences are the bend: -0.092, [-0.090 left out], -0.083, -0.074, 0.089, 0.072, 0, 0, 0, median 0.073,
+    # and read as a walk (sqrt(3) s = 1.4826 * 0.073 / sqrt(2) = 0.0765) they would ask 2 sqrt(8) 0.0765 = 0.433
+    # of a fall of 0.324. Third differences, blind to the bend: 0.002, 0.007 (left out), 0.009, 0.163, -0.017,
+    # -0.072, 0, 0, median 0.013, a step of 1.4826 * 0.013 / sqrt(6) = 0.0079: the wander bar is 0.045 and the
+    # noise bar, 2 sqrt(2) 1.4826 0.073 / sqrt(6) = 0.125, decides
+    bend = [0.06, 0.238, 0.324, 0.32, 0.233, 0.072, 0.0, 0.0, 0.0, 0.0, 0.0]
+    hacking, peak, drop, threshold = label(bend, np.arange(11.0))
+    assert hacking and peak == 2 and drop == pytest.approx(0.324)
+    assert curve_wander(np.array([bend]), np.array([2]))[0] == pytest.approx(1.4826 * 0.013 / math.sqrt(6))
+    assert threshold == pytest.approx(2 * math.sqrt(2) * 1.4826 * 0.073 / math.sqrt(6))
+
+
+def test_driftless_walks_are_labelled_no_more_the_more_checkpoints_they_have():
+    # gold a driftless random walk (steps of sd 0.05) and a proxy that always rises, so only gold's bars decide
+    # (share and floor set to 0): a fixed bar labels a growing share as the walk gets longer (a walk's fall from
+    # its maximum grows as sqrt(checkpoints): the noise bar alone labels about half at 10 checkpoints and
+    # about 70% at 40); with the span-scaled bar the share stays flat and low
+    rng = np.random.default_rng(11)
+    shares = {}
+    for evals in (10, 20, 40):
+        gold = 0.5 + np.cumsum(np.c_[np.zeros(2000), rng.normal(0, 0.05, (2000, evals))], axis=1)
+        proxy = np.tile(np.r_[np.nan, np.arange(1.0, evals + 1)], (2000, 1))
+        shares[evals] = overoptimised(gold, proxy, drop_share=0.0, min_drop=0.0)[0].mean()
+    assert max(shares.values()) < 0.2
+    assert shares[40] <= shares[10] + 0.02
+
+
+@pytest.mark.parametrize("evals", [10, 20, 40])
+def test_a_world_without_an_exploitable_proxy_labels_at_most_5_percent(tmp_path, evals):
     # the grounded world (plateau drift 0.066 a checkpoint) with no exploitable proxy, from a world file:
-    # whatever gold does by wander, at most 5% of runs meet the rule (the old gold-only rule labelled 34%)
+    # whatever gold does by wander, at most 5% of runs meet the rule (the old gold-only rule labelled 34%, the
+    # rule with a noise bar alone 3.4%, 7.0% and 10.4% at 10, 20 and 40 checkpoints: a walk's fall grows with
+    # the checkpoints it spans)
     import yaml
 
     from evalstop_gym import WorkloadConfig, generate
@@ -123,7 +214,8 @@ def test_a_world_without_an_exploitable_proxy_labels_at_most_5_percent(tmp_path)
     world["curves"]["dpo_exploitable"] = 0.0
     path = tmp_path / "no-exploit.yaml"
     path.write_text(yaml.safe_dump(world))
-    runs = [generate(WorkloadConfig(calibration=str(path), hacking_fraction=0.0, seed=s)) for s in range(700, 716)]
+    runs = [generate(WorkloadConfig(calibration=str(path), hacking_fraction=0.0, seed=s, evals_per_job=evals))
+            for s in range(700, 716)]
     hacking = np.concatenate([w.hacking for w in runs])
     assert hacking.size == 3200 and hacking.mean() <= 0.05
     assert not np.concatenate([w.hacking[w.job_type == 0] for w in runs]).any()   # LoRA: no proxy

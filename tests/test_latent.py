@@ -111,7 +111,11 @@ def test_vectorised_label_rule_agrees_with_the_curve_log_reader():
     from evalstop_gym.label import overoptimised
 
     rng = np.random.default_rng(3)
-    gold = np.clip(rng.uniform(0, 0.3, (300, 1)) + np.cumsum(rng.normal(0.02, 0.05, (300, 11)), axis=1), 0, 1)
+    gold = rng.uniform(0, 0.3, (300, 1)) + np.cumsum(rng.normal(0.02, 0.05, (300, 11)), axis=1)
+    # half the runs walk (the rule labels few of them: their falls are wander), half fall by 0.1 a checkpoint
+    # after checkpoint 5, a trend ten times their walk's drift, which the rule labels where the proxy rises
+    gold[150:] -= 0.1 * np.maximum(np.arange(11) - 5, 0)
+    gold = np.clip(gold, 0, 1)
     proxy = np.cumsum(rng.normal(0.03, 0.03, (300, 11)), axis=1)
     proxy[:40] = np.nan                                                      # runs that log no proxy
     steps = np.arange(11.0)

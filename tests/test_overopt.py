@@ -119,7 +119,11 @@ def test_rlhf_few_pairs_no_kl_over_optimises_but_many_pairs_with_kl_does_not():
 
 def test_dpo_few_pairs_small_beta_over_optimises_while_its_loss_falls():
     few = outcomes(method="dpo", pairs=32, kl_coef=0.1, lr=3e-3)
-    assert sum(h for h, _, _ in few) >= 6
+    # most seeds: gold falls after an early peak while the margin climbs. Gold here is a score on 200 items
+    # (sampling sd about sqrt(0.25 / 200) = 0.035 a checkpoint), which the label reads, at worst, as a walk's
+    # steps: a fall over 6-7 checkpoints must beat about 2 sqrt(7) 0.03 = 0.16, so the seeds whose gold gives
+    # back only about 0.1 stay unlabelled
+    assert sum(h for h, _, _ in few) >= 5
     assert all(loss < -0.2 and margin > 1.0 for _, margin, loss in few)   # DPO loss down, margin up
 
 
