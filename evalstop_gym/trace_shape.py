@@ -2,10 +2,10 @@
 
 Some traces may not be copied into a repository, so a row that replays one
 cannot be played in a plain clone. A *shape* is what such a row needs of the
-trace, fitted once by whoever has the file (``evalstop-gym traces shape``) and
-written as a small JSON file; :func:`sample_table` then draws any number of
-jobs from it, seeded, as a :class:`~evalstop_gym.traces.TraceTable` that
-:func:`~evalstop_gym.traces.replay_trace` plays like the trace's own rows.
+trace, fitted once by whoever has the file (``evalstop-gym shape``) and
+written as a small JSON file; :func:`sample_jobs` then draws any number of
+jobs from it, seeded, which :func:`~evalstop_gym.traces.load_trace` replays
+like the trace's own rows.
 
 What a shape keeps, each as quantiles (``QUANTILES`` + 1 knots, from the
 minimum to the maximum; run times' knots crowd towards the top, :data:`TAIL`):
@@ -35,7 +35,7 @@ import hashlib
 import json
 import math
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -161,10 +161,18 @@ def _draw(knots: np.ndarray, u: np.ndarray, probs: np.ndarray = UNIFORM) -> np.n
     return np.interp(u, probs, knots)
 
 
-def sample_table(shape: dict[str, Any], jobs: int, seed: int, *, path: str = "shape"):
-    """``jobs`` jobs drawn from ``shape`` with their own generator (``seed``), as a trace table sorted by submit."""
-    from .traces import TraceReport, TraceTable
+class Draw(NamedTuple):
+    """Jobs drawn from a shape, sorted by submit: seconds since the first, seconds, GPUs, tenant indices."""
 
+    submit_s: np.ndarray
+    duration_s: np.ndarray
+    gpus: np.ndarray
+    tenant: np.ndarray
+    tenants: int
+
+
+def sample_jobs(shape: dict[str, Any], jobs: int, seed: int) -> Draw:
+    """``jobs`` jobs drawn from ``shape`` with their own generator (``seed``), sorted by submit time."""
     rng = np.random.default_rng([seed, 0x54524143])   # a stream of its own: the replay's draws stay the same
     submit_h = np.sort(_draw(np.asarray(shape["submit_h"]), rng.random(jobs)))
     counts = np.array(sorted(int(k) for k in shape["gpus"]))
@@ -177,8 +185,4 @@ def sample_table(shape: dict[str, Any], jobs: int, seed: int, *, path: str = "sh
         duration_s[inside] = np.exp(_draw(np.log(np.asarray(b["duration_s"])), u[inside], TAIL))
     tenants = np.asarray(shape["tenants"], dtype=float)
     tenant = rng.choice(tenants.size, size=jobs, p=tenants / tenants.sum())
-    report = TraceReport(path=path, format="shape", rows=jobs)
-    return TraceTable(submit_s=submit_h * 3600.0, duration_s=duration_s, gpus=gpus.astype(np.int64),
-                      tenant=tenant.astype(np.int64), tenant_names=[f"tenant-{i}" for i in range(tenants.size)],
-                      tier=np.zeros(jobs, dtype=np.int64), line=np.arange(1, jobs + 1, dtype=np.int64),
-                      report=report)
+    return Draw(submit_h * 3600.0, duration_s, gpus.astype(np.int64), tenant.astype(np.int64), tenants.size)

@@ -604,13 +604,16 @@ def load_trace(path, format: str = "philly", config: WorkloadConfig | None = Non
     >>> w = load_trace("philly.csv", "philly", WorkloadConfig(gpus=256), jobs=1000)  # doctest: +SKIP
     """
     if format == SHAPE:
-        from .trace_shape import read_shape, sample_table
+        from .trace_shape import read_shape, sample_jobs
 
         jobs = options.get("jobs")
         if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
             raise ConfigError("trace_jobs", jobs, "must be an integer >= 1: a shape replays the jobs drawn from it")
         shape, cfg = read_shape(path), config or WorkloadConfig()
-        table = sample_table(shape, int(jobs), cfg.seed, path=os.fspath(path))
+        d = sample_jobs(shape, int(jobs), cfg.seed)
+        table = TraceTable(d.submit_s, d.duration_s, d.gpus, d.tenant, [f"tenant-{i}" for i in range(d.tenants)],
+                           np.zeros(d.gpus.size, dtype=np.int64), np.arange(1, d.gpus.size + 1, dtype=np.int64),
+                           TraceReport(path=os.fspath(path), format=SHAPE, rows=int(d.gpus.size)))
         if options.get("gpu_scale") == "fit" and options.get("rescale", "arrivals") != "cluster":
             # as for the trace's own rows: shrunk for the trace's largest demand, not the draw's
             options["gpu_scale"] = min(1.0, cfg.gpus / max(int(c) for c in shape["gpus"]))

@@ -15,7 +15,7 @@ from evalstop_gym.bench.policies import parse_policy
 from evalstop_gym.bench.suite import PHILLY, PHILLY_SHAPE, TRACES_ENV, V2
 from evalstop_gym.config import ConfigError, WorkloadConfig
 from evalstop_gym.data import DATA_DIR
-from evalstop_gym.trace_shape import QUANTILES, TAIL, ShapeError, fit_shape, read_shape, sample_table
+from evalstop_gym.trace_shape import QUANTILES, TAIL, ShapeError, fit_shape, read_shape, sample_jobs
 from evalstop_gym.traces import TraceReport, TraceTable, load_trace
 
 
@@ -58,7 +58,7 @@ def test_jobs_drawn_from_a_shape_follow_the_trace(hand):
     dur = np.where(gpus == 1, rng.lognormal(7, 1.5, n), np.where(gpus == 2, rng.lognormal(3, 1, n),
                                                                  rng.lognormal(10, 0.5, n)))
     trace = _table(gpus, dur, submit_s=np.sort(rng.exponential(1.0, n).cumsum() * 3600))
-    drawn = sample_table(fit_shape(trace), 20000, seed=3)
+    drawn = sample_jobs(fit_shape(trace), 20000, seed=3)
     share = Counter(drawn.gpus.tolist())
     for c, p in ((1, 0.7), (2, 0.2), (8, 0.1)):   # each share within 4 sd of its binomial count
         assert abs(share[c] - 20000 * p) < 4 * np.sqrt(20000 * p * (1 - p)), (c, share[c])
@@ -70,7 +70,7 @@ def test_jobs_drawn_from_a_shape_follow_the_trace(hand):
 
 def test_a_draw_is_seeded(hand):
     shape = fit_shape(hand)
-    a, b, c = sample_table(shape, 300, 5), sample_table(shape, 300, 5), sample_table(shape, 300, 6)
+    a, b, c = sample_jobs(shape, 300, 5), sample_jobs(shape, 300, 5), sample_jobs(shape, 300, 6)
     for f in ("submit_s", "duration_s", "gpus", "tenant"):
         assert np.array_equal(getattr(a, f), getattr(b, f))
     assert not np.array_equal(a.duration_s, c.duration_s)
@@ -147,5 +147,5 @@ def test_a_shape_fits_demands_to_the_cluster_as_the_trace_does():
     assert max(int(c) for c in shape["gpus"]) == 128
     cfg = WorkloadConfig(seed=11, gpus=64)
     w = load_trace(PHILLY_SHAPE.path(), "shape", cfg, jobs=500, sample=True, gpu_scale="fit", on_bad_row="skip")
-    drawn = sample_table(shape, 500, 11).gpus
+    drawn = sample_jobs(shape, 500, 11).gpus
     assert np.array_equal(np.sort(w.gpus), np.sort(np.maximum(1, np.floor(drawn * 0.5 + 0.5)).astype(int)))
