@@ -111,12 +111,11 @@ def execute(spec: RunSpec) -> dict[str, Any]:
     ``jobs``, each job's JCT and stop flag (:func:`evalstop_gym.metrics.job_results`)."""
     from evalstop_gym.baselines import make_policy
 
+    from ..compiled import run_episode
     from ..metrics import compute_metrics, job_results
-    from ..policy import drive
-    from ..simulator import Simulator
     from ..workload import generate
 
-    out = drive(Simulator(generate(spec.config)), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
+    out = run_episode(generate(spec.config), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
     return {**compute_metrics(out), JOBS_KEY: job_results(out)}
 
 

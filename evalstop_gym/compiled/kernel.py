@@ -1,0 +1,405 @@
+"""The compiled episode: the simulator's event loop and the supported built-in policies in one numba function.
+
+It is a transcription of :class:`~evalstop_gym.simulator.Simulator` driven by
+:func:`~evalstop_gym.policy.drive` on the flat pool, for the policies listed in
+:mod:`evalstop_gym.compiled.pairs`; the Python code stays the reference and the
+tests compare the two outcome by outcome (``tests/test_compiled.py``). What
+keeps them bit for bit equal:
+
+* time is integer ticks in both, and every float the policies compare (keys in
+  hours, eval scores) is computed by the same IEEE operations in the same
+  order: ``int / int`` is a correctly rounded division in Python and here
+  (both operands are exact in float64 below 2**53 ticks); no fastmath;
+* events are ordered by the same unique ``(time, counter)`` keys, the counter
+  bumped at the same pushes, arrivals first on equal times;
+* plans are the sorting allocator's (:meth:`~evalstop_gym.policy.Scheduler._allocate_sorted`
+  and :meth:`~evalstop_gym.policy.Scheduler._fill`), which the Python fast
+  paths equal by their own tests: waiting jobs in ``(key, queue stamp)``
+  order, running jobs before waiting ones on equal keys and among themselves
+  in start order; preemptions applied before starts, in running order, and
+  starts in the order the Python plan lists them.
+
+Voided checkpoints stay in the heap until popped, as in Python; when the heap
+is full they are dropped, which cannot reorder live events (their keys are
+unique). The kernel has no timers: none of the supported schedulers asks for
+a wake-up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..timebase import TICKS_PER_HOUR
+from .pairs import EVALSTOP_CODE as EVALSTOP
+from .pairs import FIFO_CODE as FIFO
+from .pairs import NO_STOP_CODE as NO_STOP
+from .pairs import SJF_EST_CODE as SJF_EST
+from .pairs import SRTF_EST_CODE as SRTF_EST
+from .pairs import STOPAT_CODE as STOPAT
+# job states
+_NEW, _WAITING, _RUNNING, _ENDED = 0, 1, 2, 3
+NEVER = np.int64(1 << 62)   # the tick of the "arrival" after the last one: later than any event
+STALLED = 1                 # the kernel's status when jobs wait and nothing will happen
+
+
+@njit(cache=True)
+def _before(t1, s1, t2, s2):
+    return t1 < t2 or (t1 == t2 and s1 < s2)
+
+
+@njit(cache=True)
+def _heap_push(ht, hs, hj, he, size, t, s, j, e):
+    i = size
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _before(t, s, ht[p], hs[p]):
+            break
+        ht[i], hs[i], hj[i], he[i] = ht[p], hs[p], hj[p], he[p]
+        i = p
+    ht[i], hs[i], hj[i], he[i] = t, s, j, e
+    return size + 1
+
+
+@njit(cache=True)
+def _sift_down(ht, hs, hj, he, size, i):
+    t, s, j, e = ht[i], hs[i], hj[i], he[i]
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _before(ht[c + 1], hs[c + 1], ht[c], hs[c]):
+            c += 1
+        if not _before(ht[c], hs[c], t, s):
+            break
+        ht[i], hs[i], hj[i], he[i] = ht[c], hs[c], hj[c], he[c]
+        i = c
+    ht[i], hs[i], hj[i], he[i] = t, s, j, e
+
+
+@njit(cache=True)
+def _heap_pop(ht, hs, hj, he, size):
+    """Remove the root (read it before calling); returns the new size."""
+    size -= 1
+    if size > 0:
+        ht[0], hs[0], hj[0], he[0] = ht[size], hs[size], hj[size], he[size]
+        _sift_down(ht, hs, hj, he, size, 0)
+    return size
+
+
+@njit(cache=True)
+def _drop_void(ht, hs, hj, he, size, epoch):
+    """Keep the live checkpoints only, then restore the heap order."""
+    k = 0
+    for i in range(size):
+        if he[i] == epoch[hj[i]]:
+            ht[k], hs[k], hj[k], he[k] = ht[i], hs[i], hj[i], he[i]
+            k += 1
+    for i in range(k // 2 - 1, -1, -1):
+        _sift_down(ht, hs, hj, he, k, i)
+    return k
+
+
+@njit(cache=True)
+def _key_less(a1, a2, aq, b1, b2, bq):
+    if a1 != b1:
+        return a1 < b1
+    if a2 != b2:
+        return a2 < b2
+    return aq < bq
+
+
+@njit(cache=True)
+def _bisect(wk1, wk2, wq, count, k1, k2, q):
+    """The first position whose entry is not below ``(k1, k2, q)``."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _key_less(wk1[mid], wk2[mid], wq[mid], k1, k2, q):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _enqueue(wk1, wk2, wq, wj, count, k1, k2, q, j):
+    """Insert job ``j`` into the sorted waiting arrays; returns the new count."""
+    pos = _bisect(wk1, wk2, wq, count, k1, k2, q)
+    for m in range(count, pos, -1):
+        wk1[m], wk2[m], wq[m], wj[m] = wk1[m - 1], wk2[m - 1], wq[m - 1], wj[m - 1]
+    wk1[pos], wk2[pos], wq[pos], wj[pos] = k1, k2, q, j
+    return count + 1
+
+
+@njit(cache=True)
+def _dequeue(wk1, wk2, wq, wj, count, k1, k2, q):
+    """Remove the entry ``(k1, k2, q)`` from the sorted waiting arrays; returns the new count."""
+    pos = _bisect(wk1, wk2, wq, count, k1, k2, q)
+    for m in range(pos, count - 1):
+        wk1[m], wk2[m], wq[m], wj[m] = wk1[m + 1], wk2[m + 1], wq[m + 1], wj[m + 1]
+    return count - 1
+
+
+@njit(cache=True)
+def _unrun(run, count, j):
+    """Remove job ``j`` from the running jobs (in start order); returns the new count."""
+    for r in range(count):
+        if run[r] == j:
+            for m in range(r, count - 1):
+                run[m] = run[m + 1]
+            break
+    return count - 1
+
+
+@njit(cache=True)
+def _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, c, length, grid, evals, overhead, service, seq):
+    """Push job ``j``'s checkpoint ``c`` (1-based) with counter ``seq``: due when its service reaches the grid
+    point plus the resume costs paid. Drops voided entries first if the heap is full; returns the new size."""
+    target = length[j] * c // evals if grid.shape[0] == 0 else grid[j * evals + c - 1]
+    if size == ht.shape[0]:
+        size = _drop_void(ht, hs, hj, he, size, epoch)
+    return _heap_push(ht, hs, hj, he, size, now + target + overhead[j] - service[j], seq, j, epoch[j])
+
+
+@njit(cache=True)
+def _attained(j, now, service, run_since, status):
+    if status[j] == _RUNNING:
+        return service[j] + (now - run_since[j])
+    return service[j]
+
+
+@njit(cache=True)
+def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals):
+    """The scheduler's key of job ``j`` now, as two floats (the second breaks ties; 0 where unused)."""
+    if sched == FIFO:
+        return submit[j] / TICKS_PER_HOUR, 0.0
+    if sched == SJF_EST:
+        return est[j] / TICKS_PER_HOUR, submit[j] / TICKS_PER_HOUR
+    att = _attained(j, now, service, run_since, status)
+    rem = max(est[j] - att, 0)
+    if sched == SRTF_EST:
+        return float(rem), 0.0   # ticks: exact in float64
+    if seen[j] == 0:
+        return rem / TICKS_PER_HOUR, 0.0
+    return max(last_att_h[j] * evals / seen[j] - att / TICKS_PER_HOUR, 0.0), 0.0
+
+
+@njit(cache=True)
+def _should_stop(stop, j, i, evals, obs, declines, rlhf, k, delta, warmup, warmup_progress, p):
+    """The stopper's decision at job ``j``'s checkpoint ``i`` (``i + 1`` scores seen)."""
+    if stop == NO_STOP:
+        return False
+    count = i + 1
+    progress = count / evals
+    if stop == STOPAT:
+        return rlhf[j] and progress >= p
+    if (warmup or warmup_progress) and (count <= warmup or progress < warmup_progress):
+        return False
+    base = j * evals
+    if stop == EVALSTOP:
+        if not delta:
+            return declines[j] >= k
+        n = 0
+        for m in range(i, 0, -1):
+            if obs[base + m] >= obs[base + m - 1] - delta:
+                break
+            n += 1
+        return n >= k
+    best, wait = obs[base], 0
+    for m in range(1, count):
+        s = obs[base + m]
+        if s - delta > best:
+            best, wait = s, 0
+        else:
+            wait += 1
+    return wait >= k
+
+
+@njit(cache=True)
+def episode(submit, length, est, gpus, grid, restart, obs, peak, rlhf, arrivals, evals, total_gpus,
+            sched, preemptive, stop, k, delta, warmup, warmup_progress, p):
+    """Play one episode. ``grid`` (n * evals ticks) and ``restart`` (n ticks) are empty where the world has
+    none. Returns ``(status, finish, service, stopped, seen, best_idx, first_start, peak_service,
+    preemptions, now)``."""
+    n = submit.shape[0]
+    has_restart = restart.shape[0] > 0
+    status = np.zeros(n, np.int64)
+    service = np.zeros(n, np.int64)
+    run_since = np.zeros(n, np.int64)
+    overhead = np.zeros(n, np.int64)
+    epoch = np.zeros(n, np.int64)
+    seen = np.zeros(n, np.int64)
+    declines = np.zeros(n, np.int64)
+    best_idx = np.full(n, -1, np.int64)
+    best_score = np.full(n, -np.inf)
+    last_att_h = np.zeros(n)
+    qseq = np.zeros(n, np.int64)
+    key1 = np.zeros(n)
+    key2 = np.zeros(n)
+    finish = np.full(n, -1, np.int64)
+    first_start = np.full(n, -1, np.int64)
+    peak_service = np.full(n, -1, np.int64)
+    stopped = np.zeros(n, np.bool_)
+    # checkpoints: a heap of (tick, counter, job, epoch)
+    cap = 2 * n + 64  # live checkpoints are at most n: dropping the void ones always makes room
+    ht = np.empty(cap, np.int64)
+    hs = np.empty(cap, np.int64)
+    hj = np.empty(cap, np.int64)
+    he = np.empty(cap, np.int64)
+    size = 0
+    # waiting jobs sorted by (key1, key2, queue stamp); running jobs in start order
+    wk1 = np.empty(n)
+    wk2 = np.empty(n)
+    wq = np.empty(n, np.int64)
+    wj = np.empty(n, np.int64)
+    n_wait = 0
+    run = np.empty(n, np.int64)
+    n_run = 0
+    # scratch for plans
+    keep = np.zeros(n, np.bool_)
+    plan_a = np.empty(n, np.int64)
+    plan_b = np.empty(n, np.int64)
+    rkey = np.empty(n)
+
+    arrival_ticks = np.empty(n + 1, np.int64)
+    for m in range(n):
+        arrival_ticks[m] = submit[arrivals[m]]
+    arrival_ticks[n] = NEVER
+    nxt = 0
+    seq = n
+    queued = 0
+    now = np.int64(0)
+    free = total_gpus
+    dirty = False
+    active = n
+    preemptions = 0
+
+    while True:
+        at = arrival_ticks[nxt]
+        if dirty and at > now and (size == 0 or ht[0] > now):
+            dirty = False
+            # ---- a scheduling point: the plan, then applied (preemptions first) ----
+            n_pre, n_start = 0, 0
+            if preemptive:
+                if n_wait > 0:
+                    for r in range(n_run):
+                        rkey[r] = _key(sched, run[r], now, submit, est, service, run_since, status, seen,
+                                       last_att_h, evals)[0]
+                    order = np.argsort(rkey[:n_run], kind="mergesort")  # stable: start order on ties
+                    left, r, w = total_gpus, 0, 0
+                    while left > 0 and (r < n_run or w < n_wait):
+                        if r < n_run and (w >= n_wait or rkey[order[r]] <= wk1[w]):  # ties: running first
+                            j = run[order[r]]
+                            r += 1
+                        else:
+                            j = wj[w]
+                            w += 1
+                        if gpus[j] <= left:
+                            keep[j] = True
+                            left -= gpus[j]
+                    for r in range(n_run):
+                        j = run[r]
+                        if keep[j]:
+                            keep[j] = False
+                        else:
+                            plan_a[n_pre] = j
+                            n_pre += 1
+                    for m in range(w):
+                        j = wj[m]
+                        if keep[j]:
+                            keep[j] = False
+                            plan_b[n_start] = j
+                            n_start += 1
+                    if n_start > 1:  # starts in queue order, as the Python plan lists them
+                        by_queue = np.argsort(qseq[plan_b[:n_start]])
+                        plan_b[:n_start] = plan_b[:n_start][by_queue]
+            elif free > 0 and n_wait > 0:
+                left = free
+                for m in range(n_wait):  # first fit in key order
+                    j = wj[m]
+                    if gpus[j] <= left:
+                        plan_b[n_start] = j
+                        n_start += 1
+                        left -= gpus[j]
+                        if left == 0:
+                            break
+            for m in range(n_pre):  # preempt: the job keeps its progress and waits again
+                j = plan_a[m]
+                service[j] += now - run_since[j]
+                epoch[j] += 1
+                n_run = _unrun(run, n_run, j)
+                free += gpus[j]
+                status[j] = _WAITING
+                queued += 1
+                qseq[j] = queued
+                key1[j], key2[j] = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h,
+                                        evals)
+                n_wait = _enqueue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], queued, j)
+                preemptions += 1
+            for m in range(n_start):
+                j = plan_b[m]
+                n_wait = _dequeue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], qseq[j])
+                run[n_run] = j
+                n_run += 1
+                free -= gpus[j]
+                status[j] = _RUNNING
+                run_since[j] = now
+                if first_start[j] < 0:
+                    first_start[j] = now
+                elif has_restart:  # a resume: its cost in GPU time shifts the job's checkpoints
+                    overhead[j] += restart[j]
+                seq += 1
+                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, seen[j] + 1, length, grid, evals,
+                                        overhead, service, seq)
+            continue
+        if size > 0 and ht[0] < at:  # on equal times the arrival goes first: its counter is lower
+            t, j, e = ht[0], hj[0], he[0]
+            size = _heap_pop(ht, hs, hj, he, size)
+            if e != epoch[j]:
+                continue  # preempted or stopped since it was pushed
+            now = t
+            # ---- eval checkpoint of job j ----
+            i = seen[j]
+            base = j * evals
+            score = obs[base + i]
+            if i:
+                declines[j] = declines[j] + 1 if score < obs[base + i - 1] else 0
+            if score > best_score[j]:
+                best_score[j], best_idx[j] = score, i
+            service[j] += now - run_since[j]
+            run_since[j] = now
+            last_att_h[j] = service[j] / TICKS_PER_HOUR
+            if i == peak[j]:
+                peak_service[j] = service[j]
+            i += 1
+            seen[j] = i
+            ended = i == evals
+            if not ended:
+                seq += 1
+                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, i + 1, length, grid, evals,
+                                        overhead, service, seq)
+                if _should_stop(stop, j, i - 1, evals, obs, declines, rlhf, k, delta, warmup, warmup_progress, p):
+                    stopped[j] = True
+                    ended = True
+            if ended:  # completed, or stopped: its GPUs are free now
+                n_run = _unrun(run, n_run, j)
+                free += gpus[j]
+                status[j] = _ENDED
+                epoch[j] += 1
+                finish[j] = now
+                active -= 1
+                dirty = True
+        elif at != NEVER:
+            now = at
+            j = arrivals[nxt]
+            nxt += 1
+            status[j] = _WAITING
+            queued += 1
+            qseq[j] = queued
+            key1[j], key2[j] = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals)
+            n_wait = _enqueue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], queued, j)
+            dirty = True
+        else:
+            code = STALLED if active else 0
+            return code, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now
