@@ -92,15 +92,15 @@ def describe_world(config: WorkloadConfig) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=None)
 def code_fingerprint() -> str:
-    """Hash of the modules a result depends on: ``evalstop_gym/*.py`` and ``evalstop_gym/baselines/*.py``.
+    """Hash of the modules a result depends on: ``evalstop_gym/*.py``, ``evalstop_gym/baselines/*.py`` and
+    ``evalstop_gym/compiled/*.py`` (the compiled path plays built-in policies).
 
     Adapters (experiments, commands, envs) are left out: editing a table or a
     plot does not throw finished runs away.
     """
-    import evalstop_gym.baselines
-
+    package = Path(__file__).resolve().parents[1]
     h = hashlib.sha1()
-    for folder in (Path(__file__).resolve().parents[1], Path(evalstop_gym.baselines.__file__).resolve().parent):
+    for folder in (package, package / "baselines", package / "compiled"):
         for f in sorted(folder.glob("*.py")):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:12]
