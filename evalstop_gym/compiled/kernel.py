@@ -123,8 +123,15 @@ def _bisect(wk1, wk2, wq, count, k1, k2, q):
 
 
 @njit(cache=True)
-def _enqueue(wk1, wk2, wq, wj, count, k1, k2, q, j):
-    """Insert job ``j`` into the sorted waiting arrays; returns the new count."""
+def _enqueue(wk1, wk2, wq, wj, count, k1, k2, q, j, g, demand):
+    """Insert job ``j`` (of ``g`` GPUs) into the sorted waiting arrays; returns the new count.
+
+    ``demand[g]``: waiting jobs of ``g`` GPUs; ``demand[0]``: the least demand of a waiting job (more GPUs than
+    the cluster has when none waits), so a first-fit walk stops once no waiting job can fit.
+    """
+    demand[g] += 1
+    if g < demand[0]:
+        demand[0] = g
     pos = _bisect(wk1, wk2, wq, count, k1, k2, q)
     for m in range(count, pos, -1):
         wk1[m], wk2[m], wq[m], wj[m] = wk1[m - 1], wk2[m - 1], wq[m - 1], wj[m - 1]
@@ -133,8 +140,13 @@ def _enqueue(wk1, wk2, wq, wj, count, k1, k2, q, j):
 
 
 @njit(cache=True)
-def _dequeue(wk1, wk2, wq, wj, count, k1, k2, q):
-    """Remove the entry ``(k1, k2, q)`` from the sorted waiting arrays; returns the new count."""
+def _dequeue(wk1, wk2, wq, wj, count, k1, k2, q, g, demand):
+    """Remove the entry ``(k1, k2, q)`` of a job of ``g`` GPUs from the sorted waiting arrays; returns the new
+    count (``demand``: :func:`_enqueue`)."""
+    demand[g] -= 1
+    if g == demand[0]:
+        while demand[0] < demand.shape[0] - 1 and demand[demand[0]] == 0:
+            demand[0] += 1
     pos = _bisect(wk1, wk2, wq, count, k1, k2, q)
     for m in range(pos, count - 1):
         wk1[m], wk2[m], wq[m], wj[m] = wk1[m + 1], wk2[m + 1], wq[m + 1], wj[m + 1]
@@ -216,6 +228,100 @@ def _should_stop(stop, j, i, evals, obs, declines, rlhf, k, delta, warmup, warmu
     return wait >= k
 
 
+_SHORT = 32  # below this many items an insertion sort beats allocating an argsort
+
+
+@njit(cache=True)
+def _stable_order(values, count, perm):
+    """``perm[:count]``: positions ``0..count-1`` sorted by ``values``, equal values in position order."""
+    if count > _SHORT:
+        perm[:count] = np.argsort(values[:count], kind="mergesort")
+        return
+    for i in range(count):
+        v, m = values[i], i
+        while m > 0 and values[perm[m - 1]] > v:
+            perm[m] = perm[m - 1]
+            m -= 1
+        perm[m] = i
+
+
+@njit(cache=True)
+def _first_fit(wj, n_wait, gpus, left, out, count, least):
+    """Append to ``out[count:]`` the waiting jobs that fit in ``left`` GPUs, first fit in key order; returns the
+    new count."""
+    for m in range(n_wait):
+        if left < least:
+            break
+        j = wj[m]
+        if gpus[j] <= left:
+            out[count] = j
+            count += 1
+            left -= gpus[j]
+            if left == 0:
+                break
+    return count
+
+
+@njit(cache=True)
+def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att_h, evals, gpus, qseq,
+          run, n_run, wk1, wj, n_wait, free, total_gpus, demand, preempt, start, rkey, perm, kept):
+    """The plan at a scheduling point: ``preempt[:a]`` in running order and ``start[:b]`` in the order the
+    Python plan lists them; returns ``(a, b)``.
+
+    Non-preemptive: first fit of the waiting jobs in key order on the free GPUs (Scheduler._fill).
+    Preemptive: first fit of every active job in key order on all GPUs, running jobs first on equal keys
+    and in start order among themselves (Scheduler._allocate_sorted). Running jobs ranked no later than the
+    best waiting job come first in that walk and all fit (they hold their GPUs now), so only the others
+    are sorted and walked with the waiting jobs.
+    """
+    if not preemptive:
+        return 0, _first_fit(wj, n_wait, gpus, free, start, 0, demand[0])
+    w0, left, n_high = wk1[0], total_gpus, 0
+    for r in range(n_run):
+        j = run[r]
+        k = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals)[0]
+        if k <= w0:  # kept: ranked before (or tied with, running first) every waiting job
+            left -= gpus[j]
+        else:        # kept or not by the walk below; listed in running order
+            preempt[n_high] = j
+            rkey[n_high] = k
+            kept[n_high] = False
+            n_high += 1
+    n_start = 0
+    if n_high == 0:
+        n_start = _first_fit(wj, n_wait, gpus, left, start, 0, demand[0])
+    else:
+        _stable_order(rkey, n_high, perm)
+        r, w = 0, 0
+        while left > 0 and (r < n_high or (w < n_wait and left >= demand[0])):
+            if r < n_high and (w >= n_wait or rkey[perm[r]] <= wk1[w]):  # ties: running first
+                j = preempt[perm[r]]
+                if gpus[j] <= left:
+                    kept[perm[r]] = True
+                    left -= gpus[j]
+                r += 1
+            else:
+                j = wj[w]
+                if gpus[j] <= left:
+                    start[n_start] = j
+                    n_start += 1
+                    left -= gpus[j]
+                w += 1
+    n_pre = 0
+    for i in range(n_high):
+        if not kept[i]:
+            preempt[n_pre] = preempt[i]
+            n_pre += 1
+    if n_start > 1:  # starts in queue order, as the Python plan lists them
+        for i in range(n_start):
+            rkey[i] = qseq[start[i]]   # stamps are below 2**53: exact as floats
+        _stable_order(rkey, n_start, perm)
+        for i in range(n_start):
+            perm[i] = start[perm[i]]
+        start[:n_start] = perm[:n_start]
+    return n_pre, n_start
+
+
 @njit(cache=True)
 def episode(submit, length, est, gpus, grid, restart, obs, peak, rlhf, arrivals, evals, total_gpus,
             sched, preemptive, stop, k, delta, warmup, warmup_progress, p):
@@ -254,13 +360,16 @@ def episode(submit, length, est, gpus, grid, restart, obs, peak, rlhf, arrivals,
     wq = np.empty(n, np.int64)
     wj = np.empty(n, np.int64)
     n_wait = 0
+    demand = np.zeros(total_gpus + 2, np.int64)
+    demand[0] = total_gpus + 1
     run = np.empty(n, np.int64)
     n_run = 0
     # scratch for plans
-    keep = np.zeros(n, np.bool_)
     plan_a = np.empty(n, np.int64)
     plan_b = np.empty(n, np.int64)
     rkey = np.empty(n)
+    perm = np.empty(n, np.int64)
+    kept = np.empty(n, np.bool_)
 
     arrival_ticks = np.empty(n + 1, np.int64)
     for m in range(n):
@@ -281,49 +390,10 @@ def episode(submit, length, est, gpus, grid, restart, obs, peak, rlhf, arrivals,
             dirty = False
             # ---- a scheduling point: the plan, then applied (preemptions first) ----
             n_pre, n_start = 0, 0
-            if preemptive:
-                if n_wait > 0:
-                    for r in range(n_run):
-                        rkey[r] = _key(sched, run[r], now, submit, est, service, run_since, status, seen,
-                                       last_att_h, evals)[0]
-                    order = np.argsort(rkey[:n_run], kind="mergesort")  # stable: start order on ties
-                    left, r, w = total_gpus, 0, 0
-                    while left > 0 and (r < n_run or w < n_wait):
-                        if r < n_run and (w >= n_wait or rkey[order[r]] <= wk1[w]):  # ties: running first
-                            j = run[order[r]]
-                            r += 1
-                        else:
-                            j = wj[w]
-                            w += 1
-                        if gpus[j] <= left:
-                            keep[j] = True
-                            left -= gpus[j]
-                    for r in range(n_run):
-                        j = run[r]
-                        if keep[j]:
-                            keep[j] = False
-                        else:
-                            plan_a[n_pre] = j
-                            n_pre += 1
-                    for m in range(w):
-                        j = wj[m]
-                        if keep[j]:
-                            keep[j] = False
-                            plan_b[n_start] = j
-                            n_start += 1
-                    if n_start > 1:  # starts in queue order, as the Python plan lists them
-                        by_queue = np.argsort(qseq[plan_b[:n_start]])
-                        plan_b[:n_start] = plan_b[:n_start][by_queue]
-            elif free > 0 and n_wait > 0:
-                left = free
-                for m in range(n_wait):  # first fit in key order
-                    j = wj[m]
-                    if gpus[j] <= left:
-                        plan_b[n_start] = j
-                        n_start += 1
-                        left -= gpus[j]
-                        if left == 0:
-                            break
+            if n_wait > 0 and (preemptive or free > 0):
+                n_pre, n_start = _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
+                                       last_att_h, evals, gpus, qseq, run, n_run, wk1, wj, n_wait, free, total_gpus,
+                                       demand, plan_a, plan_b, rkey, perm, kept)
             for m in range(n_pre):  # preempt: the job keeps its progress and waits again
                 j = plan_a[m]
                 service[j] += now - run_since[j]
@@ -335,11 +405,11 @@ def episode(submit, length, est, gpus, grid, restart, obs, peak, rlhf, arrivals,
                 qseq[j] = queued
                 key1[j], key2[j] = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h,
                                         evals)
-                n_wait = _enqueue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], queued, j)
+                n_wait = _enqueue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], queued, j, gpus[j], demand)
                 preemptions += 1
             for m in range(n_start):
                 j = plan_b[m]
-                n_wait = _dequeue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], qseq[j])
+                n_wait = _dequeue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], qseq[j], gpus[j], demand)
                 run[n_run] = j
                 n_run += 1
                 free -= gpus[j]
@@ -398,7 +468,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, peak, rlhf, arrivals,
             queued += 1
             qseq[j] = queued
             key1[j], key2[j] = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals)
-            n_wait = _enqueue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], queued, j)
+            n_wait = _enqueue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], queued, j, gpus[j], demand)
             dirty = True
         else:
             code = STALLED if active else 0
