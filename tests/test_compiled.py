@@ -48,9 +48,10 @@ def assert_same(ref, got) -> None:
 def test_the_listed_pairs_cover_the_dominant_ones():
     pairs = compiled_pairs()
     for pair in [("fifo", "none"), ("srtf-est", "none"), ("srtf-est", "evalstop"), ("srtf-est", "patience"),
-                 ("srtf-progress", "evalstop"), ("fifo", "evalstop")]:
+                 ("srtf-progress", "evalstop"), ("fifo", "evalstop"), ("srtf-est", "cusum"), ("srtf-est", "smoothed"),
+                 ("srtf-est", "droptest"), ("srtf-est", "divergence")]:
         assert pair in pairs
-    assert ("tiresias", "none") not in pairs and ("srtf-est", "cusum") not in pairs
+    assert ("tiresias", "none") not in pairs and ("srtf-est", "lossplateau") not in pairs
 
 
 PLAYABLE = [r for r in suite("v2") if r.missing() is None]
@@ -79,6 +80,21 @@ PARAMS = {"none": st.just({}),
                                              "min_delta": st.sampled_from([0.0, 0.02]), "warmup": st.integers(0, 3),
                                              "warmup_progress": st.sampled_from([0.0, 0.5])}),
           "stopat": st.fixed_dictionaries({"p": st.sampled_from([0.2, 0.5, 0.65, 1.0])})}
+WARM = {"warmup": st.integers(0, 3), "warmup_progress": st.sampled_from([0.0, 0.4])}
+SIGMA = st.sampled_from([None, None, 0.02])   # None: estimated from the pooled second differences
+PARAMS.update({
+    "cusum": st.fixed_dictionaries({"threshold": st.sampled_from([0.0, 0.5, 1.5]), "drift": st.sampled_from([0.0, 0.3]),
+                                    "sigma": SIGMA, **WARM}),
+    "smoothed": st.fixed_dictionaries({"window": st.integers(3, 5), "threshold": st.sampled_from([0.0, 1.0, 2.0]),
+                                       "sigma": SIGMA, **WARM}),
+    "droptest": st.fixed_dictionaries({"window": st.integers(1, 3), "z": st.sampled_from([0.0, 1.5]),
+                                       "min_drop": st.sampled_from([0.0, 0.04, 0.08]), "sigma": SIGMA, **WARM}),
+    "divergence": st.fixed_dictionaries({"window": st.integers(1, 3), "z": st.sampled_from([0.5, 1.5]),
+                                         "min_drop": st.sampled_from([0.0, 0.04]), "fast_z": st.sampled_from([0.0, 1.5]),
+                                         "fast_min_drop": st.sampled_from([0.0, 0.04]),
+                                         "proxy_z": st.sampled_from([0.0, 1.0]), "lag": st.integers(1, 3),
+                                         "sigma": SIGMA, **WARM}),
+})
 
 
 @st.composite
@@ -117,7 +133,7 @@ def tied(draw):
     return workload_from_jobs(jobs, gpus, evals_per_job=evals)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=st.one_of(generated(), tied()), pol=policies())
 def test_random_workloads_clusters_and_worlds(w, pol):
     scheduler, stopper, params = pol
@@ -140,9 +156,15 @@ def test_a_users_policy_keeps_the_python_path():
 
     replaced = FIFO()
     replaced.key = lambda job, cluster: -job.submit_h   # a method replaced on the instance
+    own_noise = make_policy("srtf-est", "cusum")
+
+    class MyNoise(type(own_noise.noise)):
+        pass
+
+    own_noise.noise = MyNoise()   # a noise estimate of the user's
     w = small()
     for policy in (MyFIFO(), replaced, EvalStop(MyFIFO()), make_policy("srtf-est", tie="arrival"),
-                   make_policy("tiresias"), make_policy("srtf-est", "cusum")):
+                   make_policy("tiresias"), make_policy("srtf-est", "lossplateau"), own_noise):
         assert fast_outcome(w, policy) is None
     ref = python_outcome(w, FIFO())
     mine = run_episode(w, replaced)   # the Python path, with the user's key: LIFO, not FIFO
@@ -197,3 +219,29 @@ def test_reproduce_records_are_byte_identical_on_both_paths(monkeypatch):
     fast = [execute_record(s) for s in specs]
     monkeypatch.setenv(ENV, "0")
     assert [execute_record(s) for s in specs] == fast
+
+
+def test_rare_eval_sizes_borrow_the_pooled_factor():
+    """Jobs whose eval-set size no other job shares never pool 20 differences of their own: their noise is the
+    factor pool's times their largest sampling error (NoiseBySize), on both paths."""
+    w = generate(WorkloadConfig(calibration="realistic", jobs=120, cluster=ClusterSpec.flat(64), seed=5))
+    rare = np.arange(w.n) % 10 == 0
+    items = np.where(rare, 40 + np.arange(w.n), 2000)   # every tenth job alone with its size
+    w = dataclasses.replace(w, eval_items=items.astype(np.int64))
+    stopped_rare = 0
+    for stopper in ("cusum", "smoothed", "droptest", "divergence"):
+        ref = python_outcome(w, make_policy("srtf-est", stopper))
+        assert_same(ref, fast_outcome(w, make_policy("srtf-est", stopper)))
+        stopped_rare += int(ref.stopped[rare].sum())
+    assert stopped_rare > 0   # the borrowed estimate decided stops
+
+
+def test_the_kernels_stable_order_is_numpys_stable_argsort():
+    from evalstop_gym.compiled.kernel import _stable_order
+
+    rng = np.random.default_rng(0)
+    for n in [0, 1, 2, 31, 32, 33, 64, 100, 257]:   # the insertion sort, then the merge sort
+        values = rng.integers(0, 4, size=n).astype(float)   # many ties
+        perm, tmp = np.empty(n, np.int64), np.empty(n, np.int64)
+        _stable_order(values, n, perm, tmp)
+        assert perm.tolist() == np.argsort(values, kind="stable").tolist()

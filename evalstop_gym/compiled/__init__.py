@@ -29,10 +29,11 @@ import numpy as np
 from ..checks import JOB_TYPES, ConfigError
 from ..simulator import Outcome, SimulationError, Simulator
 from ..timebase import MAX_HOURS, TICKS_PER_HOUR, to_ticks
-from .pairs import KernelPolicy, compiled_pairs, kernel_policy
+from .pairs import CUSUM_CODE, DIVERGENCE_CODE, DROPTEST_CODE, SMOOTHED_CODE, KernelPolicy, compiled_pairs, kernel_policy
 
 ENV = "EVALSTOP_COMPILED"
 MODES = {"": "auto", "0": "off", "1": "on"}
+NOISE_AWARE = (CUSUM_CODE, SMOOTHED_CODE, DROPTEST_CODE, DIVERGENCE_CODE)   # stoppers that pool noise estimates
 
 __all__ = ["ENV", "compiled_pairs", "fast_outcome", "kernel_policy", "mode", "numba_available", "run_episode"]
 
@@ -95,16 +96,20 @@ def _play(w, kp: KernelPolicy) -> Outcome:
     # the simulator's own inputs (Simulator.__init__), as int64 ticks and float64 scores
     submit = to_ticks(w.submit_h)
     empty = np.empty(0, np.int64)
-    rlhf = w.job_type == JOB_TYPES.index("rlhf")   # only RLHF jobs are stopped by StopAtProgress
+    rlhf = w.job_type == JOB_TYPES.index("rlhf")   # only RLHF jobs report proxy rewards
+    items = np.ascontiguousarray(w.items, dtype=np.int64)
+    sizes, pool_of = np.unique(items, return_inverse=True)
     code, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now = episode(
         submit, to_ticks(w.length_h), to_ticks(np.minimum(w.est_length_h, MAX_HOURS)),
         np.ascontiguousarray(w.gpus, dtype=np.int64),
         np.ascontiguousarray(w.checkpoint_ticks().ravel()) if w.ckpt_service_h is not None else empty,
         to_ticks(w.restart_h) if w.restart_h is not None else empty,
         np.ascontiguousarray(w.observed, dtype=np.float64).ravel(),
-        np.argmax(w.curves.gold, axis=1).astype(np.int64), np.ascontiguousarray(rlhf),
+        np.ascontiguousarray(w.curves.proxy, dtype=np.float64).ravel(),
+        np.argmax(w.curves.gold, axis=1).astype(np.int64), np.ascontiguousarray(rlhf), items,
+        pool_of.astype(np.int64).ravel(), _pool_offsets(kp, evals, sizes.size, pool_of, items, rlhf),
         np.argsort(submit, kind="stable").astype(np.int64), evals, int(w.total_gpus), kp.sched, kp.preemptive,
-        kp.stop, kp.k, kp.delta, kp.warmup, kp.warmup_progress, kp.p)
+        kp.stop, np.array(kp.ip, np.int64), np.array(kp.fp, np.float64))
     if code == STALLED:
         raise SimulationError(f"stalled at t={now / TICKS_PER_HOUR:.4f} h: jobs wait, none runs and no event is "
                               "pending; the scheduler must start a job")
@@ -113,3 +118,12 @@ def _play(w, kp: KernelPolicy) -> Outcome:
         evals_seen=seen, delivered_ckpt=np.where(stopped, best_idx, seen - 1), first_start_ticks=first_start,
         preemptions=int(preemptions), peak_service_ticks=peak_service, spread_ticks=np.zeros(n, np.int64),
         type_gpu_ticks={w.spec.gpu_types[0]: int(np.sum(service * w.gpus))}, fragmentation_gpu_ticks=None)
+
+
+def _pool_offsets(kp: KernelPolicy, evals: int, n_sizes: int, pool_of, items, rlhf) -> np.ndarray:
+    """Where each noise pool starts in the kernel's flat array (one per eval-set size, the factor pool, the
+    proxy pool), then its end: room for every second difference a job can add (``evals - 2`` per job)."""
+    per_job = max(evals - 2, 0) if kp.stop in NOISE_AWARE else 0
+    sizes = np.bincount(pool_of.ravel(), minlength=n_sizes) * per_job
+    room = np.concatenate([sizes, [np.count_nonzero(items > 0) * per_job, np.count_nonzero(rlhf) * per_job]])
+    return np.concatenate([[0], np.cumsum(room)]).astype(np.int64)

@@ -19,24 +19,48 @@ keeps them bit for bit equal:
   in start order; preemptions applied before starts, in running order, and
   starts in the order the Python plan lists them.
 
+* the stop rules (the last part of this module) transcribe
+  :class:`~evalstop_gym.policy.Stopper`'s warm-up and the rules of EvalStop,
+  Patience, StopAtProgress, CUSUM, SmoothedDecline, DropTest and Divergence
+  with their pooled noise estimates (:mod:`evalstop_gym.baselines.noise`) in
+  the same operation order: sums left to right, ``max`` keeping the first of
+  equal values, the pools' sorted inserts by CPython's ``insort_right``.
+
 Voided checkpoints stay in the heap until popped, as in Python; when the heap
 is full they are dropped, which cannot reorder live events (their keys are
 unique). The kernel has no timers: none of the supported schedulers asks for
 a wake-up.
+
+A job's history is read in place: its scores are ``obs[j * evals : j * evals + count]`` and its
+proxy readings ``proxy[...]`` likewise (RLHF jobs). A stopper's parameters come as ``ip`` (integers)
+and ``fp`` (floats), laid out by the ``I_*`` / ``F_*`` positions of :mod:`.pairs`. The noise pools
+hold sorted absolute second differences in one flat array ``pool`` (pool ``q`` in
+``pool[off[q]:off[q] + cnt[q]]``): one pool per eval-set size, then the pool of scores in units of
+their size's largest sampling error, then the proxy pool.
+
+Everything compiled is in this one module on purpose: numba's cache
+(``cache=True``) is keyed on the source file of each function, not on the
+files its callees come from, so a callee in another module could be served
+from machine code built from its older version. The constants read from
+:mod:`.pairs` and :mod:`~evalstop_gym.timebase` are frozen into the machine
+code too: a change to them must come with a change to this file.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit
 
 from ..timebase import TICKS_PER_HOUR
-from .pairs import EVALSTOP_CODE as EVALSTOP
+from .pairs import (CUSUM_CODE, DIVERGENCE_CODE, DROPTEST_CODE, EVALSTOP_CODE, F_DELTA, F_DRIFT, F_FAST_MIN_DROP,
+                    F_FAST_Z, F_MIN_DROP, F_P, F_PROXY_Z, F_SIGMA, F_SQRT_SXX, F_SXX, F_THRESHOLD, F_WARMUP_PROGRESS,
+                    F_X, F_Z, I_K, I_LAG, I_WARMUP, NO_STOP_CODE, PATIENCE_CODE, SMOOTHED_CODE, STOPAT_CODE)
 from .pairs import FIFO_CODE as FIFO
-from .pairs import NO_STOP_CODE as NO_STOP
 from .pairs import SJF_EST_CODE as SJF_EST
 from .pairs import SRTF_EST_CODE as SRTF_EST
-from .pairs import STOPAT_CODE as STOPAT
+
 # job states
 _NEW, _WAITING, _RUNNING, _ENDED = 0, 1, 2, 3
 NEVER = np.int64(1 << 62)   # the tick of the "arrival" after the last one: later than any event
@@ -83,14 +107,14 @@ def _heap_pop(ht, hs, hj, he, size):
     size -= 1
     if size > 0:
         ht[0], hs[0], hj[0], he[0] = ht[size], hs[size], hj[size], he[size]
-        _sift_down(ht, hs, hj, he, size, 0)
+        _sift_down(ht, hs, hj, he, size, np.int64(0))
     return size
 
 
 @njit(cache=True)
 def _drop_void(ht, hs, hj, he, size, epoch):
     """Keep the live checkpoints only, then restore the heap order."""
-    k = 0
+    k = np.int64(0)
     for i in range(size):
         if he[i] == epoch[hj[i]]:
             ht[k], hs[k], hj[k], he[k] = ht[i], hs[i], hj[i], he[i]
@@ -197,58 +221,46 @@ def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_
     return max(last_att_h[j] * evals / seen[j] - att / TICKS_PER_HOUR, 0.0), 0.0
 
 
-@njit(cache=True)
-def _should_stop(stop, j, i, evals, obs, declines, rlhf, k, delta, warmup, warmup_progress, p):
-    """The stopper's decision at job ``j``'s checkpoint ``i`` (``i + 1`` scores seen)."""
-    if stop == NO_STOP:
-        return False
-    count = i + 1
-    progress = count / evals
-    if stop == STOPAT:
-        return rlhf[j] and progress >= p
-    if (warmup or warmup_progress) and (count <= warmup or progress < warmup_progress):
-        return False
-    base = j * evals
-    if stop == EVALSTOP:
-        if not delta:
-            return declines[j] >= k
-        n = 0
-        for m in range(i, 0, -1):
-            if obs[base + m] >= obs[base + m - 1] - delta:
-                break
-            n += 1
-        return n >= k
-    best, wait = obs[base], 0
-    for m in range(1, count):
-        s = obs[base + m]
-        if s - delta > best:
-            best, wait = s, 0
-        else:
-            wait += 1
-    return wait >= k
-
-
-_SHORT = 32  # below this many items an insertion sort beats allocating an argsort
+_SHORT = 32  # up to this many items an insertion sort is quicker than merging
 
 
 @njit(cache=True)
-def _stable_order(values, count, perm):
-    """``perm[:count]``: positions ``0..count-1`` sorted by ``values``, equal values in position order."""
-    if count > _SHORT:
-        perm[:count] = np.argsort(values[:count], kind="mergesort")
-        return
+def _stable_order(values, count, perm, tmp):
+    """``perm[:count]``: positions ``0..count-1`` sorted by ``values``, equal values in position order
+    (insertion sort when short, else a bottom-up merge sort through ``tmp``; numba's own stable argsort
+    would add seconds to the compile)."""
     for i in range(count):
-        v, m = values[i], i
-        while m > 0 and values[perm[m - 1]] > v:
-            perm[m] = perm[m - 1]
-            m -= 1
-        perm[m] = i
+        perm[i] = i
+    if count <= _SHORT:
+        for i in range(1, count):
+            v, m = values[i], i
+            while m > 0 and values[perm[m - 1]] > v:
+                perm[m] = perm[m - 1]
+                m -= 1
+            perm[m] = i
+        return
+    src, dst, in_perm, width = perm, tmp, True, 1
+    while width < count:
+        for lo in range(0, count, 2 * width):
+            mid, hi = min(lo + width, count), min(lo + 2 * width, count)
+            a, b = lo, mid
+            for o in range(lo, hi):
+                if a < mid and (b >= hi or not values[src[b]] < values[src[a]]):  # the left one on ties
+                    dst[o] = src[a]
+                    a += 1
+                else:
+                    dst[o] = src[b]
+                    b += 1
+        src, dst, in_perm, width = dst, src, not in_perm, 2 * width
+    if not in_perm:
+        perm[:count] = tmp[:count]
 
 
 @njit(cache=True)
-def _first_fit(wj, n_wait, gpus, left, out, count, least):
-    """Append to ``out[count:]`` the waiting jobs that fit in ``left`` GPUs, first fit in key order; returns the
-    new count."""
+def _first_fit(wj, n_wait, gpus, left, out, least):
+    """Write to ``out`` the waiting jobs that fit in ``left`` GPUs, first fit in key order (``least``: the least
+    waiting demand); returns how many."""
+    count = np.int64(0)
     for m in range(n_wait):
         if left < least:
             break
@@ -264,7 +276,7 @@ def _first_fit(wj, n_wait, gpus, left, out, count, least):
 
 @njit(cache=True)
 def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att_h, evals, gpus, qseq,
-          run, n_run, wk1, wj, n_wait, free, total_gpus, demand, preempt, start, rkey, perm, kept):
+          run, n_run, wk1, wj, n_wait, free, total_gpus, demand, preempt, start, rkey, perm, tmp, kept):
     """The plan at a scheduling point: ``preempt[:a]`` in running order and ``start[:b]`` in the order the
     Python plan lists them; returns ``(a, b)``.
 
@@ -275,8 +287,8 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
     are sorted and walked with the waiting jobs.
     """
     if not preemptive:
-        return 0, _first_fit(wj, n_wait, gpus, free, start, 0, demand[0])
-    w0, left, n_high = wk1[0], total_gpus, 0
+        return 0, _first_fit(wj, n_wait, gpus, free, start, demand[0])
+    w0, left, n_high = wk1[0], total_gpus, np.int64(0)
     for r in range(n_run):
         j = run[r]
         k = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals)[0]
@@ -287,11 +299,11 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
             rkey[n_high] = k
             kept[n_high] = False
             n_high += 1
-    n_start = 0
+    n_start = np.int64(0)
     if n_high == 0:
-        n_start = _first_fit(wj, n_wait, gpus, left, start, 0, demand[0])
+        n_start = _first_fit(wj, n_wait, gpus, left, start, demand[0])
     else:
-        _stable_order(rkey, n_high, perm)
+        _stable_order(rkey, n_high, perm, tmp)
         r, w = 0, 0
         while left > 0 and (r < n_high or (w < n_wait and left >= demand[0])):
             if r < n_high and (w >= n_wait or rkey[perm[r]] <= wk1[w]):  # ties: running first
@@ -307,7 +319,7 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
                     n_start += 1
                     left -= gpus[j]
                 w += 1
-    n_pre = 0
+    n_pre = np.int64(0)
     for i in range(n_high):
         if not kept[i]:
             preempt[n_pre] = preempt[i]
@@ -315,18 +327,180 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
     if n_start > 1:  # starts in queue order, as the Python plan lists them
         for i in range(n_start):
             rkey[i] = qseq[start[i]]   # stamps are below 2**53: exact as floats
-        _stable_order(rkey, n_start, perm)
+        _stable_order(rkey, n_start, perm, tmp)
         for i in range(n_start):
             perm[i] = start[perm[i]]
         start[:n_start] = perm[:n_start]
     return n_pre, n_start
 
 
+# -- the stop rules --------------------------------------------------------------------------------------
+_MAD_TO_SD = 0.6745      # baselines/noise.py
+MIN_DIFFERENCES = 20     # baselines/noise.py
+
+
 @njit(cache=True)
-def episode(submit, length, est, gpus, grid, restart, obs, peak, rlhf, arrivals, evals, total_gpus,
-            sched, preemptive, stop, k, delta, warmup, warmup_progress, p):
+def _insort(pool, off, cnt, q, x):
+    """CPython's ``bisect.insort_right`` into pool ``q``."""
+    base, lo, hi = off[q], 0, cnt[q]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < pool[base + mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    for m in range(cnt[q], lo, -1):
+        pool[base + m] = pool[base + m - 1]
+    pool[base + lo] = x
+    cnt[q] += 1
+
+
+@njit(cache=True)
+def _add(pool, off, cnt, q, seen, j, values, start, count, scale):
+    """PooledNoise.add: pool the second differences of ``values[start:start + count]`` (each divided by
+    ``scale`` first where ``scale`` is not 0) not pooled before; ``seen[j]``: values already pooled."""
+    for i in range(max(seen[j], 2), count):
+        a, b, c = values[start + i], values[start + i - 1], values[start + i - 2]
+        if scale != 0.0:
+            a, b, c = a / scale, b / scale, c / scale
+        _insort(pool, off, cnt, q, abs(a - 2 * b + c))
+    seen[j] = count
+
+
+@njit(cache=True)
+def _sigma(pool, off, cnt, q):
+    """PooledNoise.sigma: ``(known, value)``."""
+    n = cnt[q]
+    if n < MIN_DIFFERENCES:
+        return False, 0.0
+    base = off[q]
+    median = pool[base + n // 2] if n % 2 else 0.5 * (pool[base + n // 2 - 1] + pool[base + n // 2])
+    return True, median / (_MAD_TO_SD * math.sqrt(6))
+
+
+@njit(cache=True)
+def _observe(j, count, evals, obs, items, pool_of, factor_pool, pool, off, cnt, seen_eval, seen_factor):
+    """NoiseBySize.observe: pool job ``j``'s ``count`` scores in its size's pool and, with a known size, in
+    the factor pool."""
+    start = j * evals
+    _add(pool, off, cnt, pool_of[j], seen_eval, j, obs, start, count, 0.0)
+    if items[j] > 0:
+        _add(pool, off, cnt, factor_pool, seen_factor, j, obs, start, count, math.sqrt(0.25 / items[j]))
+
+
+@njit(cache=True)
+def _job_sigma(j, fp, items, pool_of, factor_pool, pool, off, cnt):
+    """NoiseAwareStopper.job_sigma after the observation: the user's sigma, else NoiseBySize.sigma."""
+    if not math.isnan(fp[F_SIGMA]):
+        return True, fp[F_SIGMA]
+    known, sigma = _sigma(pool, off, cnt, pool_of[j])
+    if not known and items[j] > 0:
+        f_known, f_sigma = _sigma(pool, off, cnt, factor_pool)
+        if f_known:
+            return True, f_sigma * math.sqrt(0.25 / items[j])
+    return known, sigma
+
+
+@njit(cache=True)
+def _dropped(obs, start, count, sigma, window, z, min_drop):
+    """DropTest.dropped on ``obs[start:start + count]``."""
+    if count <= window:
+        return False
+    level = 0.0
+    for m in range(count - window, count):
+        level += obs[start + m]
+    level = level / window
+    best = obs[start]
+    for m in range(1, count - window):
+        if obs[start + m] > best:
+            best = obs[start + m]
+    drop = best - level
+    return drop >= min_drop and drop > z * sigma * math.sqrt(1.0 + 1.0 / window)
+
+
+@njit(cache=True)
+def _declined(stop, obs, start, count, sigma, ip, fp):
+    """NoiseAwareStopper.declined of CUSUM, SmoothedDecline and DropTest (Divergence's plain test)."""
+    if stop == CUSUM_CODE:
+        sd = math.sqrt(2.0) * sigma
+        s = 0.0
+        for m in range(1, count):
+            x = s - (obs[start + m] - obs[start + m - 1]) - fp[F_DRIFT] * sd
+            s = x if x > 0.0 else 0.0   # max(0.0, x)
+        return s > fp[F_THRESHOLD] * sd
+    if stop == SMOOTHED_CODE:
+        window = ip[I_K]
+        if count < window:
+            return False
+        slope = 0.0
+        for m in range(window):
+            slope += fp[F_X + m] * obs[start + count - window + m]
+        slope = slope / fp[F_SXX]
+        return slope < -fp[F_THRESHOLD] * sigma / fp[F_SQRT_SXX]
+    return _dropped(obs, start, count, sigma, ip[I_K], fp[F_Z], fp[F_MIN_DROP])
+
+
+@njit(cache=True)
+def should_stop(stop, j, i, evals, obs, proxy, declines, rlhf, items, pool_of, factor_pool, proxy_pool, ip, fp,
+                pool, off, cnt, seen_eval, seen_factor, seen_proxy):
+    """The stopper's decision at job ``j``'s checkpoint ``i`` (``i + 1`` scores seen)."""
+    if stop == NO_STOP_CODE:
+        return False
+    count = i + 1
+    progress = count / evals
+    if stop == STOPAT_CODE:
+        return rlhf[j] and progress >= fp[F_P]
+    start = j * evals
+    noisy = stop == CUSUM_CODE or stop == SMOOTHED_CODE or stop == DROPTEST_CODE or stop == DIVERGENCE_CODE
+    warmup, warmup_progress = ip[I_WARMUP], fp[F_WARMUP_PROGRESS]
+    if (warmup or warmup_progress) and (count <= warmup or progress < warmup_progress):
+        if noisy:  # a job warming up still feeds the pooled estimates (Stopper.observe)
+            _observe(j, count, evals, obs, items, pool_of, factor_pool, pool, off, cnt, seen_eval, seen_factor)
+            if stop == DIVERGENCE_CODE:
+                _add(pool, off, cnt, proxy_pool, seen_proxy, j, proxy, start, count if rlhf[j] else 0, 0.0)
+        return False
+    if stop == EVALSTOP_CODE:
+        delta = fp[F_DELTA]
+        if not delta:
+            return declines[j] >= ip[I_K]
+        n = 0
+        for m in range(i, 0, -1):
+            if obs[start + m] >= obs[start + m - 1] - delta:
+                break
+            n += 1
+        return n >= ip[I_K]
+    if stop == PATIENCE_CODE:
+        delta = fp[F_DELTA]
+        best, wait = obs[start], 0
+        for m in range(1, count):
+            s = obs[start + m]
+            if s - delta > best:
+                best, wait = s, 0
+            else:
+                wait += 1
+        return wait >= ip[I_K]
+    _observe(j, count, evals, obs, items, pool_of, factor_pool, pool, off, cnt, seen_eval, seen_factor)
+    known, sigma = _job_sigma(j, fp, items, pool_of, factor_pool, pool, off, cnt)
+    if not known:
+        return False
+    if stop != DIVERGENCE_CODE:
+        return _declined(stop, obs, start, count, sigma, ip, fp)
+    # Divergence: the weaker drop test while the proxy still rises, else DropTest's
+    n_proxy = count if rlhf[j] else 0
+    _add(pool, off, cnt, proxy_pool, seen_proxy, j, proxy, start, n_proxy, 0.0)
+    p_known, sd = _sigma(pool, off, cnt, proxy_pool)
+    lag = ip[I_LAG]
+    if p_known and n_proxy > lag and \
+            proxy[start + n_proxy - 1] - proxy[start + n_proxy - 1 - lag] > fp[F_PROXY_Z] * sd * math.sqrt(2.0):
+        return _dropped(obs, start, count, sigma, np.int64(1), fp[F_FAST_Z], fp[F_FAST_MIN_DROP])
+    return _declined(stop, obs, start, count, sigma, ip, fp)
+
+@njit(cache=True)
+def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, items, pool_of, pool_off, arrivals,
+            evals, total_gpus, sched, preemptive, stop, ip, fp):
     """Play one episode. ``grid`` (n * evals ticks) and ``restart`` (n ticks) are empty where the world has
-    none. Returns ``(status, finish, service, stopped, seen, best_idx, first_start, peak_service,
+    none; ``pool_of`` (each job's eval-size pool) and ``pool_off`` (where each pool starts in one flat array, the
+    factor pool and the proxy pool last, then the end) lay out the noise pools (:mod:`.stops`). Returns ``(status, finish, service, stopped, seen, best_idx, first_start, peak_service,
     preemptions, now)``."""
     n = submit.shape[0]
     has_restart = restart.shape[0] > 0
@@ -347,53 +521,61 @@ def episode(submit, length, est, gpus, grid, restart, obs, peak, rlhf, arrivals,
     first_start = np.full(n, -1, np.int64)
     peak_service = np.full(n, -1, np.int64)
     stopped = np.zeros(n, np.bool_)
+    # the stoppers' noise pools and how much of each job's history they hold
+    n_pools = pool_off.shape[0] - 1
+    pool = np.empty(pool_off[n_pools])
+    pool_cnt = np.zeros(n_pools, np.int64)
+    seen_eval = np.zeros(n, np.int64)
+    seen_factor = np.zeros(n, np.int64)
+    seen_proxy = np.zeros(n, np.int64)
     # checkpoints: a heap of (tick, counter, job, epoch)
     cap = 2 * n + 64  # live checkpoints are at most n: dropping the void ones always makes room
     ht = np.empty(cap, np.int64)
     hs = np.empty(cap, np.int64)
     hj = np.empty(cap, np.int64)
     he = np.empty(cap, np.int64)
-    size = 0
+    size = np.int64(0)
     # waiting jobs sorted by (key1, key2, queue stamp); running jobs in start order
     wk1 = np.empty(n)
     wk2 = np.empty(n)
     wq = np.empty(n, np.int64)
     wj = np.empty(n, np.int64)
-    n_wait = 0
+    n_wait = np.int64(0)
     demand = np.zeros(total_gpus + 2, np.int64)
     demand[0] = total_gpus + 1
     run = np.empty(n, np.int64)
-    n_run = 0
+    n_run = np.int64(0)
     # scratch for plans
     plan_a = np.empty(n, np.int64)
     plan_b = np.empty(n, np.int64)
     rkey = np.empty(n)
     perm = np.empty(n, np.int64)
+    tmp = np.empty(n, np.int64)
     kept = np.empty(n, np.bool_)
 
     arrival_ticks = np.empty(n + 1, np.int64)
     for m in range(n):
         arrival_ticks[m] = submit[arrivals[m]]
     arrival_ticks[n] = NEVER
-    nxt = 0
+    nxt = np.int64(0)
     seq = n
-    queued = 0
+    queued = np.int64(0)
     now = np.int64(0)
     free = total_gpus
     dirty = False
     active = n
-    preemptions = 0
+    preemptions = np.int64(0)
 
     while True:
         at = arrival_ticks[nxt]
         if dirty and at > now and (size == 0 or ht[0] > now):
             dirty = False
             # ---- a scheduling point: the plan, then applied (preemptions first) ----
-            n_pre, n_start = 0, 0
+            n_pre, n_start = np.int64(0), np.int64(0)
             if n_wait > 0 and (preemptive or free > 0):
                 n_pre, n_start = _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
                                        last_att_h, evals, gpus, qseq, run, n_run, wk1, wj, n_wait, free, total_gpus,
-                                       demand, plan_a, plan_b, rkey, perm, kept)
+                                       demand, plan_a, plan_b, rkey, perm, tmp, kept)
             for m in range(n_pre):  # preempt: the job keeps its progress and waits again
                 j = plan_a[m]
                 service[j] += now - run_since[j]
@@ -449,7 +631,8 @@ def episode(submit, length, est, gpus, grid, restart, obs, peak, rlhf, arrivals,
                 seq += 1
                 size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, i + 1, length, grid, evals,
                                         overhead, service, seq)
-                if _should_stop(stop, j, i - 1, evals, obs, declines, rlhf, k, delta, warmup, warmup_progress, p):
+                if should_stop(stop, j, i - 1, evals, obs, proxy, declines, rlhf, items, pool_of, n_pools - 2,
+                               n_pools - 1, ip, fp, pool, pool_off, pool_cnt, seen_eval, seen_factor, seen_proxy):
                     stopped[j] = True
                     ended = True
             if ended:  # completed, or stopped: its GPUs are free now
