@@ -245,3 +245,11 @@ def test_the_kernels_stable_order_is_numpys_stable_argsort():
         perm, tmp = np.empty(n, np.int64), np.empty(n, np.int64)
         _stable_order(values, n, perm, tmp)
         assert perm.tolist() == np.argsort(values, kind="stable").tolist()
+
+
+def test_nan_scores_keep_the_noise_aware_stoppers_on_the_python_path():
+    jobs = [{"submit_h": 0.5 * i, "gpus": 2, "length_h": 1.0 + i % 3,
+             "observed": [0.2, float("nan") if i % 4 == 0 else 0.3, 0.25, 0.1, 0.3]} for i in range(30)]
+    w = workload_from_jobs(jobs, 8)
+    assert fast_outcome(w, make_policy("srtf-est", "cusum")) is None
+    assert_same(python_outcome(w, make_policy("srtf-est", "evalstop")), fast_outcome(w, make_policy("srtf-est", "evalstop")))

@@ -75,8 +75,16 @@ def fast_outcome(workload, policy) -> Outcome | None:
         if m == "on":
             _say_python_path()
         return None
+    if kp.stop in NOISE_AWARE and not _finite_histories(workload):
+        return None   # the kernel's pools order their values by comparisons, which NaN would defeat
     policy.reset()   # as drive() does: a built-in policy holds no state the kernel would need
     return _play(workload, kp)
+
+
+def _finite_histories(w) -> bool:
+    """Every eval score finite, and every RLHF job's proxy readings (what the noise pools hold)."""
+    rlhf = w.job_type == JOB_TYPES.index("rlhf")
+    return bool(np.isfinite(w.observed).all() and np.isfinite(w.curves.proxy[rlhf]).all())
 
 
 def run_episode(workload, policy) -> Outcome:

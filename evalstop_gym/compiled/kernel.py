@@ -56,7 +56,7 @@ from numba import njit
 from ..timebase import TICKS_PER_HOUR
 from .pairs import (CUSUM_CODE, DIVERGENCE_CODE, DROPTEST_CODE, EVALSTOP_CODE, F_DELTA, F_DRIFT, F_FAST_MIN_DROP,
                     F_FAST_Z, F_MIN_DROP, F_P, F_PROXY_Z, F_SIGMA, F_SQRT_SXX, F_SXX, F_THRESHOLD, F_WARMUP_PROGRESS,
-                    F_X, F_Z, I_K, I_LAG, I_WARMUP, NO_STOP_CODE, PATIENCE_CODE, SMOOTHED_CODE, STOPAT_CODE)
+                    F_X, F_Z, I_K, I_LAG, I_WARMUP, NO_STOP_CODE, SMOOTHED_CODE, STOPAT_CODE)
 from .pairs import FIFO_CODE as FIFO
 from .pairs import SJF_EST_CODE as SJF_EST
 from .pairs import SRTF_EST_CODE as SRTF_EST
@@ -340,19 +340,58 @@ MIN_DIFFERENCES = 20     # baselines/noise.py
 
 
 @njit(cache=True)
+def _min_heap_in(h, base, size, x):
+    """Push ``x`` into the min-heap ``h[base:base + size]``."""
+    i = size
+    while i > 0:
+        p = (i - 1) >> 1
+        if not x < h[base + p]:
+            break
+        h[base + i] = h[base + p]
+        i = p
+    h[base + i] = x
+
+
+@njit(cache=True)
+def _min_heap_out(h, base, size):
+    """Pop and return the least value of the min-heap ``h[base:base + size]``."""
+    top = h[base]
+    size -= 1
+    x, i = h[base + size], 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and h[base + c + 1] < h[base + c]:
+            c += 1
+        if not h[base + c] < x:
+            break
+        h[base + i] = h[base + c]
+        i = c
+    h[base + i] = x
+    return top
+
+
+@njit(cache=True)
 def _insort(pool, off, cnt, q, x):
-    """CPython's ``bisect.insort_right`` into pool ``q``."""
-    base, lo, hi = off[q], 0, cnt[q]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if x < pool[base + mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    for m in range(cnt[q], lo, -1):
-        pool[base + m] = pool[base + m - 1]
-    pool[base + lo] = x
-    cnt[q] += 1
+    """Add ``x`` to pool ``q``, held as two heaps whose tops are the pool's middle values: ``pool[0]`` the
+    lower half (negated: a max-heap), ``pool[1]`` the upper half, the lower one as large or one larger.
+    The median is then the one Python's sorted list gives (its values are the same; callers keep NaN out)."""
+    base, lo, hi = off[q], cnt[q, 0], cnt[q, 1]
+    low, high = pool[0], pool[1]
+    if lo == 0 or x <= -low[base]:
+        _min_heap_in(low, base, lo, -x)
+        lo += 1
+    else:
+        _min_heap_in(high, base, hi, x)
+        hi += 1
+    if lo > hi + 1:
+        _min_heap_in(high, base, hi, -_min_heap_out(low, base, lo))
+        lo, hi = lo - 1, hi + 1
+    elif hi > lo:
+        _min_heap_in(low, base, lo, -_min_heap_out(high, base, hi))
+        lo, hi = lo + 1, hi - 1
+    cnt[q, 0], cnt[q, 1] = lo, hi
 
 
 @njit(cache=True)
@@ -370,11 +409,12 @@ def _add(pool, off, cnt, q, seen, j, values, start, count, scale):
 @njit(cache=True)
 def _sigma(pool, off, cnt, q):
     """PooledNoise.sigma: ``(known, value)``."""
-    n = cnt[q]
+    n = cnt[q, 0] + cnt[q, 1]
     if n < MIN_DIFFERENCES:
         return False, 0.0
     base = off[q]
-    median = pool[base + n // 2] if n % 2 else 0.5 * (pool[base + n // 2 - 1] + pool[base + n // 2])
+    below = -pool[0, base]   # sorted, the pool's value at n // 2 (odd n) or n // 2 - 1 (even n)
+    median = below if n % 2 else 0.5 * (below + pool[1, base])
     return True, median / (_MAD_TO_SD * math.sqrt(6))
 
 
@@ -441,26 +481,22 @@ def _declined(stop, obs, start, count, sigma, ip, fp):
 
 
 @njit(cache=True)
-def should_stop(stop, j, i, evals, obs, proxy, declines, rlhf, items, pool_of, factor_pool, proxy_pool, ip, fp,
-                pool, off, cnt, seen_eval, seen_factor, seen_proxy):
-    """The stopper's decision at job ``j``'s checkpoint ``i`` (``i + 1`` scores seen)."""
-    if stop == NO_STOP_CODE:
-        return False
-    count = i + 1
-    progress = count / evals
-    if stop == STOPAT_CODE:
-        return rlhf[j] and progress >= fp[F_P]
-    start = j * evals
-    noisy = stop == CUSUM_CODE or stop == SMOOTHED_CODE or stop == DROPTEST_CODE or stop == DIVERGENCE_CODE
+def _warming_up(count, evals, ip, fp):
+    """Stopper.warming_up, behind its guard (no warm-up set: never)."""
     warmup, warmup_progress = ip[I_WARMUP], fp[F_WARMUP_PROGRESS]
-    if (warmup or warmup_progress) and (count <= warmup or progress < warmup_progress):
-        if noisy:  # a job warming up still feeds the pooled estimates (Stopper.observe)
-            _observe(j, count, evals, obs, items, pool_of, factor_pool, pool, off, cnt, seen_eval, seen_factor)
-            if stop == DIVERGENCE_CODE:
-                _add(pool, off, cnt, proxy_pool, seen_proxy, j, proxy, start, count if rlhf[j] else 0, 0.0)
+    return (warmup or warmup_progress) and (count <= warmup or count / evals < warmup_progress)
+
+
+@njit(cache=True)
+def rule_stop(stop, j, i, evals, obs, declines, rlhf, ip, fp):
+    """EvalStop's, Patience's and StopAtProgress' decision at job ``j``'s checkpoint ``i`` (``i + 1`` scores)."""
+    count = i + 1
+    if stop == STOPAT_CODE:   # no warm-up
+        return rlhf[j] and count / evals >= fp[F_P]
+    if _warming_up(count, evals, ip, fp):
         return False
+    start, delta = j * evals, fp[F_DELTA]
     if stop == EVALSTOP_CODE:
-        delta = fp[F_DELTA]
         if not delta:
             return declines[j] >= ip[I_K]
         n = 0
@@ -469,17 +505,26 @@ def should_stop(stop, j, i, evals, obs, proxy, declines, rlhf, items, pool_of, f
                 break
             n += 1
         return n >= ip[I_K]
-    if stop == PATIENCE_CODE:
-        delta = fp[F_DELTA]
-        best, wait = obs[start], 0
-        for m in range(1, count):
-            s = obs[start + m]
-            if s - delta > best:
-                best, wait = s, 0
-            else:
-                wait += 1
-        return wait >= ip[I_K]
+    best, wait = obs[start], 0   # Patience
+    for m in range(1, count):
+        s = obs[start + m]
+        if s - delta > best:
+            best, wait = s, 0
+        else:
+            wait += 1
+    return wait >= ip[I_K]
+
+
+@njit(cache=True)
+def noise_stop(stop, j, i, evals, obs, proxy, rlhf, items, pool_of, factor_pool, proxy_pool, ip, fp, pool, off, cnt,
+               seen_eval, seen_factor, seen_proxy):
+    """CUSUM's, SmoothedDecline's, DropTest's and Divergence's decision at job ``j``'s checkpoint ``i``."""
+    count, start = i + 1, j * evals
     _observe(j, count, evals, obs, items, pool_of, factor_pool, pool, off, cnt, seen_eval, seen_factor)
+    if _warming_up(count, evals, ip, fp):  # its scores still feed the pooled estimates (Stopper.observe)
+        if stop == DIVERGENCE_CODE:
+            _add(pool, off, cnt, proxy_pool, seen_proxy, j, proxy, start, count if rlhf[j] else 0, 0.0)
+        return False
     known, sigma = _job_sigma(j, fp, items, pool_of, factor_pool, pool, off, cnt)
     if not known:
         return False
@@ -494,6 +539,7 @@ def should_stop(stop, j, i, evals, obs, proxy, declines, rlhf, items, pool_of, f
             proxy[start + n_proxy - 1] - proxy[start + n_proxy - 1 - lag] > fp[F_PROXY_Z] * sd * math.sqrt(2.0):
         return _dropped(obs, start, count, sigma, np.int64(1), fp[F_FAST_Z], fp[F_FAST_MIN_DROP])
     return _declined(stop, obs, start, count, sigma, ip, fp)
+
 
 @njit(cache=True)
 def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, items, pool_of, pool_off, arrivals,
@@ -523,8 +569,9 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
     stopped = np.zeros(n, np.bool_)
     # the stoppers' noise pools and how much of each job's history they hold
     n_pools = pool_off.shape[0] - 1
-    pool = np.empty(pool_off[n_pools])
-    pool_cnt = np.zeros(n_pools, np.int64)
+    noisy = stop == CUSUM_CODE or stop == SMOOTHED_CODE or stop == DROPTEST_CODE or stop == DIVERGENCE_CODE
+    pool = np.empty((2, pool_off[n_pools]))
+    pool_cnt = np.zeros((n_pools, 2), np.int64)
     seen_eval = np.zeros(n, np.int64)
     seen_factor = np.zeros(n, np.int64)
     seen_proxy = np.zeros(n, np.int64)
@@ -631,8 +678,11 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
                 seq += 1
                 size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, i + 1, length, grid, evals,
                                         overhead, service, seq)
-                if should_stop(stop, j, i - 1, evals, obs, proxy, declines, rlhf, items, pool_of, n_pools - 2,
-                               n_pools - 1, ip, fp, pool, pool_off, pool_cnt, seen_eval, seen_factor, seen_proxy):
+                # (a call with many arrays is not free: the rules that need few take a call of their own)
+                if stop != NO_STOP_CODE and (
+                        noise_stop(stop, j, i - 1, evals, obs, proxy, rlhf, items, pool_of, n_pools - 2, n_pools - 1,
+                                   ip, fp, pool, pool_off, pool_cnt, seen_eval, seen_factor, seen_proxy) if noisy
+                        else rule_stop(stop, j, i - 1, evals, obs, declines, rlhf, ip, fp)):
                     stopped[j] = True
                     ended = True
             if ended:  # completed, or stopped: its GPUs are free now
