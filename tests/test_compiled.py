@@ -250,6 +250,6 @@ def test_the_kernels_stable_order_is_numpys_stable_argsort():
 def test_nan_scores_keep_the_noise_aware_stoppers_on_the_python_path():
     jobs = [{"submit_h": 0.5 * i, "gpus": 2, "length_h": 1.0 + i % 3,
              "observed": [0.2, float("nan") if i % 4 == 0 else 0.3, 0.25, 0.1, 0.3]} for i in range(30)]
-    w = workload_from_jobs(jobs, 8)
+    w = workload_from_jobs(jobs, 8, evals_per_job=5)
     assert fast_outcome(w, make_policy("srtf-est", "cusum")) is None
     assert_same(python_outcome(w, make_policy("srtf-est", "evalstop")), fast_outcome(w, make_policy("srtf-est", "evalstop")))
