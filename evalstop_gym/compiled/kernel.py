@@ -178,13 +178,34 @@ def _dequeue(wk1, wk2, wq, wj, count, k1, k2, q, g, demand):
 
 
 @njit(cache=True)
-def _unrun(run, count, j):
-    """Remove job ``j`` from the running jobs (in start order); returns the new count."""
-    for r in range(count):
-        if run[r] == j:
-            for m in range(r, count - 1):
-                run[m] = run[m + 1]
-            break
+def _run_at(run, count, run_key, run_stamp, key, stamp):
+    """The first position of the running list whose ``(run_key, run_stamp)`` is not below ``(key, stamp)``."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        j = run[mid]
+        if run_key[j] < key or (run_key[j] == key and run_stamp[j] < stamp):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _run_in(run, count, run_key, run_stamp, j):
+    """Insert job ``j`` (its stamp the newest) into the running list; returns the new count."""
+    pos = _run_at(run, count, run_key, run_stamp, run_key[j], run_stamp[j])
+    for m in range(count, pos, -1):
+        run[m] = run[m - 1]
+    run[pos] = j
+    return count + 1
+
+
+@njit(cache=True)
+def _run_out(run, count, run_key, run_stamp, j):
+    """Remove job ``j`` from the running list; returns the new count."""
+    for m in range(_run_at(run, count, run_key, run_stamp, run_key[j], run_stamp[j]), count - 1):
+        run[m] = run[m + 1]
     return count - 1
 
 
@@ -276,7 +297,8 @@ def _first_fit(wj, n_wait, gpus, left, out, least):
 
 @njit(cache=True)
 def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att_h, evals, gpus, qseq,
-          run, n_run, wk1, wj, n_wait, free, total_gpus, demand, preempt, start, rkey, perm, tmp, kept):
+          run, n_run, run_key, run_stamp, wk1, wj, n_wait, free, total_gpus, demand, preempt, start, rkey, perm, tmp,
+          kept):
     """The plan at a scheduling point: ``preempt[:a]`` in running order and ``start[:b]`` in the order the
     Python plan lists them; returns ``(a, b)``.
 
@@ -284,12 +306,23 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
     Preemptive: first fit of every active job in key order on all GPUs, running jobs first on equal keys
     and in start order among themselves (Scheduler._allocate_sorted). Running jobs ranked no later than the
     best waiting job come first in that walk and all fit (they hold their GPUs now), so only the others
-    are sorted and walked with the waiting jobs.
+    are sorted and walked with the waiting jobs. For SRTF-Est those are a tail of the running list, found by
+    one bisection: its running jobs are sorted by a key fixed while they run (the Python path's RunningOrder).
     """
     if not preemptive:
         return 0, _first_fit(wj, n_wait, gpus, free, start, demand[0])
     w0, left, n_high = wk1[0], total_gpus, np.int64(0)
-    for r in range(n_run):
+    if sched == SRTF_EST:  # key max(K - now, 0) > w0 >= 0 exactly when K > w0 + now; in key order already
+        left = free
+        for r in range(_run_at(run, n_run, run_key, run_stamp, np.int64(w0) + now + 1, np.int64(0)), n_run):
+            j = run[r]
+            preempt[n_high] = j
+            rkey[n_high] = float(run_key[j] - now)
+            kept[n_high] = False
+            perm[n_high] = n_high
+            left += gpus[j]
+            n_high += 1
+    for r in range(n_run if sched != SRTF_EST else 0):
         j = run[r]
         k = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals)[0]
         if k <= w0:  # kept: ranked before (or tied with, running first) every waiting job
@@ -303,7 +336,8 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
     if n_high == 0:
         n_start = _first_fit(wj, n_wait, gpus, left, start, demand[0])
     else:
-        _stable_order(rkey, n_high, perm, tmp)
+        if sched != SRTF_EST:
+            _stable_order(rkey, n_high, perm, tmp)
         r, w = 0, 0
         while left > 0 and (r < n_high or (w < n_wait and left >= demand[0])):
             if r < n_high and (w >= n_wait or rkey[perm[r]] <= wk1[w]):  # ties: running first
@@ -324,14 +358,22 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
         if not kept[i]:
             preempt[n_pre] = preempt[i]
             n_pre += 1
+    if sched == SRTF_EST and n_pre > 1:  # in key order: preemptions go in start order
+        _reorder(preempt, n_pre, run_stamp, rkey, perm, tmp)
     if n_start > 1:  # starts in queue order, as the Python plan lists them
-        for i in range(n_start):
-            rkey[i] = qseq[start[i]]   # stamps are below 2**53: exact as floats
-        _stable_order(rkey, n_start, perm, tmp)
-        for i in range(n_start):
-            perm[i] = start[perm[i]]
-        start[:n_start] = perm[:n_start]
+        _reorder(start, n_start, qseq, rkey, perm, tmp)
     return n_pre, n_start
+
+
+@njit(cache=True)
+def _reorder(jobs, count, stamp, scratch, perm, tmp):
+    """Sort ``jobs[:count]`` by their ``stamp`` (counts below 2**53: exact as floats)."""
+    for i in range(count):
+        scratch[i] = stamp[jobs[i]]
+    _stable_order(scratch, count, perm, tmp)
+    for i in range(count):
+        perm[i] = jobs[perm[i]]
+    jobs[:count] = perm[:count]
 
 
 # -- the stop rules --------------------------------------------------------------------------------------
@@ -590,7 +632,12 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
     n_wait = np.int64(0)
     demand = np.zeros(total_gpus + 2, np.int64)
     demand[0] = total_gpus + 1
+    # running jobs sorted by (run_key, run_stamp): the stamp counts starts, so with run_key 0 (every
+    # scheduler but SRTF-Est) the list is in start order; SRTF-Est's run_key is fixed while a job runs
     run = np.empty(n, np.int64)
+    run_key = np.zeros(n, np.int64)
+    run_stamp = np.zeros(n, np.int64)
+    started = np.int64(0)
     n_run = np.int64(0)
     # scratch for plans
     plan_a = np.empty(n, np.int64)
@@ -621,13 +668,13 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
             n_pre, n_start = np.int64(0), np.int64(0)
             if n_wait > 0 and (preemptive or free > 0):
                 n_pre, n_start = _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
-                                       last_att_h, evals, gpus, qseq, run, n_run, wk1, wj, n_wait, free, total_gpus,
-                                       demand, plan_a, plan_b, rkey, perm, tmp, kept)
+                                       last_att_h, evals, gpus, qseq, run, n_run, run_key, run_stamp, wk1, wj, n_wait,
+                                       free, total_gpus, demand, plan_a, plan_b, rkey, perm, tmp, kept)
             for m in range(n_pre):  # preempt: the job keeps its progress and waits again
                 j = plan_a[m]
                 service[j] += now - run_since[j]
                 epoch[j] += 1
-                n_run = _unrun(run, n_run, j)
+                n_run = _run_out(run, n_run, run_key, run_stamp, j)
                 free += gpus[j]
                 status[j] = _WAITING
                 queued += 1
@@ -639,8 +686,11 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
             for m in range(n_start):
                 j = plan_b[m]
                 n_wait = _dequeue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], qseq[j], gpus[j], demand)
-                run[n_run] = j
-                n_run += 1
+                started += 1
+                run_stamp[j] = started
+                if sched == SRTF_EST:   # its key while it runs is max(this - now, 0)
+                    run_key[j] = est[j] - service[j] + now
+                n_run = _run_in(run, n_run, run_key, run_stamp, j)
                 free -= gpus[j]
                 status[j] = _RUNNING
                 run_since[j] = now
@@ -686,7 +736,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
                     stopped[j] = True
                     ended = True
             if ended:  # completed, or stopped: its GPUs are free now
-                n_run = _unrun(run, n_run, j)
+                n_run = _run_out(run, n_run, run_key, run_stamp, j)
                 free += gpus[j]
                 status[j] = _ENDED
                 epoch[j] += 1
