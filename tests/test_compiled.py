@@ -51,7 +51,8 @@ def test_the_listed_pairs_cover_the_dominant_ones():
                  ("srtf-progress", "evalstop"), ("fifo", "evalstop"), ("srtf-est", "cusum"), ("srtf-est", "smoothed"),
                  ("srtf-est", "droptest"), ("srtf-est", "divergence")]:
         assert pair in pairs
-    assert ("tiresias", "none") not in pairs and ("srtf-est", "lossplateau") not in pairs
+    assert ("lossaware", "lossplateau") in pairs and ("max-throughput", "none") in pairs
+    assert not [p for p in pairs if p[0] == "tiresias"]
 
 
 PLAYABLE = [r for r in suite("v2") if r.missing() is None]
@@ -79,7 +80,9 @@ PARAMS = {"none": st.just({}),
           "patience": st.fixed_dictionaries({"patience": st.integers(1, 4),
                                              "min_delta": st.sampled_from([0.0, 0.02]), "warmup": st.integers(0, 3),
                                              "warmup_progress": st.sampled_from([0.0, 0.5])}),
-          "stopat": st.fixed_dictionaries({"p": st.sampled_from([0.2, 0.5, 0.65, 1.0])})}
+          "stopat": st.fixed_dictionaries({"p": st.sampled_from([0.2, 0.5, 0.65, 1.0])}),
+          "lossplateau": st.fixed_dictionaries({"window": st.integers(1, 4), "tolerance": st.sampled_from([0.0, 0.01, 0.1]),
+                                                "warmup": st.integers(0, 3), "warmup_progress": st.sampled_from([0.0, 0.4])})}
 WARM = {"warmup": st.integers(0, 3), "warmup_progress": st.sampled_from([0.0, 0.4])}
 SIGMA = st.sampled_from([None, None, 0.02])   # None: estimated from the pooled second differences
 PARAMS.update({
@@ -164,7 +167,7 @@ def test_a_users_policy_keeps_the_python_path():
     own_noise.noise = MyNoise()   # a noise estimate of the user's
     w = small()
     for policy in (MyFIFO(), replaced, EvalStop(MyFIFO()), make_policy("srtf-est", tie="arrival"),
-                   make_policy("tiresias"), make_policy("srtf-est", "lossplateau"), own_noise):
+                   make_policy("tiresias"), make_policy("tiresias", "evalstop"), own_noise):
         assert fast_outcome(w, policy) is None
     ref = python_outcome(w, FIFO())
     mine = run_episode(w, replaced)   # the Python path, with the user's key: LIFO, not FIFO
@@ -241,10 +244,10 @@ def test_the_kernels_stable_order_is_numpys_stable_argsort():
 
     rng = np.random.default_rng(0)
     for n in [0, 1, 2, 31, 32, 33, 64, 100, 257]:   # the insertion sort, then the merge sort
-        values = rng.integers(0, 4, size=n).astype(float)   # many ties
+        keys = rng.integers(0, 3, size=(n, 3)).astype(float)   # rows compared as tuples; many ties
         perm, tmp = np.empty(n, np.int64), np.empty(n, np.int64)
-        _stable_order(values, n, perm, tmp)
-        assert perm.tolist() == np.argsort(values, kind="stable").tolist()
+        _stable_order(keys, n, perm, tmp)
+        assert perm.tolist() == sorted(range(n), key=lambda i: tuple(keys[i]))   # Python's sort is stable
 
 
 def test_nan_scores_keep_the_noise_aware_stoppers_on_the_python_path():
@@ -252,4 +255,19 @@ def test_nan_scores_keep_the_noise_aware_stoppers_on_the_python_path():
              "observed": [0.2, float("nan") if i % 4 == 0 else 0.3, 0.25, 0.1, 0.3]} for i in range(30)]
     w = workload_from_jobs(jobs, 8, evals_per_job=5)
     assert fast_outcome(w, make_policy("srtf-est", "cusum")) is None
+    lossy = dataclasses.replace(w, curves=dataclasses.replace(w.curves, loss=np.where(w.curves.loss > 1.5, np.nan,
+                                                                                      w.curves.loss)))
+    assert fast_outcome(lossy, make_policy("lossaware")) is None
+    assert fast_outcome(lossy, make_policy("fifo", "lossplateau")) is None
     assert_same(python_outcome(w, make_policy("srtf-est", "evalstop")), fast_outcome(w, make_policy("srtf-est", "evalstop")))
+
+
+@pytest.mark.parametrize("window", [1, 2, 5])
+def test_lossaware_windows(window):
+    """LossAware's own parameter (a scheduler's, which make_policy does not take) reaches the kernel."""
+    from evalstop_gym.baselines import LossAware
+
+    for seed in range(3):
+        w = generate(WorkloadConfig(jobs=60, seed=seed))
+        for make in (lambda: LossAware(window=window), lambda: EvalStop(LossAware(window=window))):
+            assert_same(python_outcome(w, make()), fast_outcome(w, make()))

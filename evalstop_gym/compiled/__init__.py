@@ -29,7 +29,8 @@ import numpy as np
 from ..checks import JOB_TYPES, ConfigError
 from ..simulator import Outcome, SimulationError, Simulator
 from ..timebase import MAX_HOURS, TICKS_PER_HOUR, to_ticks
-from .pairs import CUSUM_CODE, DIVERGENCE_CODE, DROPTEST_CODE, SMOOTHED_CODE, KernelPolicy, compiled_pairs, kernel_policy
+from .pairs import (CUSUM_CODE, DIVERGENCE_CODE, DROPTEST_CODE, LOSSAWARE_CODE, LOSSPLATEAU_CODE, SMOOTHED_CODE,
+                    KernelPolicy, compiled_pairs, kernel_policy)
 
 ENV = "EVALSTOP_COMPILED"
 MODES = {"": "auto", "0": "off", "1": "on"}
@@ -75,8 +76,9 @@ def fast_outcome(workload, policy) -> Outcome | None:
         if m == "on":
             _say_python_path()
         return None
-    if kp.stop in NOISE_AWARE and not _finite_histories(workload):
-        return None   # the kernel's pools order their values by comparisons, which NaN would defeat
+    if kp.stop in NOISE_AWARE and not _finite_histories(workload) or \
+            (kp.sched == LOSSAWARE_CODE or kp.stop == LOSSPLATEAU_CODE) and not np.isfinite(workload.curves.loss).all():
+        return None   # the kernel's pools and sorted keys order values by comparisons, which NaN would defeat
     policy.reset()   # as drive() does: a built-in policy holds no state the kernel would need
     return _play(workload, kp)
 
@@ -114,10 +116,11 @@ def _play(w, kp: KernelPolicy) -> Outcome:
         to_ticks(w.restart_h) if w.restart_h is not None else empty,
         np.ascontiguousarray(w.observed, dtype=np.float64).ravel(),
         np.ascontiguousarray(w.curves.proxy, dtype=np.float64).ravel(),
+        np.ascontiguousarray(w.curves.loss, dtype=np.float64).ravel(),
         np.argmax(w.curves.gold, axis=1).astype(np.int64), np.ascontiguousarray(rlhf), items,
         pool_of.astype(np.int64).ravel(), _pool_offsets(kp, evals, sizes.size, pool_of, items, rlhf),
         np.argsort(submit, kind="stable").astype(np.int64), evals, int(w.total_gpus), kp.sched, kp.preemptive,
-        kp.stop, np.array(kp.ip, np.int64), np.array(kp.fp, np.float64))
+        kp.window, kp.stop, np.array(kp.ip, np.int64), np.array(kp.fp, np.float64))
     if code == STALLED:
         raise SimulationError(f"stalled at t={now / TICKS_PER_HOUR:.4f} h: jobs wait, none runs and no event is "
                               "pending; the scheduler must start a job")

@@ -56,8 +56,11 @@ from numba import njit
 from ..timebase import TICKS_PER_HOUR
 from .pairs import (CUSUM_CODE, DIVERGENCE_CODE, DROPTEST_CODE, EVALSTOP_CODE, F_DELTA, F_DRIFT, F_FAST_MIN_DROP,
                     F_FAST_Z, F_MIN_DROP, F_P, F_PROXY_Z, F_SIGMA, F_SQRT_SXX, F_SXX, F_THRESHOLD, F_WARMUP_PROGRESS,
-                    F_X, F_Z, I_K, I_LAG, I_WARMUP, NO_STOP_CODE, SMOOTHED_CODE, STOPAT_CODE)
+                    F_TOLERANCE, F_X, F_Z, I_K, I_LAG, I_WARMUP, LOSSPLATEAU_CODE, NO_STOP_CODE, SMOOTHED_CODE,
+                    STOPAT_CODE)
 from .pairs import FIFO_CODE as FIFO
+from .pairs import LOSSAWARE_CODE as LOSSAWARE
+from .pairs import MAX_THROUGHPUT_CODE as MAX_THROUGHPUT
 from .pairs import SJF_EST_CODE as SJF_EST
 from .pairs import SRTF_EST_CODE as SRTF_EST
 
@@ -125,21 +128,21 @@ def _drop_void(ht, hs, hj, he, size, epoch):
 
 
 @njit(cache=True)
-def _key_less(a1, a2, aq, b1, b2, bq):
-    if a1 != b1:
-        return a1 < b1
-    if a2 != b2:
-        return a2 < b2
-    return aq < bq
+def _less(a, b):
+    """``a < b`` for keys of three floats, compared as Python compares tuples."""
+    for m in range(3):
+        if a[m] != b[m]:
+            return a[m] < b[m]
+    return False
 
 
 @njit(cache=True)
-def _bisect(wk1, wk2, wq, count, k1, k2, q):
-    """The first position whose entry is not below ``(k1, k2, q)``."""
+def _bisect(wk, wq, count, key, q):
+    """The first waiting position whose ``(key, queue stamp)`` is not below ``(key, q)``."""
     lo, hi = 0, count
     while lo < hi:
         mid = (lo + hi) >> 1
-        if _key_less(wk1[mid], wk2[mid], wq[mid], k1, k2, q):
+        if _less(wk[mid], key) or (not _less(key, wk[mid]) and wq[mid] < q):
             lo = mid + 1
         else:
             hi = mid
@@ -147,8 +150,9 @@ def _bisect(wk1, wk2, wq, count, k1, k2, q):
 
 
 @njit(cache=True)
-def _enqueue(wk1, wk2, wq, wj, count, k1, k2, q, j, g, demand):
-    """Insert job ``j`` (of ``g`` GPUs) into the sorted waiting arrays; returns the new count.
+def _enqueue(wk, wq, wj, count, key, q, j, g, demand):
+    """Insert job ``j`` (of ``g`` GPUs, key ``key``, queue stamp ``q``) into the sorted waiting arrays; returns
+    the new count.
 
     ``demand[g]``: waiting jobs of ``g`` GPUs; ``demand[0]``: the least demand of a waiting job (more GPUs than
     the cluster has when none waits), so a first-fit walk stops once no waiting job can fit.
@@ -156,24 +160,23 @@ def _enqueue(wk1, wk2, wq, wj, count, k1, k2, q, j, g, demand):
     demand[g] += 1
     if g < demand[0]:
         demand[0] = g
-    pos = _bisect(wk1, wk2, wq, count, k1, k2, q)
+    pos = _bisect(wk, wq, count, key, q)
     for m in range(count, pos, -1):
-        wk1[m], wk2[m], wq[m], wj[m] = wk1[m - 1], wk2[m - 1], wq[m - 1], wj[m - 1]
-    wk1[pos], wk2[pos], wq[pos], wj[pos] = k1, k2, q, j
+        wk[m, :], wq[m], wj[m] = wk[m - 1, :], wq[m - 1], wj[m - 1]
+    wk[pos, :], wq[pos], wj[pos] = key, q, j
     return count + 1
 
 
 @njit(cache=True)
-def _dequeue(wk1, wk2, wq, wj, count, k1, k2, q, g, demand):
-    """Remove the entry ``(k1, k2, q)`` of a job of ``g`` GPUs from the sorted waiting arrays; returns the new
+def _dequeue(wk, wq, wj, count, key, q, g, demand):
+    """Remove the entry ``(key, q)`` of a job of ``g`` GPUs from the sorted waiting arrays; returns the new
     count (``demand``: :func:`_enqueue`)."""
     demand[g] -= 1
     if g == demand[0]:
         while demand[0] < demand.shape[0] - 1 and demand[demand[0]] == 0:
             demand[0] += 1
-    pos = _bisect(wk1, wk2, wq, count, k1, k2, q)
-    for m in range(pos, count - 1):
-        wk1[m], wk2[m], wq[m], wj[m] = wk1[m + 1], wk2[m + 1], wq[m + 1], wj[m + 1]
+    for m in range(_bisect(wk, wq, count, key, q), count - 1):
+        wk[m, :], wq[m], wj[m] = wk[m + 1, :], wq[m + 1], wj[m + 1]
     return count - 1
 
 
@@ -227,35 +230,48 @@ def _attained(j, now, service, run_since, status):
 
 
 @njit(cache=True)
-def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals):
-    """The scheduler's key of job ``j`` now, as two floats (the second breaks ties; 0 where unused)."""
+def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, out):
+    """Write the scheduler's key of job ``j`` now into ``out``: three floats compared as a tuple (0 where
+    unused)."""
+    out[0], out[1], out[2] = 0.0, 0.0, 0.0
     if sched == FIFO:
-        return submit[j] / TICKS_PER_HOUR, 0.0
-    if sched == SJF_EST:
-        return est[j] / TICKS_PER_HOUR, submit[j] / TICKS_PER_HOUR
-    att = _attained(j, now, service, run_since, status)
-    rem = max(est[j] - att, 0)
-    if sched == SRTF_EST:
-        return float(rem), 0.0   # ticks: exact in float64
-    if seen[j] == 0:
-        return rem / TICKS_PER_HOUR, 0.0
-    return max(last_att_h[j] * evals / seen[j] - att / TICKS_PER_HOUR, 0.0), 0.0
+        out[0] = submit[j] / TICKS_PER_HOUR
+    elif sched == MAX_THROUGHPUT:
+        out[0] = float(submit[j])   # ticks: exact in float64
+    elif sched == SJF_EST:
+        out[0], out[1] = est[j] / TICKS_PER_HOUR, submit[j] / TICKS_PER_HOUR
+    elif sched == LOSSAWARE:
+        count = seen[j]
+        out[2] = submit[j] / TICKS_PER_HOUR
+        if count >= 2:
+            w = min(window, count - 1)
+            before, last = loss[j * evals + count - 1 - w], loss[j * evals + count - 1]
+            out[0], out[1] = 1.0, -((before - last) / (w * abs(before)) if before else 0.0)
+    else:
+        att = _attained(j, now, service, run_since, status)
+        rem = max(est[j] - att, 0)
+        if sched == SRTF_EST:
+            out[0] = float(rem)   # ticks: exact in float64
+        elif seen[j] == 0:
+            out[0] = rem / TICKS_PER_HOUR
+        else:
+            out[0] = max(last_att_h[j] * evals / seen[j] - att / TICKS_PER_HOUR, 0.0)
 
 
 _SHORT = 32  # up to this many items an insertion sort is quicker than merging
 
 
 @njit(cache=True)
-def _stable_order(values, count, perm, tmp):
-    """``perm[:count]``: positions ``0..count-1`` sorted by ``values``, equal values in position order
-    (insertion sort when short, else a bottom-up merge sort through ``tmp``; numba's own stable argsort
-    would add seconds to the compile)."""
+def _stable_order(keys, count, perm, tmp):
+    """``perm[:count]``: positions ``0..count-1`` sorted by the rows ``keys[i]`` (compared as tuples), equal
+    keys in position order (insertion sort when short, else a bottom-up merge sort through ``tmp``; numba's
+    own stable argsort would add seconds to the compile)."""
     for i in range(count):
         perm[i] = i
     if count <= _SHORT:
         for i in range(1, count):
-            v, m = values[i], i
-            while m > 0 and values[perm[m - 1]] > v:
+            m = i
+            while m > 0 and _less(keys[i], keys[perm[m - 1]]):
                 perm[m] = perm[m - 1]
                 m -= 1
             perm[m] = i
@@ -266,7 +282,7 @@ def _stable_order(values, count, perm, tmp):
             mid, hi = min(lo + width, count), min(lo + 2 * width, count)
             a, b = lo, mid
             for o in range(lo, hi):
-                if a < mid and (b >= hi or not values[src[b]] < values[src[a]]):  # the left one on ties
+                if a < mid and (b >= hi or not _less(keys[src[b]], keys[src[a]])):  # the left one on ties
                     dst[o] = src[a]
                     a += 1
                 else:
@@ -296,9 +312,9 @@ def _first_fit(wj, n_wait, gpus, left, out, least):
 
 
 @njit(cache=True)
-def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att_h, evals, gpus, qseq,
-          run, n_run, run_key, run_stamp, wk1, wj, n_wait, free, total_gpus, demand, preempt, start, rkey, perm, tmp,
-          kept):
+def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window,
+          gpus, qseq, run, n_run, run_key, run_stamp, wk, wj, n_wait, free, total_gpus, demand, preempt, start, rkey,
+          perm, tmp, kept):
     """The plan at a scheduling point: ``preempt[:a]`` in running order and ``start[:b]`` in the order the
     Python plan lists them; returns ``(a, b)``.
 
@@ -311,25 +327,25 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
     """
     if not preemptive:
         return 0, _first_fit(wj, n_wait, gpus, free, start, demand[0])
-    w0, left, n_high = wk1[0], total_gpus, np.int64(0)
+    w0, left, n_high = wk[0], total_gpus, np.int64(0)
     if sched == SRTF_EST:  # key max(K - now, 0) > w0 >= 0 exactly when K > w0 + now; in key order already
         left = free
-        for r in range(_run_at(run, n_run, run_key, run_stamp, np.int64(w0) + now + 1, np.int64(0)), n_run):
+        for r in range(_run_at(run, n_run, run_key, run_stamp, np.int64(w0[0]) + now + 1, np.int64(0)), n_run):
             j = run[r]
             preempt[n_high] = j
-            rkey[n_high] = float(run_key[j] - now)
+            rkey[n_high, 0], rkey[n_high, 1], rkey[n_high, 2] = float(run_key[j] - now), 0.0, 0.0
             kept[n_high] = False
             perm[n_high] = n_high
             left += gpus[j]
             n_high += 1
     for r in range(n_run if sched != SRTF_EST else 0):
         j = run[r]
-        k = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals)[0]
-        if k <= w0:  # kept: ranked before (or tied with, running first) every waiting job
+        _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window,
+             rkey[n_high])
+        if not _less(w0, rkey[n_high]):  # kept: ranked before (or tied with, running first) every waiting job
             left -= gpus[j]
         else:        # kept or not by the walk below; listed in running order
             preempt[n_high] = j
-            rkey[n_high] = k
             kept[n_high] = False
             n_high += 1
     n_start = np.int64(0)
@@ -340,7 +356,7 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
             _stable_order(rkey, n_high, perm, tmp)
         r, w = 0, 0
         while left > 0 and (r < n_high or (w < n_wait and left >= demand[0])):
-            if r < n_high and (w >= n_wait or rkey[perm[r]] <= wk1[w]):  # ties: running first
+            if r < n_high and (w >= n_wait or not _less(wk[w], rkey[perm[r]])):  # ties: running first
                 j = preempt[perm[r]]
                 if gpus[j] <= left:
                     kept[perm[r]] = True
@@ -369,7 +385,7 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
 def _reorder(jobs, count, stamp, scratch, perm, tmp):
     """Sort ``jobs[:count]`` by their ``stamp`` (counts below 2**53: exact as floats)."""
     for i in range(count):
-        scratch[i] = stamp[jobs[i]]
+        scratch[i, 0], scratch[i, 1], scratch[i, 2] = stamp[jobs[i]], 0.0, 0.0
     _stable_order(scratch, count, perm, tmp)
     for i in range(count):
         perm[i] = jobs[perm[i]]
@@ -530,14 +546,23 @@ def _warming_up(count, evals, ip, fp):
 
 
 @njit(cache=True)
-def rule_stop(stop, j, i, evals, obs, declines, rlhf, ip, fp):
-    """EvalStop's, Patience's and StopAtProgress' decision at job ``j``'s checkpoint ``i`` (``i + 1`` scores)."""
+def rule_stop(stop, j, i, evals, obs, loss, declines, rlhf, ip, fp):
+    """EvalStop's, Patience's, StopAtProgress' and LossPlateau's decision at job ``j``'s checkpoint ``i``
+    (``i + 1`` scores)."""
     count = i + 1
     if stop == STOPAT_CODE:   # no warm-up
         return rlhf[j] and count / evals >= fp[F_P]
     if _warming_up(count, evals, ip, fp):
         return False
     start, delta = j * evals, fp[F_DELTA]
+    if stop == LOSSPLATEAU_CODE:
+        window = ip[I_K]
+        if count <= window:
+            return False
+        before, last = loss[start + count - 1 - window], loss[start + count - 1]
+        if before == 0:
+            return last >= 0
+        return (before - last) / abs(before) < fp[F_TOLERANCE]
     if stop == EVALSTOP_CODE:
         if not delta:
             return declines[j] >= ip[I_K]
@@ -584,8 +609,8 @@ def noise_stop(stop, j, i, evals, obs, proxy, rlhf, items, pool_of, factor_pool,
 
 
 @njit(cache=True)
-def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, items, pool_of, pool_off, arrivals,
-            evals, total_gpus, sched, preemptive, stop, ip, fp):
+def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, items, pool_of, pool_off,
+            arrivals, evals, total_gpus, sched, preemptive, window, stop, ip, fp):
     """Play one episode. ``grid`` (n * evals ticks) and ``restart`` (n ticks) are empty where the world has
     none; ``pool_of`` (each job's eval-size pool) and ``pool_off`` (where each pool starts in one flat array, the
     factor pool and the proxy pool last, then the end) lay out the noise pools (:mod:`.stops`). Returns ``(status, finish, service, stopped, seen, best_idx, first_start, peak_service,
@@ -603,8 +628,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
     best_score = np.full(n, -np.inf)
     last_att_h = np.zeros(n)
     qseq = np.zeros(n, np.int64)
-    key1 = np.zeros(n)
-    key2 = np.zeros(n)
+    key = np.zeros((n, 3))   # each job's key when it last entered the queue
     finish = np.full(n, -1, np.int64)
     first_start = np.full(n, -1, np.int64)
     peak_service = np.full(n, -1, np.int64)
@@ -624,9 +648,8 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
     hj = np.empty(cap, np.int64)
     he = np.empty(cap, np.int64)
     size = np.int64(0)
-    # waiting jobs sorted by (key1, key2, queue stamp); running jobs in start order
-    wk1 = np.empty(n)
-    wk2 = np.empty(n)
+    # waiting jobs sorted by (key, queue stamp)
+    wk = np.empty((n, 3))
     wq = np.empty(n, np.int64)
     wj = np.empty(n, np.int64)
     n_wait = np.int64(0)
@@ -642,7 +665,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
     # scratch for plans
     plan_a = np.empty(n, np.int64)
     plan_b = np.empty(n, np.int64)
-    rkey = np.empty(n)
+    rkey = np.empty((n, 3))
     perm = np.empty(n, np.int64)
     tmp = np.empty(n, np.int64)
     kept = np.empty(n, np.bool_)
@@ -668,8 +691,8 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
             n_pre, n_start = np.int64(0), np.int64(0)
             if n_wait > 0 and (preemptive or free > 0):
                 n_pre, n_start = _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
-                                       last_att_h, evals, gpus, qseq, run, n_run, run_key, run_stamp, wk1, wj, n_wait,
-                                       free, total_gpus, demand, plan_a, plan_b, rkey, perm, tmp, kept)
+                                       last_att_h, evals, loss, window, gpus, qseq, run, n_run, run_key, run_stamp, wk,
+                                       wj, n_wait, free, total_gpus, demand, plan_a, plan_b, rkey, perm, tmp, kept)
             for m in range(n_pre):  # preempt: the job keeps its progress and waits again
                 j = plan_a[m]
                 service[j] += now - run_since[j]
@@ -679,13 +702,13 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
                 status[j] = _WAITING
                 queued += 1
                 qseq[j] = queued
-                key1[j], key2[j] = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h,
-                                        evals)
-                n_wait = _enqueue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], queued, j, gpus[j], demand)
+                _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window,
+                     key[j])
+                n_wait = _enqueue(wk, wq, wj, n_wait, key[j], queued, j, gpus[j], demand)
                 preemptions += 1
             for m in range(n_start):
                 j = plan_b[m]
-                n_wait = _dequeue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], qseq[j], gpus[j], demand)
+                n_wait = _dequeue(wk, wq, wj, n_wait, key[j], qseq[j], gpus[j], demand)
                 started += 1
                 run_stamp[j] = started
                 if sched == SRTF_EST:   # its key while it runs is max(this - now, 0)
@@ -732,7 +755,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
                 if stop != NO_STOP_CODE and (
                         noise_stop(stop, j, i - 1, evals, obs, proxy, rlhf, items, pool_of, n_pools - 2, n_pools - 1,
                                    ip, fp, pool, pool_off, pool_cnt, seen_eval, seen_factor, seen_proxy) if noisy
-                        else rule_stop(stop, j, i - 1, evals, obs, declines, rlhf, ip, fp)):
+                        else rule_stop(stop, j, i - 1, evals, obs, loss, declines, rlhf, ip, fp)):
                     stopped[j] = True
                     ended = True
             if ended:  # completed, or stopped: its GPUs are free now
@@ -750,8 +773,8 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, peak, rlhf, it
             status[j] = _WAITING
             queued += 1
             qseq[j] = queued
-            key1[j], key2[j] = _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals)
-            n_wait = _enqueue(wk1, wk2, wq, wj, n_wait, key1[j], key2[j], queued, j, gpus[j], demand)
+            _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, key[j])
+            n_wait = _enqueue(wk, wq, wj, n_wait, key[j], queued, j, gpus[j], demand)
             dirty = True
         else:
             code = STALLED if active else 0

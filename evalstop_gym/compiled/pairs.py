@@ -16,29 +16,31 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ..baselines import (CUSUM, FIFO, SJFEst, SRTFEst, SRTFProgress, Divergence, DropTest, EvalStop, Patience,
-                         SmoothedDecline, StopAtProgress)
+from ..baselines import (CUSUM, FIFO, SJFEst, SRTFEst, SRTFProgress, Divergence, DropTest, EvalStop, LossAware,
+                         LossPlateau, MaxThroughput, Patience, SmoothedDecline, StopAtProgress)
 from ..baselines import SCHEDULERS as ALL_SCHEDULERS, STOPPERS as ALL_STOPPERS
 from ..baselines.noise import NoiseBySize, PooledNoise
 
 # the kernel's codes
-FIFO_CODE, SJF_EST_CODE, SRTF_EST_CODE, SRTF_PROGRESS_CODE = 0, 1, 2, 3
-NO_STOP_CODE, EVALSTOP_CODE, PATIENCE_CODE, STOPAT_CODE = 0, 1, 2, 3
+FIFO_CODE, SJF_EST_CODE, SRTF_EST_CODE, SRTF_PROGRESS_CODE, LOSSAWARE_CODE, MAX_THROUGHPUT_CODE = 0, 1, 2, 3, 4, 5
+NO_STOP_CODE, EVALSTOP_CODE, PATIENCE_CODE, STOPAT_CODE, LOSSPLATEAU_CODE = 0, 1, 2, 3, 8
 CUSUM_CODE, SMOOTHED_CODE, DROPTEST_CODE, DIVERGENCE_CODE = 4, 5, 6, 7
-SCHEDULERS = {FIFO: FIFO_CODE, SJFEst: SJF_EST_CODE, SRTFEst: SRTF_EST_CODE, SRTFProgress: SRTF_PROGRESS_CODE}
+SCHEDULERS = {FIFO: FIFO_CODE, SJFEst: SJF_EST_CODE, SRTFEst: SRTF_EST_CODE, SRTFProgress: SRTF_PROGRESS_CODE,
+              LossAware: LOSSAWARE_CODE, MaxThroughput: MAX_THROUGHPUT_CODE}
 STOPPERS = {EvalStop: EVALSTOP_CODE, Patience: PATIENCE_CODE, StopAtProgress: STOPAT_CODE, CUSUM: CUSUM_CODE,
-            SmoothedDecline: SMOOTHED_CODE, DropTest: DROPTEST_CODE, Divergence: DIVERGENCE_CODE}
+            SmoothedDecline: SMOOTHED_CODE, DropTest: DROPTEST_CODE, Divergence: DIVERGENCE_CODE,
+            LossPlateau: LOSSPLATEAU_CODE}
 
 # positions of a stopper's parameters in KernelPolicy.ip (integers) and .fp (floats)
-I_K, I_WARMUP, I_LAG = 0, 1, 2   # I_K: EvalStop's k, Patience's patience, the window of Smoothed / DropTest
+I_K, I_WARMUP, I_LAG = 0, 1, 2   # I_K: EvalStop's k, Patience's patience, the window of the others
 (F_DELTA, F_WARMUP_PROGRESS, F_P, F_THRESHOLD, F_DRIFT, F_SIGMA, F_Z, F_MIN_DROP, F_FAST_Z, F_FAST_MIN_DROP,
- F_PROXY_Z, F_SXX, F_SQRT_SXX, F_X) = range(14)   # F_SIGMA: NaN = estimated; F_X: Smoothed's centred x, window long
+ F_PROXY_Z, F_SXX, F_SQRT_SXX, F_TOLERANCE, F_X) = range(15)   # F_SIGMA: NaN = estimated; F_X: Smoothed's x
 
 # the instance attributes each class sets: anything else is a user's change
-_OWN = {"_queue", "_running"}
+_OWN = {"_queue", "_running", "window", "_ranks"}
 _STOPPER_OWN = {"base", "warmup", "warmup_progress", "k", "min_delta", "patience", "p", "sigma", "noise",
                 "threshold", "drift", "window", "_x", "_sxx", "z", "min_drop", "fast_z", "fast_min_drop", "proxy_z",
-                "lag", "proxy_noise"}
+                "lag", "proxy_noise", "tolerance"}
 
 
 class KernelPolicy(NamedTuple):
@@ -46,6 +48,7 @@ class KernelPolicy(NamedTuple):
 
     sched: int
     preemptive: bool
+    window: int = 0             # LossAware's window
     stop: int = NO_STOP_CODE
     ip: tuple = (0, 0, 0)
     fp: tuple = (0.0,) * F_X
@@ -59,7 +62,7 @@ def _stopper_numbers(policy) -> tuple[tuple, tuple]:
     fp = [float(get("min_delta", 0.0)), float(get("warmup_progress", 0.0)), float(get("p", 0.0)),
           float(get("threshold", 0.0)), float(get("drift", 0.0)), math.nan if sigma is None else float(sigma),
           float(get("z", 0.0)), float(get("min_drop", 0.0)), float(get("fast_z", 0.0)),
-          float(get("fast_min_drop", 0.0)), float(get("proxy_z", 0.0)), 0.0, 0.0]
+          float(get("fast_min_drop", 0.0)), float(get("proxy_z", 0.0)), 0.0, 0.0, float(get("tolerance", 0.0))]
     if type(policy) is SmoothedDecline:
         fp[F_SXX], fp[F_SQRT_SXX] = policy._sxx, policy._sxx ** 0.5   # as the rule computes them
         fp += [float(x) for x in policy._x]
@@ -81,7 +84,7 @@ def kernel_policy(policy) -> KernelPolicy | None:
     sched = SCHEDULERS.get(type(policy))
     if sched is None or not set(vars(policy)) <= _OWN:
         return None
-    return KernelPolicy(sched, bool(type(policy).preemptive))
+    return KernelPolicy(sched, bool(type(policy).preemptive), int(getattr(policy, "window", 0)))
 
 
 def compiled_pairs() -> list[tuple[str, str]]:
