@@ -128,21 +128,21 @@ def _drop_void(ht, hs, hj, he, size, epoch):
 
 
 @njit(cache=True)
-def _less(a, b):
-    """``a < b`` for keys of three floats, compared as Python compares tuples."""
+def _less(a, ia, b, ib):
+    """``a[ia] < b[ib]`` for keys of three floats (rows), compared as Python compares tuples."""
     for m in range(3):
-        if a[m] != b[m]:
-            return a[m] < b[m]
+        if a[ia, m] != b[ib, m]:
+            return a[ia, m] < b[ib, m]
     return False
 
 
 @njit(cache=True)
-def _bisect(wk, wq, count, key, q):
-    """The first waiting position whose ``(key, queue stamp)`` is not below ``(key, q)``."""
+def _bisect(wk, wq, count, keys, kj, q):
+    """The first waiting position whose ``(key, queue stamp)`` is not below ``(keys[kj], q)``."""
     lo, hi = 0, count
     while lo < hi:
         mid = (lo + hi) >> 1
-        if _less(wk[mid], key) or (not _less(key, wk[mid]) and wq[mid] < q):
+        if _less(wk, mid, keys, kj) or (not _less(keys, kj, wk, mid) and wq[mid] < q):
             lo = mid + 1
         else:
             hi = mid
@@ -150,9 +150,9 @@ def _bisect(wk, wq, count, key, q):
 
 
 @njit(cache=True)
-def _enqueue(wk, wq, wj, count, key, q, j, g, demand):
-    """Insert job ``j`` (of ``g`` GPUs, key ``key``, queue stamp ``q``) into the sorted waiting arrays; returns
-    the new count.
+def _enqueue(wk, wq, wj, count, keys, q, j, g, demand):
+    """Insert job ``j`` (of ``g`` GPUs, key ``keys[j]``, queue stamp ``q``) into the sorted waiting arrays;
+    returns the new count.
 
     ``demand[g]``: waiting jobs of ``g`` GPUs; ``demand[0]``: the least demand of a waiting job (more GPUs than
     the cluster has when none waits), so a first-fit walk stops once no waiting job can fit.
@@ -160,23 +160,23 @@ def _enqueue(wk, wq, wj, count, key, q, j, g, demand):
     demand[g] += 1
     if g < demand[0]:
         demand[0] = g
-    pos = _bisect(wk, wq, count, key, q)
+    pos = _bisect(wk, wq, count, keys, j, q)
     for m in range(count, pos, -1):
-        wk[m, :], wq[m], wj[m] = wk[m - 1, :], wq[m - 1], wj[m - 1]
-    wk[pos, :], wq[pos], wj[pos] = key, q, j
+        wk[m, 0], wk[m, 1], wk[m, 2], wq[m], wj[m] = wk[m - 1, 0], wk[m - 1, 1], wk[m - 1, 2], wq[m - 1], wj[m - 1]
+    wk[pos, 0], wk[pos, 1], wk[pos, 2], wq[pos], wj[pos] = keys[j, 0], keys[j, 1], keys[j, 2], q, j
     return count + 1
 
 
 @njit(cache=True)
-def _dequeue(wk, wq, wj, count, key, q, g, demand):
-    """Remove the entry ``(key, q)`` of a job of ``g`` GPUs from the sorted waiting arrays; returns the new
-    count (``demand``: :func:`_enqueue`)."""
+def _dequeue(wk, wq, wj, count, keys, j, q, g, demand):
+    """Remove the entry ``(keys[j], q)`` of job ``j`` (of ``g`` GPUs) from the sorted waiting arrays; returns the
+    new count (``demand``: :func:`_enqueue`)."""
     demand[g] -= 1
     if g == demand[0]:
         while demand[0] < demand.shape[0] - 1 and demand[demand[0]] == 0:
             demand[0] += 1
-    for m in range(_bisect(wk, wq, count, key, q), count - 1):
-        wk[m, :], wq[m], wj[m] = wk[m + 1, :], wq[m + 1], wj[m + 1]
+    for m in range(_bisect(wk, wq, count, keys, j, q), count - 1):
+        wk[m, 0], wk[m, 1], wk[m, 2], wq[m], wj[m] = wk[m + 1, 0], wk[m + 1, 1], wk[m + 1, 2], wq[m + 1], wj[m + 1]
     return count - 1
 
 
@@ -230,32 +230,32 @@ def _attained(j, now, service, run_since, status):
 
 
 @njit(cache=True)
-def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, out):
-    """Write the scheduler's key of job ``j`` now into ``out``: three floats compared as a tuple (0 where
+def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, out, row):
+    """Write the scheduler's key of job ``j`` now into ``out[row]``: three floats compared as a tuple (0 where
     unused)."""
-    out[0], out[1], out[2] = 0.0, 0.0, 0.0
+    out[row, 0], out[row, 1], out[row, 2] = 0.0, 0.0, 0.0
     if sched == FIFO:
-        out[0] = submit[j] / TICKS_PER_HOUR
+        out[row, 0] = submit[j] / TICKS_PER_HOUR
     elif sched == MAX_THROUGHPUT:
-        out[0] = float(submit[j])   # ticks: exact in float64
+        out[row, 0] = float(submit[j])   # ticks: exact in float64
     elif sched == SJF_EST:
-        out[0], out[1] = est[j] / TICKS_PER_HOUR, submit[j] / TICKS_PER_HOUR
+        out[row, 0], out[row, 1] = est[j] / TICKS_PER_HOUR, submit[j] / TICKS_PER_HOUR
     elif sched == LOSSAWARE:
         count = seen[j]
-        out[2] = submit[j] / TICKS_PER_HOUR
+        out[row, 2] = submit[j] / TICKS_PER_HOUR
         if count >= 2:
             w = min(window, count - 1)
             before, last = loss[j * evals + count - 1 - w], loss[j * evals + count - 1]
-            out[0], out[1] = 1.0, -((before - last) / (w * abs(before)) if before else 0.0)
+            out[row, 0], out[row, 1] = 1.0, -((before - last) / (w * abs(before)) if before else 0.0)
     else:
         att = _attained(j, now, service, run_since, status)
         rem = max(est[j] - att, 0)
         if sched == SRTF_EST:
-            out[0] = float(rem)   # ticks: exact in float64
+            out[row, 0] = float(rem)   # ticks: exact in float64
         elif seen[j] == 0:
-            out[0] = rem / TICKS_PER_HOUR
+            out[row, 0] = rem / TICKS_PER_HOUR
         else:
-            out[0] = max(last_att_h[j] * evals / seen[j] - att / TICKS_PER_HOUR, 0.0)
+            out[row, 0] = max(last_att_h[j] * evals / seen[j] - att / TICKS_PER_HOUR, 0.0)
 
 
 _SHORT = 32  # up to this many items an insertion sort is quicker than merging
@@ -271,7 +271,7 @@ def _stable_order(keys, count, perm, tmp):
     if count <= _SHORT:
         for i in range(1, count):
             m = i
-            while m > 0 and _less(keys[i], keys[perm[m - 1]]):
+            while m > 0 and _less(keys, i, keys, perm[m - 1]):
                 perm[m] = perm[m - 1]
                 m -= 1
             perm[m] = i
@@ -282,7 +282,7 @@ def _stable_order(keys, count, perm, tmp):
             mid, hi = min(lo + width, count), min(lo + 2 * width, count)
             a, b = lo, mid
             for o in range(lo, hi):
-                if a < mid and (b >= hi or not _less(keys[src[b]], keys[src[a]])):  # the left one on ties
+                if a < mid and (b >= hi or not _less(keys, src[b], keys, src[a])):  # the left one on ties
                     dst[o] = src[a]
                     a += 1
                 else:
@@ -327,10 +327,10 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
     """
     if not preemptive:
         return 0, _first_fit(wj, n_wait, gpus, free, start, demand[0])
-    w0, left, n_high = wk[0], total_gpus, np.int64(0)
+    left, n_high = total_gpus, np.int64(0)
     if sched == SRTF_EST:  # key max(K - now, 0) > w0 >= 0 exactly when K > w0 + now; in key order already
         left = free
-        for r in range(_run_at(run, n_run, run_key, run_stamp, np.int64(w0[0]) + now + 1, np.int64(0)), n_run):
+        for r in range(_run_at(run, n_run, run_key, run_stamp, np.int64(wk[0, 0]) + now + 1, np.int64(0)), n_run):
             j = run[r]
             preempt[n_high] = j
             rkey[n_high, 0], rkey[n_high, 1], rkey[n_high, 2] = float(run_key[j] - now), 0.0, 0.0
@@ -340,9 +340,9 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
             n_high += 1
     for r in range(n_run if sched != SRTF_EST else 0):
         j = run[r]
-        _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window,
-             rkey[n_high])
-        if not _less(w0, rkey[n_high]):  # kept: ranked before (or tied with, running first) every waiting job
+        _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, rkey,
+             n_high)
+        if not _less(wk, 0, rkey, n_high):  # kept: ranked before (or tied with, running first) every waiting job
             left -= gpus[j]
         else:        # kept or not by the walk below; listed in running order
             preempt[n_high] = j
@@ -356,7 +356,7 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
             _stable_order(rkey, n_high, perm, tmp)
         r, w = 0, 0
         while left > 0 and (r < n_high or (w < n_wait and left >= demand[0])):
-            if r < n_high and (w >= n_wait or not _less(wk[w], rkey[perm[r]])):  # ties: running first
+            if r < n_high and (w >= n_wait or not _less(wk, w, rkey, perm[r])):  # ties: running first
                 j = preempt[perm[r]]
                 if gpus[j] <= left:
                     kept[perm[r]] = True
@@ -703,12 +703,12 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rl
                 queued += 1
                 qseq[j] = queued
                 _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window,
-                     key[j])
-                n_wait = _enqueue(wk, wq, wj, n_wait, key[j], queued, j, gpus[j], demand)
+                     key, j)
+                n_wait = _enqueue(wk, wq, wj, n_wait, key, queued, j, gpus[j], demand)
                 preemptions += 1
             for m in range(n_start):
                 j = plan_b[m]
-                n_wait = _dequeue(wk, wq, wj, n_wait, key[j], qseq[j], gpus[j], demand)
+                n_wait = _dequeue(wk, wq, wj, n_wait, key, j, qseq[j], gpus[j], demand)
                 started += 1
                 run_stamp[j] = started
                 if sched == SRTF_EST:   # its key while it runs is max(this - now, 0)
@@ -773,8 +773,8 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rl
             status[j] = _WAITING
             queued += 1
             qseq[j] = queued
-            _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, key[j])
-            n_wait = _enqueue(wk, wq, wj, n_wait, key[j], queued, j, gpus[j], demand)
+            _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, key, j)
+            n_wait = _enqueue(wk, wq, wj, n_wait, key, queued, j, gpus[j], demand)
             dirty = True
         else:
             code = STALLED if active else 0
