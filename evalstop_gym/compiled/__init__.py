@@ -110,9 +110,8 @@ def _play(w, kp: KernelPolicy) -> Outcome:
     items = np.ascontiguousarray(w.items, dtype=np.int64)
     sizes, pool_of = np.unique(items, return_inverse=True)
     code, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now = episode(
-        submit, to_ticks(w.length_h), to_ticks(np.minimum(w.est_length_h, MAX_HOURS)),
-        np.ascontiguousarray(w.gpus, dtype=np.int64),
-        np.ascontiguousarray(w.checkpoint_ticks().ravel()) if w.ckpt_service_h is not None else empty,
+        submit, to_ticks(np.minimum(w.est_length_h, MAX_HOURS)), np.ascontiguousarray(w.gpus, dtype=np.int64),
+        np.ascontiguousarray(w.checkpoint_ticks().ravel()),   # length * i // evals without a grid: the same ints
         to_ticks(w.restart_h) if w.restart_h is not None else empty,
         np.ascontiguousarray(w.observed, dtype=np.float64).ravel(),
         np.ascontiguousarray(w.curves.proxy, dtype=np.float64).ravel(),

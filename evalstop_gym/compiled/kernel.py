@@ -213,10 +213,10 @@ def _run_out(run, count, run_key, run_stamp, j):
 
 
 @njit(cache=True)
-def _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, c, length, grid, evals, overhead, service, seq):
+def _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, c, grid, evals, overhead, service, seq):
     """Push job ``j``'s checkpoint ``c`` (1-based) with counter ``seq``: due when its service reaches the grid
     point plus the resume costs paid. Drops voided entries first if the heap is full; returns the new size."""
-    target = length[j] * c // evals if grid.shape[0] == 0 else grid[j * evals + c - 1]
+    target = grid[j * evals + c - 1]
     if size == ht.shape[0]:
         size = _drop_void(ht, hs, hj, he, size, epoch)
     return _heap_push(ht, hs, hj, he, size, now + target + overhead[j] - service[j], seq, j, epoch[j])
@@ -230,7 +230,7 @@ def _attained(j, now, service, run_since, status):
 
 
 @njit(cache=True)
-def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, out, row):
+def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window, out, row):
     """Write the scheduler's key of job ``j`` now into ``out[row]``: three floats compared as a tuple (0 where
     unused)."""
     out[row, 0], out[row, 1], out[row, 2] = 0.0, 0.0, 0.0
@@ -255,7 +255,7 @@ def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_
         elif seen[j] == 0:
             out[row, 0] = rem / TICKS_PER_HOUR
         else:
-            out[row, 0] = max(last_att_h[j] * evals / seen[j] - att / TICKS_PER_HOUR, 0.0)
+            out[row, 0] = max(last_att[j] / TICKS_PER_HOUR * evals / seen[j] - att / TICKS_PER_HOUR, 0.0)
 
 
 _SHORT = 32  # up to this many items an insertion sort is quicker than merging
@@ -312,7 +312,7 @@ def _first_fit(wj, n_wait, gpus, left, out, least):
 
 
 @njit(cache=True)
-def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window,
+def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window,
           gpus, qseq, run, n_run, run_key, run_stamp, wk, wj, n_wait, free, total_gpus, demand, preempt, start, rkey,
           perm, tmp, kept):
     """The plan at a scheduling point: ``preempt[:a]`` in running order and ``start[:b]`` in the order the
@@ -340,7 +340,7 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
             n_high += 1
     for r in range(n_run if sched != SRTF_EST else 0):
         j = run[r]
-        _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, rkey,
+        _key(sched, j, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window, rkey,
              n_high)
         if not _less(wk, 0, rkey, n_high):  # kept: ranked before (or tied with, running first) every waiting job
             left -= gpus[j]
@@ -609,12 +609,14 @@ def noise_stop(stop, j, i, evals, obs, proxy, rlhf, items, pool_of, factor_pool,
 
 
 @njit(cache=True)
-def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, items, pool_of, pool_off,
+def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, items, pool_of, pool_off,
             arrivals, evals, total_gpus, sched, preemptive, window, stop, ip, fp):
-    """Play one episode. ``grid`` (n * evals ticks) and ``restart`` (n ticks) are empty where the world has
-    none; ``pool_of`` (each job's eval-size pool) and ``pool_off`` (where each pool starts in one flat array, the
-    factor pool and the proxy pool last, then the end) lay out the noise pools (:mod:`.stops`). Returns ``(status, finish, service, stopped, seen, best_idx, first_start, peak_service,
-    preemptions, now)``."""
+    """Play one episode. ``grid``: each job's service at each checkpoint (n * evals ticks,
+    :meth:`~evalstop_gym.workload.Workload.checkpoint_ticks`, so no division per event); ``restart``
+    (n ticks) is empty where resumes cost nothing; ``pool_of`` (each job's eval-size pool) and ``pool_off``
+    (where each pool starts in one flat array, the factor pool and the proxy pool last, then the end) lay
+    out the noise pools. Returns ``(status, finish, service, stopped, seen, best_idx, first_start,
+    peak_service, preemptions, now)``."""
     n = submit.shape[0]
     has_restart = restart.shape[0] > 0
     status = np.zeros(n, np.int64)
@@ -626,7 +628,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rl
     declines = np.zeros(n, np.int64)
     best_idx = np.full(n, -1, np.int64)
     best_score = np.full(n, -np.inf)
-    last_att_h = np.zeros(n)
+    last_att = np.zeros(n, np.int64)   # service when the job's last eval came out, ticks
     qseq = np.zeros(n, np.int64)
     key = np.zeros((n, 3))   # each job's key when it last entered the queue
     finish = np.full(n, -1, np.int64)
@@ -691,7 +693,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rl
             n_pre, n_start = np.int64(0), np.int64(0)
             if n_wait > 0 and (preemptive or free > 0):
                 n_pre, n_start = _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
-                                       last_att_h, evals, loss, window, gpus, qseq, run, n_run, run_key, run_stamp, wk,
+                                       last_att, evals, loss, window, gpus, qseq, run, n_run, run_key, run_stamp, wk,
                                        wj, n_wait, free, total_gpus, demand, plan_a, plan_b, rkey, perm, tmp, kept)
             for m in range(n_pre):  # preempt: the job keeps its progress and waits again
                 j = plan_a[m]
@@ -702,7 +704,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rl
                 status[j] = _WAITING
                 queued += 1
                 qseq[j] = queued
-                _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window,
+                _key(sched, j, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window,
                      key, j)
                 n_wait = _enqueue(wk, wq, wj, n_wait, key, queued, j, gpus[j], demand)
                 preemptions += 1
@@ -722,7 +724,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rl
                 elif has_restart:  # a resume: its cost in GPU time shifts the job's checkpoints
                     overhead[j] += restart[j]
                 seq += 1
-                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, seen[j] + 1, length, grid, evals,
+                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, seen[j] + 1, grid, evals,
                                         overhead, service, seq)
             continue
         if size > 0 and ht[0] < at:  # on equal times the arrival goes first: its counter is lower
@@ -741,7 +743,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rl
                 best_score[j], best_idx[j] = score, i
             service[j] += now - run_since[j]
             run_since[j] = now
-            last_att_h[j] = service[j] / TICKS_PER_HOUR
+            last_att[j] = service[j]
             if i == peak[j]:
                 peak_service[j] = service[j]
             i += 1
@@ -749,7 +751,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rl
             ended = i == evals
             if not ended:
                 seq += 1
-                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, i + 1, length, grid, evals,
+                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, i + 1, grid, evals,
                                         overhead, service, seq)
                 # (a call with many arrays is not free: the rules that need few take a call of their own)
                 if stop != NO_STOP_CODE and (
@@ -773,7 +775,7 @@ def episode(submit, length, est, gpus, grid, restart, obs, proxy, loss, peak, rl
             status[j] = _WAITING
             queued += 1
             qseq[j] = queued
-            _key(sched, j, now, submit, est, service, run_since, status, seen, last_att_h, evals, loss, window, key, j)
+            _key(sched, j, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window, key, j)
             n_wait = _enqueue(wk, wq, wj, n_wait, key, queued, j, gpus[j], demand)
             dirty = True
         else:
