@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 # relative to the package folder; a glob each
-SCORED_CODE = ("*.py", "baselines/*.py", "bench/*.py", "experiments/runner.py", "experiments/stats.py",
+SCORED_CODE = ("*.py", "baselines/*.py", "compiled/*.py", "bench/*.py", "experiments/runner.py", "experiments/stats.py",
                "experiments/learned.py", "envs/*.py", "agents/*.py")
 SCORED_DATA = ("data/**/*", "agents/hyperparams/*")
 VERSIONED = ("numpy", "scipy", "pyarrow")

@@ -109,9 +109,8 @@ class BenchSpec(RunSpec):
     def play(self) -> dict[str, Any]:
         import warnings
 
+        from ..compiled import run_episode
         from ..metrics import compute_metrics
-        from ..policy import drive
-        from ..simulator import Simulator
 
         with warnings.catch_warnings():   # a trace's skipped rows: counted in its report, the same every run
             warnings.simplefilter("ignore")
@@ -122,7 +121,7 @@ class BenchSpec(RunSpec):
             policy = Remote(self.scheduler, self.stopper, self.params)
         else:
             policy = build(self.scheduler, self.stopper, dict(self.params))
-        return compute_metrics(drive(Simulator(workload), policy))
+        return compute_metrics(run_episode(workload, policy))   # a Remote policy is never compiled
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()

@@ -92,15 +92,15 @@ def describe_world(config: WorkloadConfig) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=None)
 def code_fingerprint() -> str:
-    """Hash of the modules a result depends on: ``evalstop_gym/*.py`` and ``evalstop_gym/baselines/*.py``.
+    """Hash of the modules a result depends on: ``evalstop_gym/*.py``, ``evalstop_gym/baselines/*.py`` and
+    ``evalstop_gym/compiled/*.py`` (the compiled path plays built-in policies).
 
     Adapters (experiments, commands, envs) are left out: editing a table or a
     plot does not throw finished runs away.
     """
-    import evalstop_gym.baselines
-
+    package = Path(__file__).resolve().parents[1]
     h = hashlib.sha1()
-    for folder in (Path(__file__).resolve().parents[1], Path(evalstop_gym.baselines.__file__).resolve().parent):
+    for folder in (package, package / "baselines", package / "compiled"):
         for f in sorted(folder.glob("*.py")):
             h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:12]
@@ -111,12 +111,11 @@ def execute(spec: RunSpec) -> dict[str, Any]:
     ``jobs``, each job's JCT and stop flag (:func:`evalstop_gym.metrics.job_results`)."""
     from evalstop_gym.baselines import make_policy
 
+    from ..compiled import run_episode
     from ..metrics import compute_metrics, job_results
-    from ..policy import drive
-    from ..simulator import Simulator
     from ..workload import generate
 
-    out = drive(Simulator(generate(spec.config)), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
+    out = run_episode(generate(spec.config), make_policy(spec.scheduler, spec.stopper, **dict(spec.params)))
     return {**compute_metrics(out), JOBS_KEY: job_results(out)}
 
 

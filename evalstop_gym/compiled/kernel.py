@@ -1,0 +1,783 @@
+"""The compiled episode: the simulator's event loop and the supported built-in policies in one numba function.
+
+It is a transcription of :class:`~evalstop_gym.simulator.Simulator` driven by
+:func:`~evalstop_gym.policy.drive` on the flat pool, for the policies listed in
+:mod:`evalstop_gym.compiled.pairs`; the Python code stays the reference and the
+tests compare the two outcome by outcome (``tests/test_compiled.py``). What
+keeps them bit for bit equal:
+
+* time is integer ticks in both, and every float the policies compare (keys in
+  hours, eval scores) is computed by the same IEEE operations in the same
+  order: ``int / int`` is a correctly rounded division in Python and here
+  (both operands are exact in float64 below 2**53 ticks); no fastmath;
+* events are ordered by the same unique ``(time, counter)`` keys, the counter
+  bumped at the same pushes, arrivals first on equal times;
+* plans are the sorting allocator's (:meth:`~evalstop_gym.policy.Scheduler._allocate_sorted`
+  and :meth:`~evalstop_gym.policy.Scheduler._fill`), which the Python fast
+  paths equal by their own tests: waiting jobs in ``(key, queue stamp)``
+  order, running jobs before waiting ones on equal keys and among themselves
+  in start order; preemptions applied before starts, in running order, and
+  starts in the order the Python plan lists them.
+
+* the stop rules (the last part of this module) transcribe
+  :class:`~evalstop_gym.policy.Stopper`'s warm-up and the rules of EvalStop,
+  Patience, StopAtProgress, CUSUM, SmoothedDecline, DropTest and Divergence
+  with their pooled noise estimates (:mod:`evalstop_gym.baselines.noise`) in
+  the same operation order: sums left to right, ``max`` keeping the first of
+  equal values, the pools' sorted inserts by CPython's ``insort_right``.
+
+Voided checkpoints stay in the heap until popped, as in Python; when the heap
+is full they are dropped, which cannot reorder live events (their keys are
+unique). The kernel has no timers: none of the supported schedulers asks for
+a wake-up.
+
+A job's history is read in place: its scores are ``obs[j * evals : j * evals + count]`` and its
+proxy readings ``proxy[...]`` likewise (RLHF jobs). A stopper's parameters come as ``ip`` (integers)
+and ``fp`` (floats), laid out by the ``I_*`` / ``F_*`` positions of :mod:`.pairs`. The noise pools
+hold sorted absolute second differences in one flat array ``pool`` (pool ``q`` in
+``pool[off[q]:off[q] + cnt[q]]``): one pool per eval-set size, then the pool of scores in units of
+their size's largest sampling error, then the proxy pool.
+
+Everything compiled is in this one module on purpose: numba's cache
+(``cache=True``) is keyed on the source file of each function, not on the
+files its callees come from, so a callee in another module could be served
+from machine code built from its older version. The constants read from
+:mod:`.pairs` and :mod:`~evalstop_gym.timebase` are frozen into the machine
+code too: a change to them must come with a change to this file.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ..timebase import TICKS_PER_HOUR
+from .pairs import (CUSUM_CODE, DIVERGENCE_CODE, DROPTEST_CODE, EVALSTOP_CODE, F_DELTA, F_DRIFT, F_FAST_MIN_DROP,
+                    F_FAST_Z, F_MIN_DROP, F_P, F_PROXY_Z, F_SIGMA, F_SQRT_SXX, F_SXX, F_THRESHOLD, F_WARMUP_PROGRESS,
+                    F_TOLERANCE, F_X, F_Z, I_K, I_LAG, I_WARMUP, LOSSPLATEAU_CODE, NO_STOP_CODE, SMOOTHED_CODE,
+                    STOPAT_CODE)
+from .pairs import FIFO_CODE as FIFO
+from .pairs import LOSSAWARE_CODE as LOSSAWARE
+from .pairs import MAX_THROUGHPUT_CODE as MAX_THROUGHPUT
+from .pairs import SJF_EST_CODE as SJF_EST
+from .pairs import SRTF_EST_CODE as SRTF_EST
+
+# job states
+_NEW, _WAITING, _RUNNING, _ENDED = 0, 1, 2, 3
+NEVER = np.int64(1 << 62)   # the tick of the "arrival" after the last one: later than any event
+STALLED = 1                 # the kernel's status when jobs wait and nothing will happen
+
+
+@njit(cache=True)
+def _before(t1, s1, t2, s2):
+    return t1 < t2 or (t1 == t2 and s1 < s2)
+
+
+@njit(cache=True)
+def _heap_push(ht, hs, hj, he, size, t, s, j, e):
+    i = size
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _before(t, s, ht[p], hs[p]):
+            break
+        ht[i], hs[i], hj[i], he[i] = ht[p], hs[p], hj[p], he[p]
+        i = p
+    ht[i], hs[i], hj[i], he[i] = t, s, j, e
+    return size + 1
+
+
+@njit(cache=True)
+def _sift_down(ht, hs, hj, he, size, i):
+    t, s, j, e = ht[i], hs[i], hj[i], he[i]
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _before(ht[c + 1], hs[c + 1], ht[c], hs[c]):
+            c += 1
+        if not _before(ht[c], hs[c], t, s):
+            break
+        ht[i], hs[i], hj[i], he[i] = ht[c], hs[c], hj[c], he[c]
+        i = c
+    ht[i], hs[i], hj[i], he[i] = t, s, j, e
+
+
+@njit(cache=True)
+def _heap_pop(ht, hs, hj, he, size):
+    """Remove the root (read it before calling); returns the new size."""
+    size -= 1
+    if size > 0:
+        ht[0], hs[0], hj[0], he[0] = ht[size], hs[size], hj[size], he[size]
+        _sift_down(ht, hs, hj, he, size, np.int64(0))
+    return size
+
+
+@njit(cache=True)
+def _drop_void(ht, hs, hj, he, size, epoch):
+    """Keep the live checkpoints only, then restore the heap order."""
+    k = np.int64(0)
+    for i in range(size):
+        if he[i] == epoch[hj[i]]:
+            ht[k], hs[k], hj[k], he[k] = ht[i], hs[i], hj[i], he[i]
+            k += 1
+    for i in range(k // 2 - 1, -1, -1):
+        _sift_down(ht, hs, hj, he, k, i)
+    return k
+
+
+@njit(cache=True)
+def _less(a, ia, b, ib):
+    """``a[ia] < b[ib]`` for keys of three floats (rows), compared as Python compares tuples."""
+    for m in range(3):
+        if a[ia, m] != b[ib, m]:
+            return a[ia, m] < b[ib, m]
+    return False
+
+
+@njit(cache=True)
+def _bisect(wk, wq, count, keys, kj, q):
+    """The first waiting position whose ``(key, queue stamp)`` is not below ``(keys[kj], q)``."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _less(wk, mid, keys, kj) or (not _less(keys, kj, wk, mid) and wq[mid] < q):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _enqueue(wk, wq, wj, count, keys, q, j, g, demand):
+    """Insert job ``j`` (of ``g`` GPUs, key ``keys[j]``, queue stamp ``q``) into the sorted waiting arrays;
+    returns the new count.
+
+    ``demand[g]``: waiting jobs of ``g`` GPUs; ``demand[0]``: the least demand of a waiting job (more GPUs than
+    the cluster has when none waits), so a first-fit walk stops once no waiting job can fit.
+    """
+    demand[g] += 1
+    if g < demand[0]:
+        demand[0] = g
+    pos = _bisect(wk, wq, count, keys, j, q)
+    for m in range(count, pos, -1):
+        wk[m, 0], wk[m, 1], wk[m, 2], wq[m], wj[m] = wk[m - 1, 0], wk[m - 1, 1], wk[m - 1, 2], wq[m - 1], wj[m - 1]
+    wk[pos, 0], wk[pos, 1], wk[pos, 2], wq[pos], wj[pos] = keys[j, 0], keys[j, 1], keys[j, 2], q, j
+    return count + 1
+
+
+@njit(cache=True)
+def _dequeue(wk, wq, wj, count, keys, j, q, g, demand):
+    """Remove the entry ``(keys[j], q)`` of job ``j`` (of ``g`` GPUs) from the sorted waiting arrays; returns the
+    new count (``demand``: :func:`_enqueue`)."""
+    demand[g] -= 1
+    if g == demand[0]:
+        while demand[0] < demand.shape[0] - 1 and demand[demand[0]] == 0:
+            demand[0] += 1
+    for m in range(_bisect(wk, wq, count, keys, j, q), count - 1):
+        wk[m, 0], wk[m, 1], wk[m, 2], wq[m], wj[m] = wk[m + 1, 0], wk[m + 1, 1], wk[m + 1, 2], wq[m + 1], wj[m + 1]
+    return count - 1
+
+
+@njit(cache=True)
+def _run_at(run, count, run_key, run_stamp, key, stamp):
+    """The first position of the running list whose ``(run_key, run_stamp)`` is not below ``(key, stamp)``."""
+    lo, hi = 0, count
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        j = run[mid]
+        if run_key[j] < key or (run_key[j] == key and run_stamp[j] < stamp):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _run_in(run, count, run_key, run_stamp, j):
+    """Insert job ``j`` (its stamp the newest) into the running list; returns the new count."""
+    pos = _run_at(run, count, run_key, run_stamp, run_key[j], run_stamp[j])
+    for m in range(count, pos, -1):
+        run[m] = run[m - 1]
+    run[pos] = j
+    return count + 1
+
+
+@njit(cache=True)
+def _run_out(run, count, run_key, run_stamp, j):
+    """Remove job ``j`` from the running list; returns the new count."""
+    for m in range(_run_at(run, count, run_key, run_stamp, run_key[j], run_stamp[j]), count - 1):
+        run[m] = run[m + 1]
+    return count - 1
+
+
+@njit(cache=True)
+def _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, c, grid, evals, overhead, service, seq):
+    """Push job ``j``'s checkpoint ``c`` (1-based) with counter ``seq``: due when its service reaches the grid
+    point plus the resume costs paid. Drops voided entries first if the heap is full; returns the new size."""
+    target = grid[j * evals + c - 1]
+    if size == ht.shape[0]:
+        size = _drop_void(ht, hs, hj, he, size, epoch)
+    return _heap_push(ht, hs, hj, he, size, now + target + overhead[j] - service[j], seq, j, epoch[j])
+
+
+@njit(cache=True)
+def _attained(j, now, service, run_since, status):
+    if status[j] == _RUNNING:
+        return service[j] + (now - run_since[j])
+    return service[j]
+
+
+@njit(cache=True)
+def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window, out, row):
+    """Write the scheduler's key of job ``j`` now into ``out[row]``: three floats compared as a tuple (0 where
+    unused)."""
+    out[row, 0], out[row, 1], out[row, 2] = 0.0, 0.0, 0.0
+    if sched == FIFO:
+        out[row, 0] = submit[j] / TICKS_PER_HOUR
+    elif sched == MAX_THROUGHPUT:
+        out[row, 0] = float(submit[j])   # ticks: exact in float64
+    elif sched == SJF_EST:
+        out[row, 0], out[row, 1] = est[j] / TICKS_PER_HOUR, submit[j] / TICKS_PER_HOUR
+    elif sched == LOSSAWARE:
+        count = seen[j]
+        out[row, 2] = submit[j] / TICKS_PER_HOUR
+        if count >= 2:
+            w = min(window, count - 1)
+            before, last = loss[j * evals + count - 1 - w], loss[j * evals + count - 1]
+            out[row, 0], out[row, 1] = 1.0, -((before - last) / (w * abs(before)) if before else 0.0)
+    else:
+        att = _attained(j, now, service, run_since, status)
+        rem = max(est[j] - att, 0)
+        if sched == SRTF_EST:
+            out[row, 0] = float(rem)   # ticks: exact in float64
+        elif seen[j] == 0:
+            out[row, 0] = rem / TICKS_PER_HOUR
+        else:
+            out[row, 0] = max(last_att[j] / TICKS_PER_HOUR * evals / seen[j] - att / TICKS_PER_HOUR, 0.0)
+
+
+_SHORT = 32  # up to this many items an insertion sort is quicker than merging
+
+
+@njit(cache=True)
+def _stable_order(keys, count, perm, tmp):
+    """``perm[:count]``: positions ``0..count-1`` sorted by the rows ``keys[i]`` (compared as tuples), equal
+    keys in position order (insertion sort when short, else a bottom-up merge sort through ``tmp``; numba's
+    own stable argsort would add seconds to the compile)."""
+    for i in range(count):
+        perm[i] = i
+    if count <= _SHORT:
+        for i in range(1, count):
+            m = i
+            while m > 0 and _less(keys, i, keys, perm[m - 1]):
+                perm[m] = perm[m - 1]
+                m -= 1
+            perm[m] = i
+        return
+    src, dst, in_perm, width = perm, tmp, True, 1
+    while width < count:
+        for lo in range(0, count, 2 * width):
+            mid, hi = min(lo + width, count), min(lo + 2 * width, count)
+            a, b = lo, mid
+            for o in range(lo, hi):
+                if a < mid and (b >= hi or not _less(keys, src[b], keys, src[a])):  # the left one on ties
+                    dst[o] = src[a]
+                    a += 1
+                else:
+                    dst[o] = src[b]
+                    b += 1
+        src, dst, in_perm, width = dst, src, not in_perm, 2 * width
+    if not in_perm:
+        perm[:count] = tmp[:count]
+
+
+@njit(cache=True)
+def _first_fit(wj, n_wait, gpus, left, out, least):
+    """Write to ``out`` the waiting jobs that fit in ``left`` GPUs, first fit in key order (``least``: the least
+    waiting demand); returns how many."""
+    count = np.int64(0)
+    for m in range(n_wait):
+        if left < least:
+            break
+        j = wj[m]
+        if gpus[j] <= left:
+            out[count] = j
+            count += 1
+            left -= gpus[j]
+            if left == 0:
+                break
+    return count
+
+
+@njit(cache=True)
+def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window,
+          gpus, qseq, run, n_run, run_key, run_stamp, wk, wj, n_wait, free, total_gpus, demand, preempt, start, rkey,
+          perm, tmp, kept):
+    """The plan at a scheduling point: ``preempt[:a]`` in running order and ``start[:b]`` in the order the
+    Python plan lists them; returns ``(a, b)``.
+
+    Non-preemptive: first fit of the waiting jobs in key order on the free GPUs (Scheduler._fill).
+    Preemptive: first fit of every active job in key order on all GPUs, running jobs first on equal keys
+    and in start order among themselves (Scheduler._allocate_sorted). Running jobs ranked no later than the
+    best waiting job come first in that walk and all fit (they hold their GPUs now), so only the others
+    are sorted and walked with the waiting jobs. For SRTF-Est those are a tail of the running list, found by
+    one bisection: its running jobs are sorted by a key fixed while they run (the Python path's RunningOrder).
+    """
+    if not preemptive:
+        return 0, _first_fit(wj, n_wait, gpus, free, start, demand[0])
+    left, n_high = total_gpus, np.int64(0)
+    if sched == SRTF_EST:  # key max(K - now, 0) > w0 >= 0 exactly when K > w0 + now; in key order already
+        left = free
+        for r in range(_run_at(run, n_run, run_key, run_stamp, np.int64(wk[0, 0]) + now + 1, np.int64(0)), n_run):
+            j = run[r]
+            preempt[n_high] = j
+            rkey[n_high, 0], rkey[n_high, 1], rkey[n_high, 2] = float(run_key[j] - now), 0.0, 0.0
+            kept[n_high] = False
+            perm[n_high] = n_high
+            left += gpus[j]
+            n_high += 1
+    for r in range(n_run if sched != SRTF_EST else 0):
+        j = run[r]
+        _key(sched, j, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window, rkey,
+             n_high)
+        if not _less(wk, 0, rkey, n_high):  # kept: ranked before (or tied with, running first) every waiting job
+            left -= gpus[j]
+        else:        # kept or not by the walk below; listed in running order
+            preempt[n_high] = j
+            kept[n_high] = False
+            n_high += 1
+    n_start = np.int64(0)
+    if n_high == 0:
+        n_start = _first_fit(wj, n_wait, gpus, left, start, demand[0])
+    else:
+        if sched != SRTF_EST:
+            _stable_order(rkey, n_high, perm, tmp)
+        r, w = 0, 0
+        while left > 0 and (r < n_high or (w < n_wait and left >= demand[0])):
+            if r < n_high and (w >= n_wait or not _less(wk, w, rkey, perm[r])):  # ties: running first
+                j = preempt[perm[r]]
+                if gpus[j] <= left:
+                    kept[perm[r]] = True
+                    left -= gpus[j]
+                r += 1
+            else:
+                j = wj[w]
+                if gpus[j] <= left:
+                    start[n_start] = j
+                    n_start += 1
+                    left -= gpus[j]
+                w += 1
+    n_pre = np.int64(0)
+    for i in range(n_high):
+        if not kept[i]:
+            preempt[n_pre] = preempt[i]
+            n_pre += 1
+    if sched == SRTF_EST and n_pre > 1:  # in key order: preemptions go in start order
+        _reorder(preempt, n_pre, run_stamp, rkey, perm, tmp)
+    if n_start > 1:  # starts in queue order, as the Python plan lists them
+        _reorder(start, n_start, qseq, rkey, perm, tmp)
+    return n_pre, n_start
+
+
+@njit(cache=True)
+def _reorder(jobs, count, stamp, scratch, perm, tmp):
+    """Sort ``jobs[:count]`` by their ``stamp`` (counts below 2**53: exact as floats)."""
+    for i in range(count):
+        scratch[i, 0], scratch[i, 1], scratch[i, 2] = stamp[jobs[i]], 0.0, 0.0
+    _stable_order(scratch, count, perm, tmp)
+    for i in range(count):
+        perm[i] = jobs[perm[i]]
+    jobs[:count] = perm[:count]
+
+
+# -- the stop rules --------------------------------------------------------------------------------------
+_MAD_TO_SD = 0.6745      # baselines/noise.py
+MIN_DIFFERENCES = 20     # baselines/noise.py
+
+
+@njit(cache=True)
+def _min_heap_in(h, base, size, x):
+    """Push ``x`` into the min-heap ``h[base:base + size]``."""
+    i = size
+    while i > 0:
+        p = (i - 1) >> 1
+        if not x < h[base + p]:
+            break
+        h[base + i] = h[base + p]
+        i = p
+    h[base + i] = x
+
+
+@njit(cache=True)
+def _min_heap_out(h, base, size):
+    """Pop and return the least value of the min-heap ``h[base:base + size]``."""
+    top = h[base]
+    size -= 1
+    x, i = h[base + size], 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and h[base + c + 1] < h[base + c]:
+            c += 1
+        if not h[base + c] < x:
+            break
+        h[base + i] = h[base + c]
+        i = c
+    h[base + i] = x
+    return top
+
+
+@njit(cache=True)
+def _insort(pool, off, cnt, q, x):
+    """Add ``x`` to pool ``q``, held as two heaps whose tops are the pool's middle values: ``pool[0]`` the
+    lower half (negated: a max-heap), ``pool[1]`` the upper half, the lower one as large or one larger.
+    The median is then the one Python's sorted list gives (its values are the same; callers keep NaN out)."""
+    base, lo, hi = off[q], cnt[q, 0], cnt[q, 1]
+    low, high = pool[0], pool[1]
+    if lo == 0 or x <= -low[base]:
+        _min_heap_in(low, base, lo, -x)
+        lo += 1
+    else:
+        _min_heap_in(high, base, hi, x)
+        hi += 1
+    if lo > hi + 1:
+        _min_heap_in(high, base, hi, -_min_heap_out(low, base, lo))
+        lo, hi = lo - 1, hi + 1
+    elif hi > lo:
+        _min_heap_in(low, base, lo, -_min_heap_out(high, base, hi))
+        lo, hi = lo + 1, hi - 1
+    cnt[q, 0], cnt[q, 1] = lo, hi
+
+
+@njit(cache=True)
+def _add(pool, off, cnt, q, seen, j, values, start, count, scale):
+    """PooledNoise.add: pool the second differences of ``values[start:start + count]`` (each divided by
+    ``scale`` first where ``scale`` is not 0) not pooled before; ``seen[j]``: values already pooled."""
+    for i in range(max(seen[j], 2), count):
+        a, b, c = values[start + i], values[start + i - 1], values[start + i - 2]
+        if scale != 0.0:
+            a, b, c = a / scale, b / scale, c / scale
+        _insort(pool, off, cnt, q, abs(a - 2 * b + c))
+    seen[j] = count
+
+
+@njit(cache=True)
+def _sigma(pool, off, cnt, q):
+    """PooledNoise.sigma: ``(known, value)``."""
+    n = cnt[q, 0] + cnt[q, 1]
+    if n < MIN_DIFFERENCES:
+        return False, 0.0
+    base = off[q]
+    below = -pool[0, base]   # sorted, the pool's value at n // 2 (odd n) or n // 2 - 1 (even n)
+    median = below if n % 2 else 0.5 * (below + pool[1, base])
+    return True, median / (_MAD_TO_SD * math.sqrt(6))
+
+
+@njit(cache=True)
+def _observe(j, count, evals, obs, items, pool_of, factor_pool, pool, off, cnt, seen_eval, seen_factor):
+    """NoiseBySize.observe: pool job ``j``'s ``count`` scores in its size's pool and, with a known size, in
+    the factor pool."""
+    start = j * evals
+    _add(pool, off, cnt, pool_of[j], seen_eval, j, obs, start, count, 0.0)
+    if items[j] > 0:
+        _add(pool, off, cnt, factor_pool, seen_factor, j, obs, start, count, math.sqrt(0.25 / items[j]))
+
+
+@njit(cache=True)
+def _job_sigma(j, fp, items, pool_of, factor_pool, pool, off, cnt):
+    """NoiseAwareStopper.job_sigma after the observation: the user's sigma, else NoiseBySize.sigma."""
+    if not math.isnan(fp[F_SIGMA]):
+        return True, fp[F_SIGMA]
+    known, sigma = _sigma(pool, off, cnt, pool_of[j])
+    if not known and items[j] > 0:
+        f_known, f_sigma = _sigma(pool, off, cnt, factor_pool)
+        if f_known:
+            return True, f_sigma * math.sqrt(0.25 / items[j])
+    return known, sigma
+
+
+@njit(cache=True)
+def _dropped(obs, start, count, sigma, window, z, min_drop):
+    """DropTest.dropped on ``obs[start:start + count]``."""
+    if count <= window:
+        return False
+    level = 0.0
+    for m in range(count - window, count):
+        level += obs[start + m]
+    level = level / window
+    best = obs[start]
+    for m in range(1, count - window):
+        if obs[start + m] > best:
+            best = obs[start + m]
+    drop = best - level
+    return drop >= min_drop and drop > z * sigma * math.sqrt(1.0 + 1.0 / window)
+
+
+@njit(cache=True)
+def _declined(stop, obs, start, count, sigma, ip, fp):
+    """NoiseAwareStopper.declined of CUSUM, SmoothedDecline and DropTest (Divergence's plain test)."""
+    if stop == CUSUM_CODE:
+        sd = math.sqrt(2.0) * sigma
+        s = 0.0
+        for m in range(1, count):
+            x = s - (obs[start + m] - obs[start + m - 1]) - fp[F_DRIFT] * sd
+            s = x if x > 0.0 else 0.0   # max(0.0, x)
+        return s > fp[F_THRESHOLD] * sd
+    if stop == SMOOTHED_CODE:
+        window = ip[I_K]
+        if count < window:
+            return False
+        slope = 0.0
+        for m in range(window):
+            slope += fp[F_X + m] * obs[start + count - window + m]
+        slope = slope / fp[F_SXX]
+        return slope < -fp[F_THRESHOLD] * sigma / fp[F_SQRT_SXX]
+    return _dropped(obs, start, count, sigma, ip[I_K], fp[F_Z], fp[F_MIN_DROP])
+
+
+@njit(cache=True)
+def _warming_up(count, evals, ip, fp):
+    """Stopper.warming_up, behind its guard (no warm-up set: never)."""
+    warmup, warmup_progress = ip[I_WARMUP], fp[F_WARMUP_PROGRESS]
+    return (warmup or warmup_progress) and (count <= warmup or count / evals < warmup_progress)
+
+
+@njit(cache=True)
+def rule_stop(stop, j, i, evals, obs, loss, declines, rlhf, ip, fp):
+    """EvalStop's, Patience's, StopAtProgress' and LossPlateau's decision at job ``j``'s checkpoint ``i``
+    (``i + 1`` scores)."""
+    count = i + 1
+    if stop == STOPAT_CODE:   # no warm-up
+        return rlhf[j] and count / evals >= fp[F_P]
+    if _warming_up(count, evals, ip, fp):
+        return False
+    start, delta = j * evals, fp[F_DELTA]
+    if stop == LOSSPLATEAU_CODE:
+        window = ip[I_K]
+        if count <= window:
+            return False
+        before, last = loss[start + count - 1 - window], loss[start + count - 1]
+        if before == 0:
+            return last >= 0
+        return (before - last) / abs(before) < fp[F_TOLERANCE]
+    if stop == EVALSTOP_CODE:
+        if not delta:
+            return declines[j] >= ip[I_K]
+        n = 0
+        for m in range(i, 0, -1):
+            if obs[start + m] >= obs[start + m - 1] - delta:
+                break
+            n += 1
+        return n >= ip[I_K]
+    best, wait = obs[start], 0   # Patience
+    for m in range(1, count):
+        s = obs[start + m]
+        if s - delta > best:
+            best, wait = s, 0
+        else:
+            wait += 1
+    return wait >= ip[I_K]
+
+
+@njit(cache=True)
+def noise_stop(stop, j, i, evals, obs, proxy, rlhf, items, pool_of, factor_pool, proxy_pool, ip, fp, pool, off, cnt,
+               seen_eval, seen_factor, seen_proxy):
+    """CUSUM's, SmoothedDecline's, DropTest's and Divergence's decision at job ``j``'s checkpoint ``i``."""
+    count, start = i + 1, j * evals
+    _observe(j, count, evals, obs, items, pool_of, factor_pool, pool, off, cnt, seen_eval, seen_factor)
+    if _warming_up(count, evals, ip, fp):  # its scores still feed the pooled estimates (Stopper.observe)
+        if stop == DIVERGENCE_CODE:
+            _add(pool, off, cnt, proxy_pool, seen_proxy, j, proxy, start, count if rlhf[j] else 0, 0.0)
+        return False
+    known, sigma = _job_sigma(j, fp, items, pool_of, factor_pool, pool, off, cnt)
+    if not known:
+        return False
+    if stop != DIVERGENCE_CODE:
+        return _declined(stop, obs, start, count, sigma, ip, fp)
+    # Divergence: the weaker drop test while the proxy still rises, else DropTest's
+    n_proxy = count if rlhf[j] else 0
+    _add(pool, off, cnt, proxy_pool, seen_proxy, j, proxy, start, n_proxy, 0.0)
+    p_known, sd = _sigma(pool, off, cnt, proxy_pool)
+    lag = ip[I_LAG]
+    if p_known and n_proxy > lag and \
+            proxy[start + n_proxy - 1] - proxy[start + n_proxy - 1 - lag] > fp[F_PROXY_Z] * sd * math.sqrt(2.0):
+        return _dropped(obs, start, count, sigma, np.int64(1), fp[F_FAST_Z], fp[F_FAST_MIN_DROP])
+    return _declined(stop, obs, start, count, sigma, ip, fp)
+
+
+@njit(cache=True)
+def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, items, pool_of, pool_off,
+            arrivals, evals, total_gpus, sched, preemptive, window, stop, ip, fp):
+    """Play one episode. ``grid``: each job's service at each checkpoint (n * evals ticks,
+    :meth:`~evalstop_gym.workload.Workload.checkpoint_ticks`, so no division per event); ``restart``
+    (n ticks) is empty where resumes cost nothing; ``pool_of`` (each job's eval-size pool) and ``pool_off``
+    (where each pool starts in one flat array, the factor pool and the proxy pool last, then the end) lay
+    out the noise pools. Returns ``(status, finish, service, stopped, seen, best_idx, first_start,
+    peak_service, preemptions, now)``."""
+    n = submit.shape[0]
+    has_restart = restart.shape[0] > 0
+    status = np.zeros(n, np.int64)
+    service = np.zeros(n, np.int64)
+    run_since = np.zeros(n, np.int64)
+    overhead = np.zeros(n, np.int64)
+    epoch = np.zeros(n, np.int64)
+    seen = np.zeros(n, np.int64)
+    declines = np.zeros(n, np.int64)
+    best_idx = np.full(n, -1, np.int64)
+    best_score = np.full(n, -np.inf)
+    last_att = np.zeros(n, np.int64)   # service when the job's last eval came out, ticks
+    qseq = np.zeros(n, np.int64)
+    key = np.zeros((n, 3))   # each job's key when it last entered the queue
+    finish = np.full(n, -1, np.int64)
+    first_start = np.full(n, -1, np.int64)
+    peak_service = np.full(n, -1, np.int64)
+    stopped = np.zeros(n, np.bool_)
+    # the stoppers' noise pools and how much of each job's history they hold
+    n_pools = pool_off.shape[0] - 1
+    noisy = stop == CUSUM_CODE or stop == SMOOTHED_CODE or stop == DROPTEST_CODE or stop == DIVERGENCE_CODE
+    pool = np.empty((2, pool_off[n_pools]))
+    pool_cnt = np.zeros((n_pools, 2), np.int64)
+    seen_eval = np.zeros(n, np.int64)
+    seen_factor = np.zeros(n, np.int64)
+    seen_proxy = np.zeros(n, np.int64)
+    # checkpoints: a heap of (tick, counter, job, epoch)
+    cap = 2 * n + 64  # live checkpoints are at most n: dropping the void ones always makes room
+    ht = np.empty(cap, np.int64)
+    hs = np.empty(cap, np.int64)
+    hj = np.empty(cap, np.int64)
+    he = np.empty(cap, np.int64)
+    size = np.int64(0)
+    # waiting jobs sorted by (key, queue stamp)
+    wk = np.empty((n, 3))
+    wq = np.empty(n, np.int64)
+    wj = np.empty(n, np.int64)
+    n_wait = np.int64(0)
+    demand = np.zeros(total_gpus + 2, np.int64)
+    demand[0] = total_gpus + 1
+    # running jobs sorted by (run_key, run_stamp): the stamp counts starts, so with run_key 0 (every
+    # scheduler but SRTF-Est) the list is in start order; SRTF-Est's run_key is fixed while a job runs
+    run = np.empty(n, np.int64)
+    run_key = np.zeros(n, np.int64)
+    run_stamp = np.zeros(n, np.int64)
+    started = np.int64(0)
+    n_run = np.int64(0)
+    # scratch for plans
+    plan_a = np.empty(n, np.int64)
+    plan_b = np.empty(n, np.int64)
+    rkey = np.empty((n, 3))
+    perm = np.empty(n, np.int64)
+    tmp = np.empty(n, np.int64)
+    kept = np.empty(n, np.bool_)
+
+    arrival_ticks = np.empty(n + 1, np.int64)
+    for m in range(n):
+        arrival_ticks[m] = submit[arrivals[m]]
+    arrival_ticks[n] = NEVER
+    nxt = np.int64(0)
+    seq = n
+    queued = np.int64(0)
+    now = np.int64(0)
+    free = total_gpus
+    dirty = False
+    active = n
+    preemptions = np.int64(0)
+
+    while True:
+        at = arrival_ticks[nxt]
+        if dirty and at > now and (size == 0 or ht[0] > now):
+            dirty = False
+            # ---- a scheduling point: the plan, then applied (preemptions first) ----
+            n_pre, n_start = np.int64(0), np.int64(0)
+            if n_wait > 0 and (preemptive or free > 0):
+                n_pre, n_start = _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
+                                       last_att, evals, loss, window, gpus, qseq, run, n_run, run_key, run_stamp, wk,
+                                       wj, n_wait, free, total_gpus, demand, plan_a, plan_b, rkey, perm, tmp, kept)
+            for m in range(n_pre):  # preempt: the job keeps its progress and waits again
+                j = plan_a[m]
+                service[j] += now - run_since[j]
+                epoch[j] += 1
+                n_run = _run_out(run, n_run, run_key, run_stamp, j)
+                free += gpus[j]
+                status[j] = _WAITING
+                queued += 1
+                qseq[j] = queued
+                _key(sched, j, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window,
+                     key, j)
+                n_wait = _enqueue(wk, wq, wj, n_wait, key, queued, j, gpus[j], demand)
+                preemptions += 1
+            for m in range(n_start):
+                j = plan_b[m]
+                n_wait = _dequeue(wk, wq, wj, n_wait, key, j, qseq[j], gpus[j], demand)
+                started += 1
+                run_stamp[j] = started
+                if sched == SRTF_EST:   # its key while it runs is max(this - now, 0)
+                    run_key[j] = est[j] - service[j] + now
+                n_run = _run_in(run, n_run, run_key, run_stamp, j)
+                free -= gpus[j]
+                status[j] = _RUNNING
+                run_since[j] = now
+                if first_start[j] < 0:
+                    first_start[j] = now
+                elif has_restart:  # a resume: its cost in GPU time shifts the job's checkpoints
+                    overhead[j] += restart[j]
+                seq += 1
+                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, seen[j] + 1, grid, evals,
+                                        overhead, service, seq)
+            continue
+        if size > 0 and ht[0] < at:  # on equal times the arrival goes first: its counter is lower
+            t, j, e = ht[0], hj[0], he[0]
+            size = _heap_pop(ht, hs, hj, he, size)
+            if e != epoch[j]:
+                continue  # preempted or stopped since it was pushed
+            now = t
+            # ---- eval checkpoint of job j ----
+            i = seen[j]
+            base = j * evals
+            score = obs[base + i]
+            if i:
+                declines[j] = declines[j] + 1 if score < obs[base + i - 1] else 0
+            if score > best_score[j]:
+                best_score[j], best_idx[j] = score, i
+            service[j] += now - run_since[j]
+            run_since[j] = now
+            last_att[j] = service[j]
+            if i == peak[j]:
+                peak_service[j] = service[j]
+            i += 1
+            seen[j] = i
+            ended = i == evals
+            if not ended:
+                seq += 1
+                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, i + 1, grid, evals,
+                                        overhead, service, seq)
+                # (a call with many arrays is not free: the rules that need few take a call of their own)
+                if stop != NO_STOP_CODE and (
+                        noise_stop(stop, j, i - 1, evals, obs, proxy, rlhf, items, pool_of, n_pools - 2, n_pools - 1,
+                                   ip, fp, pool, pool_off, pool_cnt, seen_eval, seen_factor, seen_proxy) if noisy
+                        else rule_stop(stop, j, i - 1, evals, obs, loss, declines, rlhf, ip, fp)):
+                    stopped[j] = True
+                    ended = True
+            if ended:  # completed, or stopped: its GPUs are free now
+                n_run = _run_out(run, n_run, run_key, run_stamp, j)
+                free += gpus[j]
+                status[j] = _ENDED
+                epoch[j] += 1
+                finish[j] = now
+                active -= 1
+                dirty = True
+        elif at != NEVER:
+            now = at
+            j = arrivals[nxt]
+            nxt += 1
+            status[j] = _WAITING
+            queued += 1
+            qseq[j] = queued
+            _key(sched, j, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window, key, j)
+            n_wait = _enqueue(wk, wq, wj, n_wait, key, queued, j, gpus[j], demand)
+            dirty = True
+        else:
+            code = STALLED if active else 0
+            return code, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now

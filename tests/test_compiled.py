@@ -1,0 +1,273 @@
+"""The compiled path equals the Python simulator bit for bit, and is taken exactly where it should be.
+
+The Python core (``Simulator`` + ``drive``) is the reference: every test here plays the same episode on
+both paths and compares every field of the outcome with ``==`` (arrays element by element, dtypes
+included), the metrics and the per-job results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from evalstop_gym.baselines import FIFO, SRTFEst, EvalStop, make_policy
+from evalstop_gym.bench.suite import suite
+from evalstop_gym.cluster import ClusterSpec, uniform
+from evalstop_gym.compiled import ENV, compiled_pairs, fast_outcome, mode, run_episode
+from evalstop_gym.config import ConfigError, WorkloadConfig
+from evalstop_gym.metrics import compute_metrics, job_results
+from evalstop_gym.policy import drive
+from evalstop_gym.simulator import Simulator
+from evalstop_gym.workload import generate, workload_from_jobs
+
+pytest.importorskip("numba")
+
+
+def python_outcome(workload, policy):
+    return drive(Simulator(workload), policy)
+
+
+def assert_same(ref, got) -> None:
+    """Every field of two outcomes equal: arrays element by element with their dtypes, the rest with ==."""
+    for f in dataclasses.fields(ref):
+        a, b = getattr(ref, f.name), getattr(got, f.name)
+        if isinstance(a, np.ndarray):
+            assert a.dtype == b.dtype and a.shape == b.shape, f.name
+            assert np.array_equal(a, b), (f.name, np.flatnonzero(a != b)[:5])
+        else:
+            assert a == b and type(a) is type(b), f.name
+    assert compute_metrics(ref) == compute_metrics(got)
+    assert job_results(ref) == job_results(got)
+
+
+def test_the_listed_pairs_cover_the_dominant_ones():
+    pairs = compiled_pairs()
+    for pair in [("fifo", "none"), ("srtf-est", "none"), ("srtf-est", "evalstop"), ("srtf-est", "patience"),
+                 ("srtf-progress", "evalstop"), ("fifo", "evalstop"), ("srtf-est", "cusum"), ("srtf-est", "smoothed"),
+                 ("srtf-est", "droptest"), ("srtf-est", "divergence")]:
+        assert pair in pairs
+    assert ("lossaware", "lossplateau") in pairs and ("max-throughput", "none") in pairs
+    assert not [p for p in pairs if p[0] == "tiresias"]
+
+
+PLAYABLE = [r for r in suite("v2") if r.missing() is None]
+
+
+@pytest.mark.parametrize("row", PLAYABLE, ids=lambda r: r.name)
+def test_every_suite_row_every_pair_three_seeds(row):
+    """On the flat rows the compiled path plays and equals Python; on nodes it steps aside (None)."""
+    flat = row.config(row.seeds[0]).cluster is None or row.config(row.seeds[0]).cluster.trivial
+    for seed in row.seeds[:3]:
+        w = generate(row.config(seed))
+        for scheduler, stopper in compiled_pairs():
+            got = fast_outcome(w, make_policy(scheduler, stopper))
+            if not flat:
+                assert got is None
+                continue
+            assert got is not None
+            assert_same(python_outcome(w, make_policy(scheduler, stopper)), got)
+
+
+PARAMS = {"none": st.just({}),
+          "evalstop": st.fixed_dictionaries({"k": st.integers(1, 4), "min_delta": st.sampled_from([0.0, 0.01, 0.05]),
+                                             "warmup": st.integers(0, 3),
+                                             "warmup_progress": st.sampled_from([0.0, 0.3])}),
+          "patience": st.fixed_dictionaries({"patience": st.integers(1, 4),
+                                             "min_delta": st.sampled_from([0.0, 0.02]), "warmup": st.integers(0, 3),
+                                             "warmup_progress": st.sampled_from([0.0, 0.5])}),
+          "stopat": st.fixed_dictionaries({"p": st.sampled_from([0.2, 0.5, 0.65, 1.0])}),
+          "lossplateau": st.fixed_dictionaries({"window": st.integers(1, 4), "tolerance": st.sampled_from([0.0, 0.01, 0.1]),
+                                                "warmup": st.integers(0, 3), "warmup_progress": st.sampled_from([0.0, 0.4])})}
+WARM = {"warmup": st.integers(0, 3), "warmup_progress": st.sampled_from([0.0, 0.4])}
+SIGMA = st.sampled_from([None, None, 0.02])   # None: estimated from the pooled second differences
+PARAMS.update({
+    "cusum": st.fixed_dictionaries({"threshold": st.sampled_from([0.0, 0.5, 1.5]), "drift": st.sampled_from([0.0, 0.3]),
+                                    "sigma": SIGMA, **WARM}),
+    "smoothed": st.fixed_dictionaries({"window": st.integers(3, 5), "threshold": st.sampled_from([0.0, 1.0, 2.0]),
+                                       "sigma": SIGMA, **WARM}),
+    "droptest": st.fixed_dictionaries({"window": st.integers(1, 3), "z": st.sampled_from([0.0, 1.5]),
+                                       "min_drop": st.sampled_from([0.0, 0.04, 0.08]), "sigma": SIGMA, **WARM}),
+    "divergence": st.fixed_dictionaries({"window": st.integers(1, 3), "z": st.sampled_from([0.5, 1.5]),
+                                         "min_drop": st.sampled_from([0.0, 0.04]), "fast_z": st.sampled_from([0.0, 1.5]),
+                                         "fast_min_drop": st.sampled_from([0.0, 0.04]),
+                                         "proxy_z": st.sampled_from([0.0, 1.0]), "lag": st.integers(1, 3),
+                                         "sigma": SIGMA, **WARM}),
+})
+
+
+@st.composite
+def policies(draw):
+    scheduler, stopper = draw(st.sampled_from(compiled_pairs()))
+    return scheduler, stopper, draw(PARAMS[stopper])
+
+
+@st.composite
+def generated(draw):
+    """Random worlds on random flat pools (and some clusters of nodes, where the Python path must be kept)."""
+    gpus = draw(st.sampled_from([16, 24, 40, 64]))
+    nodes = draw(st.sampled_from([None, None, None, 2]))
+    cluster = ClusterSpec.flat(gpus) if nodes is None else uniform(nodes, gpus // nodes)
+    return generate(WorkloadConfig(
+        calibration=draw(st.sampled_from(["paper", "realistic", "grounded"])), jobs=draw(st.integers(1, 80)),
+        gpus=gpus, cluster=cluster, load=draw(st.sampled_from([0.5, 1.0, 2.0])),
+        workload=draw(st.sampled_from(["rlhf-heavy", "balanced", "lora-heavy"])),
+        estimate_error=draw(st.sampled_from([0.0, 0.3, 0.8])), evals_per_job=draw(st.integers(1, 12)),
+        seed=draw(st.integers(0, 10_000))))
+
+
+@st.composite
+def tied(draw):
+    """Hand-written jobs on a coarse grid: equal submit times, lengths, estimates and scores everywhere."""
+    evals = draw(st.integers(1, 5))
+    gpus = draw(st.sampled_from([2, 4, 8]))
+    jobs, t = [], 0.0
+    for _ in range(draw(st.integers(1, 25))):
+        t += draw(st.sampled_from([0.0, 0.0, 0.5, 1.0]))
+        length = draw(st.sampled_from([0.5, 1.0, 2.0, 3.0]))
+        jobs.append({"submit_h": t, "gpus": draw(st.integers(1, gpus)), "length_h": length,
+                     "est_length_h": draw(st.sampled_from([length, 1.0, 2.0, 0.0])),
+                     "job_type": draw(st.sampled_from(["rlhf", "dpo", "lora"])),
+                     "observed": draw(st.lists(st.sampled_from([0.1, 0.2, 0.3]), min_size=evals, max_size=evals))})
+    return workload_from_jobs(jobs, gpus, evals_per_job=evals)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=st.one_of(generated(), tied()), pol=policies())
+def test_random_workloads_clusters_and_worlds(w, pol):
+    scheduler, stopper, params = pol
+    got = fast_outcome(w, make_policy(scheduler, stopper, **params))
+    if not w.spec.trivial:
+        assert got is None
+        return
+    assert got is not None
+    assert_same(python_outcome(w, make_policy(scheduler, stopper, **params)), got)
+
+
+# -- where the path is taken ---------------------------------------------------------------------------------
+def small():
+    return generate(WorkloadConfig(jobs=30, seed=3))
+
+
+def test_a_users_policy_keeps_the_python_path():
+    class MyFIFO(FIFO):
+        pass
+
+    replaced = FIFO()
+    replaced.key = lambda job, cluster: -job.submit_h   # a method replaced on the instance
+    own_noise = make_policy("srtf-est", "cusum")
+
+    class MyNoise(type(own_noise.noise)):
+        pass
+
+    own_noise.noise = MyNoise()   # a noise estimate of the user's
+    w = small()
+    for policy in (MyFIFO(), replaced, EvalStop(MyFIFO()), make_policy("srtf-est", tie="arrival"),
+                   make_policy("tiresias"), make_policy("tiresias", "evalstop"), own_noise):
+        assert fast_outcome(w, policy) is None
+    ref = python_outcome(w, FIFO())
+    mine = run_episode(w, replaced)   # the Python path, with the user's key: LIFO, not FIFO
+    assert not np.array_equal(ref.first_start_ticks, mine.first_start_ticks)
+
+
+def test_run_episode_equals_drive_on_both_paths(monkeypatch):
+    w = small()
+    ref = python_outcome(w, EvalStop(SRTFEst()))
+    assert_same(ref, run_episode(w, EvalStop(SRTFEst())))
+    monkeypatch.setenv(ENV, "0")
+    assert mode() == "off" and fast_outcome(w, EvalStop(SRTFEst())) is None
+    assert_same(ref, run_episode(w, EvalStop(SRTFEst())))
+
+
+def test_bad_switch_names_the_variable(monkeypatch):
+    monkeypatch.setenv(ENV, "yes")
+    with pytest.raises(ConfigError, match=ENV):
+        fast_outcome(small(), FIFO())
+
+
+def test_without_numba_it_says_so_once_when_asked(monkeypatch):
+    import sys
+
+    from evalstop_gym import compiled
+
+    monkeypatch.setitem(sys.modules, "numba", None)   # import numba now fails
+    compiled.numba_available.cache_clear()
+    compiled._say_python_path.cache_clear()
+    try:
+        w = small()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert fast_outcome(w, FIFO()) is None    # unset: the Python path, silently
+            monkeypatch.setenv(ENV, "1")
+            for _ in range(3):
+                assert_same(python_outcome(w, FIFO()), run_episode(w, FIFO()))
+        said = [str(c.message) for c in caught if issubclass(c.category, RuntimeWarning)]
+        assert len(said) == 1 and "numba is not installed" in said[0]
+    finally:
+        compiled.numba_available.cache_clear()
+        compiled._say_python_path.cache_clear()
+
+
+def test_reproduce_records_are_byte_identical_on_both_paths(monkeypatch):
+    """A reproduce run's record (metrics and per-job results, as serialized) is the same on either path."""
+    from evalstop_gym.experiments.runner import RunSpec, execute_record
+
+    specs = [RunSpec(s, st_, params, WorkloadConfig(seed=seed)) for seed in (0, 1)
+             for s, st_, params in [("srtf-est", "none", ()), ("srtf-est", "evalstop", (("k", 2),)),
+                                    ("fifo", "patience", ()), ("srtf-progress", "evalstop", (("k", 2),))]]
+    fast = [execute_record(s) for s in specs]
+    monkeypatch.setenv(ENV, "0")
+    assert [execute_record(s) for s in specs] == fast
+
+
+def test_rare_eval_sizes_borrow_the_pooled_factor():
+    """Jobs whose eval-set size no other job shares never pool 20 differences of their own: their noise is the
+    factor pool's times their largest sampling error (NoiseBySize), on both paths."""
+    w = generate(WorkloadConfig(calibration="realistic", jobs=120, cluster=ClusterSpec.flat(64), seed=5))
+    rare = np.arange(w.n) % 10 == 0
+    items = np.where(rare, 40 + np.arange(w.n), 2000)   # every tenth job alone with its size
+    w = dataclasses.replace(w, eval_items=items.astype(np.int64))
+    stopped_rare = 0
+    for stopper in ("cusum", "smoothed", "droptest", "divergence"):
+        ref = python_outcome(w, make_policy("srtf-est", stopper))
+        assert_same(ref, fast_outcome(w, make_policy("srtf-est", stopper)))
+        stopped_rare += int(ref.stopped[rare].sum())
+    assert stopped_rare > 0   # the borrowed estimate decided stops
+
+
+def test_the_kernels_stable_order_is_numpys_stable_argsort():
+    from evalstop_gym.compiled.kernel import _stable_order
+
+    rng = np.random.default_rng(0)
+    for n in [0, 1, 2, 31, 32, 33, 64, 100, 257]:   # the insertion sort, then the merge sort
+        keys = rng.integers(0, 3, size=(n, 3)).astype(float)   # rows compared as tuples; many ties
+        perm, tmp = np.empty(n, np.int64), np.empty(n, np.int64)
+        _stable_order(keys, n, perm, tmp)
+        assert perm.tolist() == sorted(range(n), key=lambda i: tuple(keys[i]))   # Python's sort is stable
+
+
+def test_nan_scores_keep_the_noise_aware_stoppers_on_the_python_path():
+    jobs = [{"submit_h": 0.5 * i, "gpus": 2, "length_h": 1.0 + i % 3,
+             "observed": [0.2, float("nan") if i % 4 == 0 else 0.3, 0.25, 0.1, 0.3]} for i in range(30)]
+    w = workload_from_jobs(jobs, 8, evals_per_job=5)
+    assert fast_outcome(w, make_policy("srtf-est", "cusum")) is None
+    lossy = dataclasses.replace(w, curves=dataclasses.replace(w.curves, loss=np.where(w.curves.loss > 1.5, np.nan,
+                                                                                      w.curves.loss)))
+    assert fast_outcome(lossy, make_policy("lossaware")) is None
+    assert fast_outcome(lossy, make_policy("fifo", "lossplateau")) is None
+    assert_same(python_outcome(w, make_policy("srtf-est", "evalstop")), fast_outcome(w, make_policy("srtf-est", "evalstop")))
+
+
+@pytest.mark.parametrize("window", [1, 2, 5])
+def test_lossaware_windows(window):
+    """LossAware's own parameter (a scheduler's, which make_policy does not take) reaches the kernel."""
+    from evalstop_gym.baselines import LossAware
+
+    for seed in range(3):
+        w = generate(WorkloadConfig(jobs=60, seed=seed))
+        for make in (lambda: LossAware(window=window), lambda: EvalStop(LossAware(window=window))):
+            assert_same(python_outcome(w, make()), fast_outcome(w, make()))
