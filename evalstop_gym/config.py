@@ -151,8 +151,16 @@ class LatentModel:
     kl_scale: float = 2.0                               # d reached at the end at lr 1 without a penalty
     kl_exponent: tuple[float, float] = (1.0, 1.6)       # d grows as x**p (p = 1: KL quadratic in steps)
     penalty_share: float = 0.0                          # runs with a KL penalty
+    # DPO runs with one, if set (DPO's beta is a KL coefficient, so every DPO run of a grid has one, while an RL
+    # grid may leave it out); None: penalty_share, as for every other job type
+    dpo_penalty_share: float | None = None
     kl_coef: tuple[float, float] = (0.05, 0.2)          # its coefficient (log-uniform)
     kl_saturation: float = 0.1                          # d_sat = kl_saturation / kl_coef
+    # if set, d of every run levels off at a ceiling (log-uniform over this pair) however small its penalty: a
+    # policy collapsed onto the answers its proxy rates highest moves no further from its reference (the TRL
+    # runs without a KL penalty stop at 12-20 nats); the cliff: gold falls past d* and stays low there. None:
+    # an unpenalised d grows without bound
+    kl_ceiling: tuple[float, float] | None = None
     d_star_exploitable: tuple[float, float] = (0.67, 0.94)  # gold optimum of an exploitable proxy (log-uniform)
     d_star_robust: tuple[float, float] = (5.2, 8.5)     # ... of a robust proxy (log-uniform)
     # if set, an exploitable proxy's d* is instead where the run's unpenalised d reaches at progress
@@ -170,15 +178,17 @@ class LatentModel:
     loss_tau: tuple[float, float] = (0.05, 0.5)         # decay scale at lr 1 (fraction of the run)
     loss_noise: float = 0.01                            # multiplicative
 
-    _LOG_PAIRS = ("lr", "kl_coef", "d_star_exploitable", "d_star_robust", "proxy_slope")
-    _FRACTIONS = ("penalty_share", "dpo_exploitable")
+    _LOG_PAIRS = ("lr", "kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
+    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable")
+    _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
     # runs: d up to about 10 sqrt-nats, losses under 10, rewards under 100), and small enough that d, KL (d^2),
     # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
     # A log-uniform pair starts above 0 (its log is drawn), at 1e-6 at least.
     RANGES = {"base": (0.0, 1.0), "lr": (1e-6, 1e3), "kl_scale": (1e-6, 1e3), "kl_exponent": (1e-3, 10.0),
-              "penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3),
-              "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4), "hack_peak": (0.0, 1.0),
+              "penalty_share": (0.0, 1.0), "dpo_penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3),
+              "kl_ceiling": (1e-6, 1e3), "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4),
+              "hack_peak": (0.0, 1.0),
               "peak_gain_exploitable": (0.0, 10.0), "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0),
               "drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "proxy_slope": (1e-6, 1e4),
               "proxy_noise": (0.0, 1e4), "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0),
@@ -193,7 +203,7 @@ class LatentModel:
                 check_pair(name, v, lo_open=True)
                 if v[1] > 1.0:
                     raise ConfigError(name, v, "must lie within (0, 1]")
-            elif f.name == "hack_peak":
+            elif f.name in self._OPTIONAL and v is None:
                 continue
             elif isinstance(v, tuple):
                 check_pair(name, v, lo_open=f.name in self._LOG_PAIRS or f.name in ("kl_exponent", "loss_tau"))

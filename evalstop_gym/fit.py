@@ -38,6 +38,7 @@ import numpy as np
 
 from .checks import JOB_TYPES, ConfigError
 from .curves import gao_normalized
+from .label import MAD_TO_SD
 
 P_GRID = np.linspace(0.3, 3.0, 55)          # KL-growth exponent p
 Q_GRID = np.geomspace(0.05, 60.0, 72)       # g / d_sat of a penalised run
@@ -48,8 +49,16 @@ MAX_GAIN = 1.0       # A bound: a score on 0..1 cannot gain more at its optimum
 MAX_REACH = 10.0     # d* at most this many times the run's largest d: beyond, gold over the logged range is a line
 REF_EVALS = 10       # the drift is stored per checkpoint of a run of this many evals (WorkloadConfig's default)
 MIN_RUNS = 3         # runs with KL and gold needed to fit anything
+# two levels of KL saturation are two regimes when the widest gap between the runs' sorted log d_sat is at
+# least this (a factor 1.25): a KL penalty (d_sat = kl_saturation / kl_coef) below it, a collapsed policy
+# (kl_ceiling) above it. One log-uniform penalty range over a factor 4 sampled by 70 runs leaves a gap that
+# wide with a chance under 0.1%; the TRL library's widest gap, between its penalised runs (d_sat 0.84-2.5) and
+# its unpenalised RL runs (3.3-4.9), is a factor 1.32
+REGIME_GAP = math.log(1.25)
+REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
+FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples the world on other seeds
 FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
-          "curves.kl_coef", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
+          "curves.dpo_penalty_share", "curves.kl_coef", "curves.kl_ceiling", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
           "curves.peak_gain_robust", "curves.dpo_exploitable", "curves.drift", "curves.drift_autocorr",
           "curves.proxy_slope", "curves.proxy_noise", "curves.loss_start", "curves.loss_floor_frac",
           "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items", "world.seed_noise_factor")
@@ -78,6 +87,9 @@ class RunFit:
     d_star: float           # gold optimum
     gain: float             # gold gain at the optimum, A
     exploitable: bool       # d* within the run's d range
+    d_max: float            # the run's largest fitted d
+    growth: tuple[float, float]  # (g, p) of the free form: where d levels off only at the policy's ceiling,
+    #                              the saturating form's g and p are hardly identified, the free form's are
     drift_steps: np.ndarray  # steps of the gold residual
     slope: float            # proxy per unit d (NaN: no proxy fitted)
     proxy_resid: np.ndarray
@@ -88,8 +100,9 @@ class RunFit:
     eval_items: int         # 0: not logged
 
 
-def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarray]:
-    """``(g, p, d_sat, fitted d)`` of a run's sqrt-KL at progress ``x`` (``d_sat`` inf: no penalty)."""
+def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarray, tuple[float, float]]:
+    """``(g, p, d_sat, fitted d, (g, p) of the free form)`` of a run's sqrt-KL at progress ``x`` (``d_sat`` inf:
+    no penalty)."""
     n = x.size
     xp = x[None, :] ** P_GRID[:, None]                                 # (P, n)
     g = np.maximum((xp @ d) / np.maximum(np.sum(xp * xp, axis=1), 1e-300), 0.0)
@@ -106,8 +119,8 @@ def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarra
 
     if Q_GRID[qi] >= 1.0 and bic(float(sse2[pi, qi]), 3) < bic(free[4], 2) - BIC_MARGIN:
         ds = float(sat[pi, qi])
-        return ds * float(Q_GRID[qi]), float(P_GRID[pi]), ds, ds * s[pi, qi]
-    return free[:4]
+        return ds * float(Q_GRID[qi]), float(P_GRID[pi]), ds, ds * s[pi, qi], free[:2]
+    return (*free[:4], free[:2])
 
 
 def gold_fit(d: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
@@ -169,7 +182,7 @@ def fit_run(run) -> RunFit | None:
         return None
     x, gold = x_all[pts], gold_col[pts]
     d = np.sqrt(np.maximum(run.extra["kl"][pts], 0.0))
-    g, p, d_sat, d_hat = kl_fit(x, d)
+    g, p, d_sat, d_hat, growth = kl_fit(x, d)
     base = float(gold_col[first])
     inside = (gold > 0.0) & (gold < 1.0)   # a score clipped at 0 or 1 says only that the curve passed the bound
     if inside.sum() < 3:
@@ -196,22 +209,59 @@ def fit_run(run) -> RunFit | None:
     if n_items > 0 and inner.any():
         eval_z = eval_err[inner] / np.sqrt(pg[inner] * (1.0 - pg[inner]) / n_items)
     return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain,
-                  bool(d_star <= d_hat.max()), np.diff(np.concatenate([[0.0], resid])), slope, proxy_resid,
+                  bool(d_star <= d_hat.max()), float(d_hat.max()), growth,
+                  np.diff(np.concatenate([[0.0], resid])), slope, proxy_resid,
                   None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items)
 
 
 def drift_moments(fits, ref_evals: int) -> tuple[float | None, float]:
-    """Pooled ``(step sd, lag-1 autocorrelation)`` of the runs' gold residual steps; the sd is per
-    checkpoint of a ``ref_evals``-eval run (a walk's variance at the end is evals x step variance)."""
-    steps = [f.drift_steps for f in fits if f.drift_steps.size >= 3]
-    if not steps:
+    """Pooled ``(step sd, lag-1 autocorrelation)`` of the walk in the runs' gold residuals, read from their
+    second differences (the residual steps' differences), which a misfit of the trend's slow shape hardly
+    reaches: for AR(1) steps of sd ``s`` and lag-1 autocorrelation ``rho`` a second difference has variance
+    ``2 s^2 (1 - rho)`` and lag-1 autocorrelation ``-(1 - rho) / 2``. The sd is per checkpoint of a
+    ``ref_evals``-eval run (a walk's variance at the end is evals x step variance)."""
+    d2 = [np.diff(f.drift_steps) for f in fits if f.drift_steps.size >= 4]
+    if not d2:
         return None, 0.0
-    var = float(np.mean([np.mean(s ** 2) * s.size / ref_evals for s in steps]))
-    lag = sum(float(s[1:] @ s[:-1]) for s in steps) / max(sum(float(s[:-1] @ s[:-1]) for s in steps), 1e-300)
-    return math.sqrt(var), float(lag)
+    lag = sum(float(v[1:] @ v[:-1]) for v in d2) / max(sum(float(v[:-1] @ v[:-1]) for v in d2), 1e-300)
+    rho = float(np.clip(1.0 + 2.0 * lag, -0.9, 0.9))
+    # robust (the label's noise estimator, pooled): a trend's misfit at a peak or a cliff's foot is a few
+    # large second differences the median leaves out
+    scaled = np.concatenate([v * math.sqrt((v.size + 1) / ref_evals) for v in d2])
+    var = float((MAD_TO_SD * np.median(np.abs(scaled))) ** 2) / (2.0 * (1.0 - rho))
+    return math.sqrt(var), rho
 
 
-def debias_drift(cal, fits, measured: tuple[float, float], ref_evals: int, seed: int = 0):
+def kl_regimes(fits) -> tuple[np.ndarray, np.ndarray]:
+    """``(penalised, collapsed)`` masks over ``fits``: runs whose KL saturates, split at the widest gap of their
+    log ``d_sat`` when it spans :data:`REGIME_GAP` (the upper group's d has met the policy's ceiling, not a
+    penalty); without such a gap every saturating run is penalised and none collapsed. Runs whose ``d`` grows
+    freely are neither."""
+    sat = np.array([math.isfinite(f.d_sat) for f in fits])
+    collapsed = np.zeros(len(fits), dtype=bool)
+    if sat.sum() >= 3:
+        logs = np.log([f.d_sat for f in fits if math.isfinite(f.d_sat)])
+        order = np.sort(logs)
+        gaps = np.diff(order)
+        i = int(np.argmax(gaps))
+        if gaps[i] >= REGIME_GAP and i + 1 < order.size - 1:   # at least 2 runs above the gap
+            cut = order[i + 1]
+            collapsed[sat] = logs >= cut
+    return sat & ~collapsed, collapsed
+
+
+def exploitable_share(fits, d_star_exploitable: tuple[float, float] | None) -> float:
+    """Share of ``fits`` with an exploitable proxy among those whose largest ``d`` passes :data:`REACH` times
+    the geometric middle of ``d_star_exploitable``: a run held below that by its penalty cannot show its
+    gold's optimum, so its robust fit says nothing of its proxy (all runs where fewer than 2 reach it)."""
+    if not fits:
+        return math.nan
+    told = [f for f in fits if d_star_exploitable is not None
+            and f.d_max >= REACH * math.sqrt(d_star_exploitable[0] * d_star_exploitable[1])]
+    return float(np.mean([f.exploitable for f in (told if len(told) >= 2 else fits)]))
+
+
+def debias_drift(cal, fits, measured: tuple[float, float], ref_evals: int, share: float, seed: int = FIT_SEED):
     """``cal`` with its drift corrected for what the per-run fit absorbs (one step of indirect inference).
 
     Fitting ``d*`` and ``A`` to each run takes up part of its drift walk, so residual steps come out
@@ -221,8 +271,7 @@ def debias_drift(cal, fits, measured: tuple[float, float], ref_evals: int, seed:
     """
     counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
     evals = int(np.median([f.evals for f in fits]))
-    share = float(np.mean([f.exploitable for f in fits if f.job_type == "rlhf"] or [0.6]))
-    sample = sample_runs(cal, counts, evals, seed, share)
+    sample = sample_runs(cal, counts, evals, seed, share if share == share else 0.6)
     again = tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
     sd2, lag2 = drift_moments(again, ref_evals)
     if not sd2:
@@ -272,27 +321,38 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
         from_base.append(name)
         return getattr(c0, name.split(".", 1)[1])
 
-    pen = [f for f in fits if math.isfinite(f.d_sat)]
-    # g is identified where d grows freely; under a penalty that saturates early, hardly at all
-    free = [f for f in fits if not math.isfinite(f.d_sat)] or list(fits)
-    kl_scale = float(np.exp(np.median(np.log([max(f.g, 1e-6) for f in free]))))
-    lr_run = np.array([max(f.g, 1e-6) / kl_scale if not math.isfinite(f.d_sat) or len(free) == len(fits) else 1.0
-                       for f in fits])
+    penalised, collapsed = kl_regimes(fits)
+    pen = [f for f, k in zip(fits, penalised) if k]
+    ceiling = [f for f, k in zip(fits, collapsed) if k]
+    # g and p are identified where no penalty holds d back (a collapsed run's by its free form); under a
+    # penalty that saturates early, hardly at all
+    free = [f for f, k in zip(fits, penalised) if not k] or list(fits)
+    gp = {f.name: f.growth if c else (f.g, f.p) for f, c in zip(fits, collapsed)}
+    kl_scale = float(np.exp(np.median(np.log([max(gp[f.name][0], 1e-6) for f in free]))))
+    lr_run = np.array([max(gp[f.name][0], 1e-6) / kl_scale if not k or len(free) == len(fits) else 1.0
+                       for f, k in zip(fits, penalised)])
     expl = [f for f in fits if f.exploitable]
     rob = [f for f in fits if not f.exploitable]
     dpo = [f for f in fits if f.job_type == "dpo"]
     rlhf = [f for f in fits if f.job_type == "rlhf"]
     sd, lag = drift_moments(fits, ref_evals)
     steps = sd is not None
+    d_expl = span([f.d_star for f in expl], log=True) if len(expl) >= 2 else c0.d_star_exploitable
+    share = exploitable_share(rlhf, d_expl)
     prox = [f for f in rlhf if math.isfinite(f.slope)]
     loss = [(f, lr) for f, lr in zip(fits, lr_run) if f.loss is not None]
-    kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([f.g / kl_scale for f in free], log=True),
+    kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([gp[f.name][0] / kl_scale for f in free], log=True),
               kl_scale=kl_scale,
-              kl_exponent=span([f.p for f in fits], lo=0.05),
-              penalty_share=len(pen) / len(fits),
+              kl_exponent=span([gp[f.name][1] for f in (free if ceiling else fits)], lo=0.05),
+              penalty_share=float(np.mean(penalised[[f.job_type != "dpo" for f in fits]]))
+              if any(f.job_type != "dpo" for f in fits) else len(pen) / len(fits),
+              dpo_penalty_share=(float(np.mean(penalised[[f.job_type == "dpo" for f in fits]])) if dpo
+                                 else keep("curves.dpo_penalty_share", "no DPO runs")),
               kl_coef=(span([c0.kl_saturation / f.d_sat for f in pen], log=True) if len(pen) >= 2
                        else keep("curves.kl_coef", "fewer than 2 runs with a KL penalty")),
-              d_star_exploitable=(span([f.d_star for f in expl], log=True) if len(expl) >= 2
+              kl_ceiling=(span([f.d_sat for f in ceiling], log=True) if ceiling
+                          else keep("curves.kl_ceiling", "no run's KL levels off above its penalised runs'")),
+              d_star_exploitable=(d_expl if len(expl) >= 2
                                   else keep("curves.d_star_exploitable", "fewer than 2 exploitable runs")),
               d_star_robust=(span([f.d_star for f in rob], log=True) if len(rob) >= 2
                              else keep("curves.d_star_robust", "fewer than 2 robust runs")),
@@ -300,7 +360,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
                                      else keep("curves.peak_gain_exploitable", "fewer than 2 exploitable runs")),
               peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
-              dpo_exploitable=(float(np.mean([f.exploitable for f in dpo])) if dpo
+              dpo_exploitable=(exploitable_share(dpo, d_expl) if dpo
                                else keep("curves.dpo_exploitable", "no DPO runs")),
               drift=sd if steps else keep("curves.drift", "no run with 3 evals"),
               drift_autocorr=float(np.clip(lag, -0.9, 0.9)) if steps else keep("curves.drift_autocorr",
@@ -346,10 +406,9 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     cal = Calibration(description or f"fitted to {len(fits)} logged runs", noise=noise, curves=curves,
                       world=world, gpus_per_node=base.gpus_per_node)
     if steps and curves.drift > 0:
-        cal = debias_drift(cal, fits, (sd, lag), ref_evals)
+        cal = debias_drift(cal, fits, (sd, lag), ref_evals, share)
     cal.curves.validate()
     cal.world.validate()
-    share = float(np.mean([f.exploitable for f in rlhf])) if rlhf else math.nan
     return FitResult(cal, fits, share, tuple(from_base), tuple(notes))
 
 

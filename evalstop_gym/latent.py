@@ -90,11 +90,14 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     exploitable = rng.random(n) < share
     lr = log_uniform(rng, model.lr, n)
     p = rng.uniform(*model.kl_exponent, size=n)
-    penalised = rng.random(n) < model.penalty_share
+    penalised = rng.random(n) < (model.penalty_share if model.dpo_penalty_share is None
+                                 else np.where(dpo, model.dpo_penalty_share, model.penalty_share))
     kappa = log_uniform(rng, model.kl_coef, n)
     d_sat = np.where(penalised, model.kl_saturation / kappa, np.inf)
     g = model.kl_scale * lr
     d = kl_path(x, g, p, d_sat)
+    if model.kl_ceiling is not None:   # drawn only then: a world without a ceiling keeps every later draw
+        d = np.minimum(d, log_uniform(rng, model.kl_ceiling, n)[:, None])
     d_star = np.where(exploitable, log_uniform(rng, model.d_star_exploitable, n),
                       log_uniform(rng, model.d_star_robust, n))
     if model.hack_peak is not None:   # place an exploitable run's optimum at a chosen progress instead

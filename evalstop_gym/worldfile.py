@@ -78,8 +78,8 @@ def _model(cls, section: str, data: Any):
             if not isinstance(v, (list, tuple)) or len(v) != len(default):
                 raise ConfigError(name, v, f"must be a list of {len(default)} numbers (lora, dpo, rlhf)")
             kw[key] = tuple(_number(name, x) for x in v)
-        elif key == "hack_peak":
-            kw[key] = None if v is None else _pair(name, v)
+        elif default is None:   # an optional knob: null leaves it off
+            kw[key] = None if v is None else _pair(name, v) if key in ("hack_peak", "kl_ceiling") else _number(name, v)
         elif isinstance(default, tuple):
             kw[key] = _pair(name, v)
         else:
