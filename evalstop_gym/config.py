@@ -168,8 +168,18 @@ class LatentModel:
     hack_peak: tuple[float, float] | None = None
     peak_gain_exploitable: tuple[float, float] = (0.25, 0.45)  # gold gain at d* (exploitable proxy)
     peak_gain_robust: tuple[float, float] = (0.9, 1.1)  # gold gain at d* (robust proxy)
+    # if set, gold follows Gao's form with an exponential lag tau ~ U(gold_lag) (progress units): at a KL the
+    # penalty holds fixed, a run's answers still improve for a while (the TRL runs' gold climbs for 2-4 evals after
+    # their KL has levelled off). None: gold is Gao's form of the current d
+    gold_lag: tuple[float, float] | None = None
+    # if set, gold's fall past d* stops at a floor ~ U(gold_floor) (score): the score of the answers a collapsed
+    # policy gives (the TRL runs without a KL penalty stay at 0.08-0.2). None: Gao's form falls on, clipped at 0
+    gold_floor: tuple[float, float] | None = None
     dpo_exploitable: float = 0.0                        # DPO runs whose preference data is exploitable
     drift: float = 0.0                                  # sd of each step of the true score's plateau drift
+    # DPO runs' step sd, if set (a DPO run's gold wanders about twice as much as an RL run's in the TRL runs);
+    # None: drift, as for every other job type
+    dpo_drift: float | None = None
     drift_autocorr: float = 0.0                         # lag-1 autocorrelation of those steps
     proxy_slope: tuple[float, float] = (0.25, 0.5)      # proxy reward per unit d (log-uniform)
     proxy_noise: float = 0.02
@@ -180,7 +190,7 @@ class LatentModel:
 
     _LOG_PAIRS = ("lr", "kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
     _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable")
-    _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share")   # None: the knob off
+    _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "gold_lag", "gold_floor", "dpo_drift")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
     # runs: d up to about 10 sqrt-nats, losses under 10, rewards under 100), and small enough that d, KL (d^2),
     # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
@@ -189,8 +199,9 @@ class LatentModel:
               "penalty_share": (0.0, 1.0), "dpo_penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3),
               "kl_ceiling": (1e-6, 1e3), "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4),
               "hack_peak": (0.0, 1.0),
-              "peak_gain_exploitable": (0.0, 10.0), "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0),
-              "drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "proxy_slope": (1e-6, 1e4),
+              "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
+              "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0),
+              "drift": (0.0, 1.0), "dpo_drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "proxy_slope": (1e-6, 1e4),
               "proxy_noise": (0.0, 1e4), "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0),
               "loss_tau": (1e-6, 1e3), "loss_noise": (0.0, 10.0)}
 

@@ -38,12 +38,17 @@ import numpy as np
 
 from .checks import JOB_TYPES, ConfigError
 from .curves import gao_normalized
-from .label import MAD_TO_SD
+from .label import MAD_TO_SD, curve_noise
 
 P_GRID = np.linspace(0.3, 3.0, 55)          # KL-growth exponent p
 Q_GRID = np.geomspace(0.05, 60.0, 72)       # g / d_sat of a penalised run
 DSTAR_GRID = np.geomspace(0.02, 200.0, 321)  # gold optimum d*
 TAU_GRID = np.geomspace(0.01, 5.0, 90)      # loss decay scale (fraction of the run)
+LAG_GRID = np.concatenate([[0.0], np.geomspace(0.01, 0.5, 24)])   # gold's lag behind Gao's form (progress)
+# a run's gold has met its floor (the score of the answers a collapsed policy gives) when it has fallen at least
+# FLOOR_FALL below its peak and its last FLOOR_POINTS checkpoints or more lie within FLOOR_BAND of its lowest point
+# after the peak: the TRL runs without a KL penalty fall 0.4-0.7 and then stay within a few hundredths
+FLOOR_FALL, FLOOR_BAND, FLOOR_POINTS = 0.2, 0.05, 3
 BIC_MARGIN = 2.0     # the penalised KL form must beat the free one by this much BIC
 MAX_GAIN = 1.0       # A bound: a score on 0..1 cannot gain more at its optimum
 MAX_REACH = 10.0     # d* at most this many times the run's largest d: beyond, gold over the logged range is a line
@@ -59,7 +64,7 @@ REACH = 2.0          # a run tells an exploitable proxy from a robust one when i
 FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples the world on other seeds
 FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
           "curves.dpo_penalty_share", "curves.kl_coef", "curves.kl_ceiling", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
-          "curves.peak_gain_robust", "curves.dpo_exploitable", "curves.drift", "curves.drift_autocorr",
+          "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable", "curves.drift", "curves.dpo_drift", "curves.drift_autocorr",
           "curves.proxy_slope", "curves.proxy_noise", "curves.loss_start", "curves.loss_floor_frac",
           "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items", "world.seed_noise_factor")
 FROM_BASE = ("curves.kl_saturation", "curves.hack_peak", "world.eval_fixed_min", "world.eval_item_gpu_s",
@@ -86,6 +91,9 @@ class RunFit:
     d_sat: float            # saturation of d under a penalty (inf: no penalty)
     d_star: float           # gold optimum
     gain: float             # gold gain at the optimum, A
+    lag: float              # gold's lag behind Gao's form (progress units; 0: none)
+    floor: float            # the gold its fall stopped at (NaN: it did not meet a floor, floor_points)
+    gold_noise: float       # the label's noise estimate of its gold (evalstop_gym.label.curve_noise)
     exploitable: bool       # d* within the run's d range
     d_max: float            # the run's largest fitted d
     growth: tuple[float, float]  # (g, p) of the free form: where d levels off only at the policy's ceiling,
@@ -123,15 +131,24 @@ def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarra
     return (*free[:4], free[:2])
 
 
-def gold_fit(d: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """``(d*, A, fitted gain)`` of ``y = A gao(d / d*)`` (``y`` the gold minus its start), ``d*`` within
-    :data:`MAX_REACH` times the largest ``d``."""
+def gold_fit(x: np.ndarray, d: np.ndarray, y: np.ndarray, use: np.ndarray) -> tuple[float, float, float, np.ndarray]:
+    """``(d*, A, lag, fitted gain at the used points)`` of ``y = A gao(d / d*)`` followed with an exponential
+    lag (:func:`evalstop_gym.latent.lagged`; ``y`` the gold minus its start, at progress ``x``), fitted on the
+    points ``use``; ``d*`` within :data:`MAX_REACH` times the largest ``d``, the lag on :data:`LAG_GRID`."""
+    from .latent import lagged
+
     grid = DSTAR_GRID[DSTAR_GRID <= MAX_REACH * max(float(d.max()), DSTAR_GRID[0])]
-    gm = gao_normalized(np.maximum(d[None, :] / grid[:, None], 1e-300))                                # (D, n)
-    a = np.clip((gm @ y) / np.maximum(np.sum(gm * gm, axis=1), 1e-300), 0.0, MAX_GAIN)
-    sse = np.sum((y[None, :] - a[:, None] * gm) ** 2, axis=1)
-    i = int(np.argmin(sse))
-    return float(grid[i]), float(a[i]), a[i] * gm[i]
+    gm0 = gao_normalized(np.maximum(d[None, :] / grid[:, None], 1e-300))                               # (D, n)
+    yu = y[use]
+    best = (math.inf, 0.0, 0.0, 0.0, None)
+    for lag in LAG_GRID:
+        gm = (lagged(x, gm0, np.full(grid.size, lag)) if lag > 0 else gm0)[:, use]
+        a = np.clip((gm @ yu) / np.maximum(np.sum(gm * gm, axis=1), 1e-300), 0.0, MAX_GAIN)
+        sse = np.sum((yu[None, :] - a[:, None] * gm) ** 2, axis=1)
+        i = int(np.argmin(sse))
+        if sse[i] < best[0] - 1e-12:   # ties keep the shorter lag
+            best = (float(sse[i]), float(grid[i]), float(a[i]), float(lag), a[i] * gm[i])
+    return best[1], best[2], best[3], best[4]
 
 
 def loss_fit(x: np.ndarray, loss: np.ndarray) -> tuple[tuple[float, float, float], np.ndarray] | None:
@@ -164,6 +181,23 @@ def skip_reason(run) -> str | None:
     return f"no {' and no '.join(missing)} logged (at 3 evals or more)" if missing else None
 
 
+def floor_points(gold: np.ndarray) -> tuple[float, np.ndarray]:
+    """``(floor, floored)`` of a gold curve: the median of its trailing checkpoints at its floor and a mask of
+    those after the first (which may still be on the way down), or ``(nan, none)`` if it has no floor
+    (:data:`FLOOR_FALL`)."""
+    top = int(np.argmax(gold))
+    floored = np.zeros(gold.size, dtype=bool)
+    low = float(gold[top:].min())
+    if gold[top] - low < FLOOR_FALL:
+        return math.nan, floored
+    near = gold <= low + FLOOR_BAND
+    tail = gold.size - (int(np.flatnonzero(~near)[-1]) + 1 if (~near).any() else 0)
+    if tail < FLOOR_POINTS:
+        return math.nan, floored
+    floored[gold.size - tail + 1:] = True
+    return float(np.median(gold[gold.size - tail:])), floored
+
+
 def fit_run(run) -> RunFit | None:
     """The fit of one :class:`~evalstop_gym.curvelog.LoggedRun`, or None if it logs no ``kl`` or no gold
     (:func:`skip_reason`) or too few evals."""
@@ -184,10 +218,12 @@ def fit_run(run) -> RunFit | None:
     d = np.sqrt(np.maximum(run.extra["kl"][pts], 0.0))
     g, p, d_sat, d_hat, growth = kl_fit(x, d)
     base = float(gold_col[first])
-    inside = (gold > 0.0) & (gold < 1.0)   # a score clipped at 0 or 1 says only that the curve passed the bound
+    # a score clipped at 0 or 1, or held at the run's floor, says only that the curve passed the bound
+    floor, floored = floor_points(gold)
+    inside = (gold > 0.0) & (gold < 1.0) & ~floored
     if inside.sum() < 3:
         return None
-    d_star, gain, fitted = gold_fit(d_hat[inside], gold[inside] - base)
+    d_star, gain, lag, fitted = gold_fit(x, d_hat, gold - base, inside)
     resid = gold[inside] - base - fitted
     job_type = job_type_of(run.name)
     slope, proxy_resid = math.nan, np.empty(0)
@@ -208,10 +244,17 @@ def fit_run(run) -> RunFit | None:
     inner = (pg > 0) & (pg < 1)
     if n_items > 0 and inner.any():
         eval_z = eval_err[inner] / np.sqrt(pg[inner] * (1.0 - pg[inner]) / n_items)
-    return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain,
+    full = gold_col[ok]
+    noise = float(curve_noise(full[None, :], np.array([int(np.argmax(full))]))[0])
+    return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain, lag, floor, noise,
                   bool(d_star <= d_hat.max()), float(d_hat.max()), growth,
                   np.diff(np.concatenate([[0.0], resid])), slope, proxy_resid,
                   None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items)
+
+
+def curve_noise_of(curves: list[np.ndarray]) -> np.ndarray:
+    """:func:`evalstop_gym.label.curve_noise` of curves of any lengths, one value each."""
+    return np.array([float(curve_noise(c[None, :])[0]) for c in curves])
 
 
 def drift_moments(fits, ref_evals: int) -> tuple[float | None, float]:
@@ -261,24 +304,45 @@ def exploitable_share(fits, d_star_exploitable: tuple[float, float] | None) -> f
     return float(np.mean([f.exploitable for f in (told if len(told) >= 2 else fits)]))
 
 
-def debias_drift(cal, fits, measured: tuple[float, float], ref_evals: int, share: float, seed: int = FIT_SEED):
-    """``cal`` with its drift corrected for what the per-run fit absorbs (one step of indirect inference).
+def drift_by_type(fits, ref_evals: int) -> tuple[float | None, float, float | None]:
+    """``(step sd, lag-1 autocorrelation, DPO step sd)`` (:func:`drift_moments`): the first two of the runs
+    other than DPO (all runs if there are none), the last of the DPO runs (None without them)."""
+    rest = [f for f in fits if f.job_type != "dpo"] or list(fits)
+    dpo = [f for f in fits if f.job_type == "dpo"]
+    sd, lag = drift_moments(rest, ref_evals)
+    return sd, lag, drift_moments(dpo, ref_evals)[0] if dpo else None
 
-    Fitting ``d*`` and ``A`` to each run takes up part of its drift walk, so residual steps come out
-    smaller and less autocorrelated than the walk's. Sample runs of ``cal`` like the logged ones (same job
-    types, as many evals), fit them the same way, and shift the drift by what the fit lost there:
-    ``drift * measured / remeasured`` and ``autocorr + measured - remeasured``.
+
+def median_noise(fits, dpo: bool) -> float | None:
+    """Median gold noise (:attr:`RunFit.gold_noise`) of the DPO runs (``dpo``) or of the others (all if none)."""
+    chosen = [f for f in fits if (f.job_type == "dpo") == dpo] or ([] if dpo else list(fits))
+    return float(np.median([f.gold_noise for f in chosen])) if chosen else None
+
+
+def debias_drift(cal, fits, measured_lag: float, ref_evals: int, share: float, seed: int = FIT_SEED):
+    """``cal`` with its drift corrected for what the per-run fit misses (one step of indirect inference).
+
+    Fitting ``d*`` and ``A`` to each run takes up part of its drift walk, and a trend the form misses adds to
+    its residuals. Sample runs of ``cal`` like the logged ones (same job types, as many evals), fit them the
+    same way, and scale each step sd by the logged runs' median gold noise over the samples' (the label's own
+    noise estimate, per :func:`median_noise` group), and shift the autocorrelation by what the fit lost
+    there: ``autocorr + measured - remeasured``.
     """
     counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
     evals = int(np.median([f.evals for f in fits]))
     sample = sample_runs(cal, counts, evals, seed, share if share == share else 0.6)
     again = tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
-    sd2, lag2 = drift_moments(again, ref_evals)
+    sd2, lag2, _ = drift_by_type(again, ref_evals)
     if not sd2:
         return cal
     c = cal.curves
-    curves = dataclasses.replace(c, drift=c.drift * measured[0] / sd2,
-                                 drift_autocorr=float(np.clip(c.drift_autocorr + measured[1] - lag2, -0.9, 0.9)))
+
+    def scaled(sd, dpo: bool):
+        want, got = median_noise(fits, dpo), median_noise(again, dpo)
+        return sd * want / got if sd is not None and want and got else sd
+
+    curves = dataclasses.replace(c, drift=scaled(c.drift, False), dpo_drift=scaled(c.dpo_drift, True),
+                                 drift_autocorr=float(np.clip(c.drift_autocorr + measured_lag - lag2, -0.9, 0.9)))
     return dataclasses.replace(cal, curves=curves)
 
 
@@ -335,10 +399,11 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     rob = [f for f in fits if not f.exploitable]
     dpo = [f for f in fits if f.job_type == "dpo"]
     rlhf = [f for f in fits if f.job_type == "rlhf"]
-    sd, lag = drift_moments(fits, ref_evals)
+    sd, lag, dpo_sd = drift_by_type(fits, ref_evals)
     steps = sd is not None
     d_expl = span([f.d_star for f in expl], log=True) if len(expl) >= 2 else c0.d_star_exploitable
     share = exploitable_share(rlhf, d_expl)
+    floors = [f.floor for f in fits if math.isfinite(f.floor)]
     prox = [f for f in rlhf if math.isfinite(f.slope)]
     loss = [(f, lr) for f, lr in zip(fits, lr_run) if f.loss is not None]
     kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([gp[f.name][0] / kl_scale for f in free], log=True),
@@ -358,16 +423,22 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
                              else keep("curves.d_star_robust", "fewer than 2 robust runs")),
               peak_gain_exploitable=(span([f.gain for f in expl]) if len(expl) >= 2
                                      else keep("curves.peak_gain_exploitable", "fewer than 2 exploitable runs")),
+              gold_lag=span([f.lag for f in fits]) if any(f.lag > 0 for f in fits) else None,
+              gold_floor=(span(floors, hi=1.0) if len(floors) >= 2
+                          else keep("curves.gold_floor", "fewer than 2 runs fell to a floor")),
               peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
               dpo_exploitable=(exploitable_share(dpo, d_expl) if dpo
                                else keep("curves.dpo_exploitable", "no DPO runs")),
               drift=sd if steps else keep("curves.drift", "no run with 3 evals"),
+              dpo_drift=dpo_sd if dpo_sd is not None else keep("curves.dpo_drift", "no DPO run with 4 evals"),
               drift_autocorr=float(np.clip(lag, -0.9, 0.9)) if steps else keep("curves.drift_autocorr",
                                                                                  "no run with 3 evals"))
     if len(prox) >= 2:
         kw.update(proxy_slope=span([f.slope for f in prox], log=True),
-                  proxy_noise=float(np.sqrt(np.mean(np.concatenate([f.proxy_resid for f in prox]) ** 2))))
+                  # robust, as the label reads a proxy's noise (evalstop_gym.label.curve_noise): the proxy's
+                  # departures from a line in d are slow (it levels off before d does), not noise
+                  proxy_noise=float(np.sqrt(np.mean(curve_noise_of([f.proxy_resid for f in prox]) ** 2))))
     else:
         kw.update(proxy_slope=keep("curves.proxy_slope", "fewer than 2 RLHF runs log a proxy reward"),
                   proxy_noise=keep("curves.proxy_noise", "fewer than 2 RLHF runs log a proxy reward"))
@@ -406,7 +477,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     cal = Calibration(description or f"fitted to {len(fits)} logged runs", noise=noise, curves=curves,
                       world=world, gpus_per_node=base.gpus_per_node)
     if steps and curves.drift > 0:
-        cal = debias_drift(cal, fits, (sd, lag), ref_evals, share)
+        cal = debias_drift(cal, fits, lag, ref_evals, share)
     cal.curves.validate()
     cal.world.validate()
     return FitResult(cal, fits, share, tuple(from_base), tuple(notes))

@@ -63,8 +63,26 @@ def gold_of_d(d: np.ndarray, base: np.ndarray, gain: np.ndarray, d_star: np.ndar
     return base[:, None] + gain[:, None] * gao_normalized(np.maximum(d / d_star[:, None], 1e-300))
 
 
-def drift_walk(rng: np.random.Generator, n: int, evals: int, sd: float, rho: float) -> np.ndarray:
-    """Cumulative sum of AR(1) steps (sd ``sd``, lag-1 autocorrelation ``rho``), shape ``(n, evals)``."""
+def lagged(x: np.ndarray, target: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """``target`` (shape ``(n, m)``, at progress ``x``, 0 at ``x = 0``) followed with an exponential lag of
+    ``tau`` (progress units, shape ``(n,)``; 0: no lag): ``s_i = s_{i-1} + (target_i - s_{i-1}) (1 - exp(-(x_i -
+    x_{i-1}) / tau))`` from ``s = 0`` at ``x = 0``. Gold's lag behind Gao's frontier: at a KL the penalty holds
+    fixed, a run's answers still improve for a while."""
+    tau = np.asarray(tau, dtype=float)
+    dx = np.diff(np.concatenate([[0.0], np.asarray(x, dtype=float)]))
+    with np.errstate(divide="ignore"):
+        keep = np.where(tau[:, None] > 0, np.exp(-dx[None, :] / np.where(tau > 0, tau, 1.0)[:, None]), 0.0)
+    out = np.empty_like(target, dtype=float)
+    prev = np.zeros(target.shape[0])
+    for i in range(target.shape[1]):
+        prev = keep[:, i] * prev + (1.0 - keep[:, i]) * target[:, i]
+        out[:, i] = prev
+    return out
+
+
+def drift_walk(rng: np.random.Generator, n: int, evals: int, sd, rho: float) -> np.ndarray:
+    """Cumulative sum of AR(1) steps (sd ``sd``: a number, or one per run, shape ``(n, 1)``; lag-1
+    autocorrelation ``rho``), shape ``(n, evals)``."""
     eps = rng.standard_normal((n, evals))
     steps = np.empty((n, evals))
     prev = eps[:, 0]
@@ -106,8 +124,13 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
                     rng.uniform(*model.peak_gain_robust, size=n))
     base = rng.uniform(*model.base, size=n)
     gold = gold_of_d(d, base, gain, d_star)
+    if model.gold_floor is not None:   # drawn only then: a world without a floor keeps every later draw
+        gold = np.maximum(gold, rng.uniform(*model.gold_floor, size=n)[:, None])
+    if model.gold_lag is not None:   # drawn only then: a world without the lag keeps every later draw
+        gold = base[:, None] + lagged(x, gold - base[:, None], rng.uniform(*model.gold_lag, size=n))
     if model.drift > 0:
-        gold = gold + drift_walk(rng, n, evals, model.drift, model.drift_autocorr)
+        sd = model.drift if model.dpo_drift is None else np.where(dpo, model.dpo_drift, model.drift)[:, None]
+        gold = gold + drift_walk(rng, n, evals, sd, model.drift_autocorr)
     gold = np.clip(gold, 0.0, 1.0)
 
     slope = log_uniform(rng, model.proxy_slope, n)
