@@ -155,6 +155,9 @@ class LatentModel:
     # grid may leave it out); None: penalty_share, as for every other job type
     dpo_penalty_share: float | None = None
     kl_coef: tuple[float, float] = (0.05, 0.2)          # its coefficient (log-uniform)
+    # DPO runs' coefficient (beta), if set (log-uniform): DPO's beta and an RL trainer's KL coefficient hold d
+    # at different levels; None: kl_coef, as for every other job type
+    dpo_kl_coef: tuple[float, float] | None = None
     kl_saturation: float = 0.1                          # d_sat = kl_saturation / kl_coef
     # if set, d of every run levels off at a ceiling (log-uniform over this pair) however small its penalty: a
     # policy collapsed onto the answers its proxy rates highest moves no further from its reference (the TRL
@@ -188,15 +191,16 @@ class LatentModel:
     loss_tau: tuple[float, float] = (0.05, 0.5)         # decay scale at lr 1 (fraction of the run)
     loss_noise: float = 0.01                            # multiplicative
 
-    _LOG_PAIRS = ("lr", "kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
+    _LOG_PAIRS = ("lr", "kl_coef", "dpo_kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
     _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable")
-    _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "gold_lag", "gold_floor", "dpo_drift")   # None: the knob off
+    _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "dpo_kl_coef", "gold_lag", "gold_floor",
+                 "dpo_drift")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
     # runs: d up to about 10 sqrt-nats, losses under 10, rewards under 100), and small enough that d, KL (d^2),
     # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
     # A log-uniform pair starts above 0 (its log is drawn), at 1e-6 at least.
     RANGES = {"base": (0.0, 1.0), "lr": (1e-6, 1e3), "kl_scale": (1e-6, 1e3), "kl_exponent": (1e-3, 10.0),
-              "penalty_share": (0.0, 1.0), "dpo_penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3),
+              "penalty_share": (0.0, 1.0), "dpo_penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3), "dpo_kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3),
               "kl_ceiling": (1e-6, 1e3), "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4),
               "hack_peak": (0.0, 1.0),
               "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),

@@ -63,7 +63,7 @@ REGIME_GAP = math.log(1.25)
 REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
 FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples the world on other seeds
 FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
-          "curves.dpo_penalty_share", "curves.kl_coef", "curves.kl_ceiling", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
+          "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
           "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable", "curves.drift", "curves.dpo_drift", "curves.drift_autocorr",
           "curves.proxy_slope", "curves.proxy_noise", "curves.loss_start", "curves.loss_floor_frac",
           "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items", "world.seed_noise_factor")
@@ -276,21 +276,21 @@ def drift_moments(fits, ref_evals: int) -> tuple[float | None, float]:
 
 
 def kl_regimes(fits) -> tuple[np.ndarray, np.ndarray]:
-    """``(penalised, collapsed)`` masks over ``fits``: runs whose KL saturates, split at the widest gap of their
-    log ``d_sat`` when it spans :data:`REGIME_GAP` (the upper group's d has met the policy's ceiling, not a
-    penalty); without such a gap every saturating run is penalised and none collapsed. Runs whose ``d`` grows
-    freely are neither."""
+    """``(penalised, collapsed)`` masks over ``fits``. Runs whose KL saturates are split at the widest gap of
+    their log ``d_sat`` when it spans :data:`REGIME_GAP`: below its middle a penalty holds ``d``, above it
+    ``d`` has met the policy's ceiling (collapsed); a run whose ``d`` still grows is placed by its largest
+    ``d`` on the same cut (below it, a penalty that has not bitten yet). Without such a gap every saturating
+    run is penalised, none collapsed, and the growing ones unpenalised."""
     sat = np.array([math.isfinite(f.d_sat) for f in fits])
-    collapsed = np.zeros(len(fits), dtype=bool)
     if sat.sum() >= 3:
-        logs = np.log([f.d_sat for f in fits if math.isfinite(f.d_sat)])
-        order = np.sort(logs)
+        order = np.sort(np.log([f.d_sat for f in fits if math.isfinite(f.d_sat)]))
         gaps = np.diff(order)
         i = int(np.argmax(gaps))
         if gaps[i] >= REGIME_GAP and i + 1 < order.size - 1:   # at least 2 runs above the gap
-            cut = order[i + 1]
-            collapsed[sat] = logs >= cut
-    return sat & ~collapsed, collapsed
+            cut = math.exp((order[i] + order[i + 1]) / 2.0)
+            level = np.array([f.d_sat if math.isfinite(f.d_sat) else f.d_max for f in fits])
+            return level < cut, sat & (level >= cut)
+    return sat, np.zeros(len(fits), dtype=bool)
 
 
 def exploitable_share(fits, d_star_exploitable: tuple[float, float] | None) -> float:
@@ -386,7 +386,10 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
         return getattr(c0, name.split(".", 1)[1])
 
     penalised, collapsed = kl_regimes(fits)
-    pen = [f for f, k in zip(fits, penalised) if k]
+    pen = [f for f, k in zip(fits, penalised) if k and math.isfinite(f.d_sat)]   # the penalties that bit
+    # DPO's beta and an RL trainer's KL coefficient hold d at different levels: each type its own range
+    pen_dpo = [f for f in pen if f.job_type == "dpo"]
+    pen_rest = [f for f in pen if f.job_type != "dpo"] or pen
     ceiling = [f for f, k in zip(fits, collapsed) if k]
     # g and p are identified where no penalty holds d back (a collapsed run's by its free form); under a
     # penalty that saturates early, hardly at all
@@ -413,8 +416,10 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
               if any(f.job_type != "dpo" for f in fits) else len(pen) / len(fits),
               dpo_penalty_share=(float(np.mean(penalised[[f.job_type == "dpo" for f in fits]])) if dpo
                                  else keep("curves.dpo_penalty_share", "no DPO runs")),
-              kl_coef=(span([c0.kl_saturation / f.d_sat for f in pen], log=True) if len(pen) >= 2
-                       else keep("curves.kl_coef", "fewer than 2 runs with a KL penalty")),
+              kl_coef=(span([c0.kl_saturation / f.d_sat for f in pen_rest], log=True) if len(pen_rest) >= 2
+                       else keep("curves.kl_coef", "fewer than 2 runs whose KL a penalty levels off")),
+              dpo_kl_coef=(span([c0.kl_saturation / f.d_sat for f in pen_dpo], log=True) if len(pen_dpo) >= 2
+                           else keep("curves.dpo_kl_coef", "fewer than 2 DPO runs whose KL a penalty levels off")),
               kl_ceiling=(span([f.d_sat for f in ceiling], log=True) if ceiling
                           else keep("curves.kl_ceiling", "no run's KL levels off above its penalised runs'")),
               d_star_exploitable=(d_expl if len(expl) >= 2
@@ -600,30 +605,3 @@ def format_table(rows: list[dict]) -> str:
             return f"{v[0]:8.3f} {v[1]:8.3f} {v[2]:8.3f}"
         lines.append(f"{r['job_type']:<5} {r['feature']:<17} {r['runs']:>4}  {q(r['real']):>26}  {q(r['fitted']):>26}")
     return "\n".join(lines)
-
-
-def plot_fit(real: dict, fitted: dict, path: str) -> None:
-    """A figure of every feature's distribution (empirical CDFs), real runs against the fitted world's."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    types = [t for t in JOB_TYPES if any(job_type_of(n) == t for n in real)]
-    fig, axes = plt.subplots(len(types), len(FEATURES), figsize=(2.1 * len(FEATURES), 2.0 * len(types)),
-                             squeeze=False)
-    for i, t in enumerate(types):
-        fr = [run_features(x) for n, x in real.items() if job_type_of(n) == t]
-        fs = [run_features(x) for n, x in fitted.items() if job_type_of(n) == t]
-        for j, name in enumerate(FEATURES):
-            ax = axes[i][j]
-            for feats, label, style in ((fr, "real", "-"), (fs, "fitted", "--")):
-                v = np.sort([f[name] for f in feats if name in f])
-                if v.size:
-                    ax.step(v, np.arange(1, v.size + 1) / v.size, style, where="post", label=label)
-            ax.set_title(f"{t}: {name}", fontsize=7)
-            ax.tick_params(labelsize=6)
-    axes[0][0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -149,3 +149,40 @@ def format_report(rows: list[ShapeRow]) -> str:
         lines.append(f"| {r.job_type.upper()} | {r.statistic} | {_cell(r, 'library')} | {_cell(r, 'world')} "
                      f"| {r.library_runs} / {r.world_runs} | {r.ks_p:.3g}{mark} |")
     return "\n".join(lines)
+
+
+def plot_shapes(library: dict, world: dict, rows: list[ShapeRow], path: str) -> None:
+    """A figure of :func:`shape_table`: per job type (rows) and statistic (columns), the library's and the world's
+    empirical CDFs (the hacking shares as bars), each panel titled with its KS p-value (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .fit import job_type_of
+
+    types = [t for t in REPORT_TYPES if any(r.job_type == t for r in rows)]
+    fig, axes = plt.subplots(len(types), len(STATISTICS), figsize=(2.3 * len(STATISTICS), 2.2 * len(types)),
+                             squeeze=False)
+    for i, t in enumerate(types):
+        shapes = {side: [run_shape(r) for n, r in runs.items() if job_type_of(n) == t]
+                  for side, runs in (("library", library), ("world", world))}
+        by_name = {r.statistic: r for r in rows if r.job_type == t}
+        for j, name in enumerate(STATISTICS):
+            ax = axes[i][j]
+            row = by_name.get(name)
+            if name == "hacking" and row is not None:
+                ax.bar(["library", "world"], [row.library_mean, row.world_mean], color=["C0", "C1"])
+                ax.set_ylim(0, 1)
+            else:
+                for (side, feats), style in zip(shapes.items(), ("-", "--")):
+                    v = np.sort(_values(feats, name))
+                    if v.size:
+                        ax.step(v, np.arange(1, v.size + 1) / v.size, style, where="post", label=side)
+            p = f"KS p {row.ks_p:.2g}" if row is not None else "n/a"
+            ax.set_title(f"{t.upper()}: {name}\n{p}", fontsize=7)
+            ax.tick_params(labelsize=6)
+    axes[0][1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -111,6 +111,8 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     penalised = rng.random(n) < (model.penalty_share if model.dpo_penalty_share is None
                                  else np.where(dpo, model.dpo_penalty_share, model.penalty_share))
     kappa = log_uniform(rng, model.kl_coef, n)
+    if model.dpo_kl_coef is not None:   # drawn only then: a world without it keeps every later draw
+        kappa = np.where(dpo, log_uniform(rng, model.dpo_kl_coef, n), kappa)
     d_sat = np.where(penalised, model.kl_saturation / kappa, np.inf)
     g = model.kl_scale * lr
     d = kl_path(x, g, p, d_sat)
