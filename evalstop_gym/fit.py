@@ -182,13 +182,14 @@ def skip_reason(run) -> str | None:
 
 
 def floor_points(gold: np.ndarray) -> tuple[float, np.ndarray]:
-    """``(floor, floored)`` of a gold curve: the median of its trailing checkpoints at its floor and a mask of
-    those after the first (which may still be on the way down), or ``(nan, none)`` if it has no floor
-    (:data:`FLOOR_FALL`)."""
+    """``(floor, floored)`` of a gold curve (the start, then its checkpoints): the median of its trailing
+    checkpoints at its floor and a mask of those after the first (which may still be on the way down), or
+    ``(nan, none)`` if it has no floor (:data:`FLOOR_FALL`; a floor lies below the start and above 0)."""
     top = int(np.argmax(gold))
     floored = np.zeros(gold.size, dtype=bool)
     low = float(gold[top:].min())
-    if gold[top] - low < FLOOR_FALL:
+    # a collapse ends below where the run started; a score clipped at 0 has met the scale's bound, not a floor
+    if gold[top] - low < FLOOR_FALL or low >= gold[0] or low <= 0.0:
         return math.nan, floored
     near = gold <= low + FLOOR_BAND
     tail = gold.size - (int(np.flatnonzero(~near)[-1]) + 1 if (~near).any() else 0)
@@ -219,7 +220,8 @@ def fit_run(run) -> RunFit | None:
     g, p, d_sat, d_hat, growth = kl_fit(x, d)
     base = float(gold_col[first])
     # a score clipped at 0 or 1, or held at the run's floor, says only that the curve passed the bound
-    floor, floored = floor_points(gold)
+    floor, floored = floor_points(np.r_[base, gold])
+    floored = floored[1:]
     inside = (gold > 0.0) & (gold < 1.0) & ~floored
     if inside.sum() < 3:
         return None

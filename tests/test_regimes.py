@@ -117,3 +117,5 @@ def test_floor_points_by_hand():
     # its way down, the other two are held at the floor
     assert floor == pytest.approx(0.12) and floored.tolist() == [False] * 5 + [True, True]
     assert math.isnan(fit.floor_points(np.array([0.6, 0.8, 0.7, 0.72, 0.71]))[0])   # fell 0.1 < 0.2: no floor
+    assert math.isnan(fit.floor_points(np.array([0.3, 0.8, 0.5, 0.45, 0.46, 0.47]))[0])   # held above its start
+    assert math.isnan(fit.floor_points(np.array([0.6, 0.8, 0.3, 0.0, 0.0, 0.0]))[0])      # clipped at 0
