@@ -44,6 +44,7 @@ P_GRID = np.linspace(0.3, 3.0, 55)          # KL-growth exponent p
 Q_GRID = np.geomspace(0.05, 60.0, 72)       # g / d_sat of a penalised run
 DSTAR_GRID = np.geomspace(0.02, 200.0, 321)  # gold optimum d*
 TAU_GRID = np.geomspace(0.01, 5.0, 90)      # loss decay scale (fraction of the run)
+PROXY_Q_GRID = np.linspace(0.2, 1.5, 27)    # the proxy's exponent in d
 LAG_GRID = np.concatenate([[0.0], np.geomspace(0.01, 0.5, 24)])   # gold's lag behind Gao's form (progress)
 # a run's gold has met its floor (the score of the answers a collapsed policy gives) when it has fallen at least
 # FLOOR_FALL below its peak and its last FLOOR_POINTS checkpoints or more lie within FLOOR_BAND of its lowest point
@@ -65,7 +66,7 @@ FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples th
 FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
           "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
           "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable", "curves.drift", "curves.dpo_drift", "curves.drift_autocorr",
-          "curves.proxy_slope", "curves.proxy_noise", "curves.loss_start", "curves.loss_floor_frac",
+          "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start", "curves.loss_floor_frac",
           "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items", "world.seed_noise_factor")
 FROM_BASE = ("curves.kl_saturation", "curves.hack_peak", "world.eval_fixed_min", "world.eval_item_gpu_s",
              "world.eval_max_share", "world.checkpoint_gb", "world.storage_gbps", "world.warmup_s",
@@ -99,7 +100,8 @@ class RunFit:
     growth: tuple[float, float]  # (g, p) of the free form: where d levels off only at the policy's ceiling,
     #                              the saturating form's g and p are hardly identified, the free form's are
     drift_steps: np.ndarray  # steps of the gold residual
-    slope: float            # proxy per unit d (NaN: no proxy fitted)
+    slope: float            # proxy per unit d ** proxy_q (NaN: no proxy fitted)
+    proxy_q: float          # the proxy's exponent in d (NaN: no proxy fitted)
     proxy_resid: np.ndarray
     loss: tuple[float, float, float] | None   # (L0, floor fraction, tau), None if not fitted
     loss_resid: np.ndarray  # relative residuals
@@ -228,12 +230,15 @@ def fit_run(run) -> RunFit | None:
     d_star, gain, lag, fitted = gold_fit(x, d_hat, gold - base, inside)
     resid = gold[inside] - base - fitted
     job_type = job_type_of(run.name)
-    slope, proxy_resid = math.nan, np.empty(0)
+    slope, proxy_q, proxy_resid = math.nan, math.nan, np.empty(0)
     pr = np.isfinite(run.proxy_reward) & (x_all > 0)
     if job_type == "rlhf" and pr.sum() >= 3:
-        dp = np.interp(x_all[pr], x, d_hat)
-        slope = float(max(dp @ run.proxy_reward[pr] / max(dp @ dp, 1e-300), 1e-3))
-        proxy_resid = run.proxy_reward[pr] - slope * dp
+        dq = np.interp(x_all[pr], x, d_hat)[None, :] ** PROXY_Q_GRID[:, None]          # (Q, n)
+        y = run.proxy_reward[pr]
+        slopes = np.maximum((dq @ y) / np.maximum(np.sum(dq * dq, axis=1), 1e-300), 1e-3)
+        i = int(np.argmin(np.sum((y[None, :] - slopes[:, None] * dq) ** 2, axis=1)))
+        slope, proxy_q = float(slopes[i]), float(PROXY_Q_GRID[i])
+        proxy_resid = y - slope * dq[i]
     lo = np.isfinite(run.train_loss) & (x_all > 0)
     lf = loss_fit(x_all[lo], run.train_loss[lo])
     items_col = run.extra.get("eval_items")
@@ -250,7 +255,7 @@ def fit_run(run) -> RunFit | None:
     noise = float(curve_noise(full[None, :], np.array([int(np.argmax(full))]))[0])
     return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain, lag, floor, noise,
                   bool(d_star <= d_hat.max()), float(d_hat.max()), growth,
-                  np.diff(np.concatenate([[0.0], resid])), slope, proxy_resid,
+                  np.diff(np.concatenate([[0.0], resid])), slope, proxy_q, proxy_resid,
                   None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items)
 
 
@@ -443,11 +448,13 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
                                                                                  "no run with 3 evals"))
     if len(prox) >= 2:
         kw.update(proxy_slope=span([f.slope for f in prox], log=True),
+                  proxy_exponent=span([f.proxy_q for f in prox], lo=0.01),
                   # robust, as the label reads a proxy's noise (evalstop_gym.label.curve_noise): the proxy's
                   # departures from a line in d are slow (it levels off before d does), not noise
                   proxy_noise=float(np.sqrt(np.mean(curve_noise_of([f.proxy_resid for f in prox]) ** 2))))
     else:
         kw.update(proxy_slope=keep("curves.proxy_slope", "fewer than 2 RLHF runs log a proxy reward"),
+                  proxy_exponent=keep("curves.proxy_exponent", "fewer than 2 RLHF runs log a proxy reward"),
                   proxy_noise=keep("curves.proxy_noise", "fewer than 2 RLHF runs log a proxy reward"))
     if len(loss) >= 2:
         kw.update(loss_start=span([f.loss[0] for f, _ in loss], lo=1e-6),

@@ -136,7 +136,11 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     gold = np.clip(gold, 0.0, 1.0)
 
     slope = log_uniform(rng, model.proxy_slope, n)
-    proxy = slope[:, None] * d + model.proxy_noise * rng.standard_normal((n, evals))
+    if model.proxy_exponent is not None:   # drawn only then: a world without it keeps every later draw
+        proxy = slope[:, None] * d ** rng.uniform(*model.proxy_exponent, size=n)[:, None]
+    else:
+        proxy = slope[:, None] * d
+    proxy = proxy + model.proxy_noise * rng.standard_normal((n, evals))
     proxy = np.where((rlhf | dpo)[:, None], proxy, np.nan)
     # the proxy before training is unknown, as in a trainer's log (evalstop_gym.label)
     hacking, top, _, _ = overoptimised(np.concatenate([base[:, None], gold], axis=1),

@@ -61,6 +61,13 @@ def test_dpo_has_its_own_penalty_share_coefficient_and_drift():
     assert step(slice(300, 600)) / step(slice(0, 300)) == pytest.approx(20, rel=0.2)
 
 
+def test_the_proxy_exponent_bends_the_proxy_in_d():
+    flat = dataclasses.replace(CLIFF, proxy_exponent=(0.5, 0.5), penalty_share=0.0)
+    jt = np.full(50, RLHF)
+    a, _, kl = latent_curves(np.random.default_rng(2), flat, 15, jt, 1.0)
+    np.testing.assert_allclose(a.proxy, 0.5 * np.sqrt(np.sqrt(kl)))   # slope 0.5 x d ** 0.5, no noise
+
+
 def test_gold_lag_by_hand():
     x = np.array([0.5, 1.0])
     got = lagged(x, np.array([[1.0, 1.0], [1.0, 1.0]]), np.array([0.5, 0.0]))
@@ -71,12 +78,14 @@ def test_gold_lag_by_hand():
 def test_every_knob_off_by_default_keeps_the_named_worlds():
     for name in ("paper", "realistic"):
         c = CALIBRATIONS[name].curves
-        assert (c.kl_ceiling, c.gold_floor, c.gold_lag, c.dpo_drift, c.dpo_penalty_share, c.dpo_kl_coef) == (None,) * 6
+        assert (c.kl_ceiling, c.gold_floor, c.gold_lag, c.dpo_drift, c.dpo_penalty_share, c.dpo_kl_coef,
+                c.proxy_exponent) == (None,) * 7
 
 
 @pytest.mark.parametrize("field,value", [("kl_ceiling", (4.0, 3.0)), ("kl_ceiling", (0.0, 3.0)),
                                          ("gold_floor", (0.1, 1.5)), ("gold_lag", (-0.1, 0.2)),
-                                         ("dpo_penalty_share", 1.5), ("dpo_drift", -0.1), ("dpo_kl_coef", (0.0, 1.0))])
+                                         ("dpo_penalty_share", 1.5), ("dpo_drift", -0.1), ("dpo_kl_coef", (0.0, 1.0)),
+                                         ("proxy_exponent", (0.0, 1.0))])
 def test_bad_regime_values_name_the_field(field, value):
     with pytest.raises(ConfigError, match=f"curves.{field}"):
         WorkloadConfig(curves=LatentModel(**{field: value}))
@@ -95,7 +104,7 @@ def _fit(name="rlhf-0", d_sat=math.inf, d_max=1.0, job_type="rlhf"):
 
 
 FAKE = fit.RunFit("x", "rlhf", 10, 0.5, 1.0, 1.0, math.inf, 1.0, 0.2, 0.0, math.nan, 0.01, True, 1.0, (1.0, 1.0),
-                  np.zeros(3), math.nan, np.empty(0), None, np.empty(0), np.empty(0), np.empty(0), 0)
+                  np.zeros(3), math.nan, math.nan, np.empty(0), None, np.empty(0), np.empty(0), np.empty(0), 0)
 
 
 def test_kl_regimes_split_saturation_levels_at_a_wide_gap():
