@@ -10,17 +10,24 @@ The method (docs/calibration.md, "Fitting a world to a curve log", gives every c
      taken when its BIC is lower by :data:`BIC_MARGIN` and the run reaches at least 63% of its
      saturation (``g / d_sat >= 1``): short of that the two forms are the same curve;
    * gold on the fitted path: ``gold = base + A (d / d*) (1 - ln(d / d*))`` (Gao et al.'s RL form),
+     followed with an exponential lag (:func:`evalstop_gym.latent.lagged`, on :data:`LAG_GRID`),
      ``base`` the first logged gold, ``d*`` on a grid, ``A`` in closed form within ``[0, MAX_GAIN]``;
-     the proxy is *exploitable* when its optimum lies inside the run's KL range (``d* <= max d``);
-   * drift: the steps of the gold residual (starting from 0 at the first eval); proxy: slope
-     through the origin in ``d`` (RLHF runs) and the residual sd; loss (runs whose loss is positive):
-     ``L0 (f + (1 - f) exp(-x / tau))``, ``tau`` on a grid, the rest linear;
+     points at 0, 1 or the run's floor (:func:`floor_points`) left out; the proxy is *exploitable* when
+     its optimum lies inside the run's KL range (``d* <= max d``);
+   * drift: the gold residual (from 0 at the first eval) and its second differences; proxy:
+     ``slope d**q`` (RLHF runs; ``q`` on :data:`PROXY_Q_GRID`) and its residual; loss (runs whose loss is
+     positive): ``L0 (f + (1 - f) exp(-x / tau))``, ``tau`` on a grid, the rest linear;
    * eval noise: with ``gold`` and ``eval_items`` logged, the seed-variance factor is the RMS of
      ``(eval_score - gold) / sqrt(gold (1 - gold) / n)``; without ``eval_items``, a Gaussian sigma.
 
 2. **Ranges from quantiles** (:func:`span`): a uniform ``(low, high)`` is ``median -+ IQR`` (exact for a
    uniform: its quartiles lie a quarter of the width from each end), a log-uniform one the same on
-   logs; shares are means; drift and noise are pooled over runs.
+   logs; shares are means; drift and noise are pooled over runs. **KL regimes** (:func:`kl_regimes`): two
+   levels of KL saturation a wide gap apart are a penalty (below) and the policy's ceiling (above),
+   so a log of runs with and without a KL penalty gives a world with both regimes, the plateau and the
+   cliff; penalty shares, coefficients and drift are kept per job type where DPO differs.
+3. **One step of indirect inference** (:func:`debias_drift`): the fitted world sampled like the log and
+   refitted; the drift scaled so its gold is as noisy as the label sees the logged runs'.
 
 Only ``g = kl_scale * lr`` is identified (not the two factors): ``kl_scale`` is the geometric median
 of ``g`` and ``lr`` the spread around it, so the relative learning rate is centred on 1. Likewise only

@@ -18,6 +18,14 @@ Gold follows Gao et al.'s RL form ``R(d) = d (alpha - beta ln d)`` with ``beta =
 ``alpha = beta (1 + ln d*)``, so its peak ``R(d*) = A`` is at ``d* = exp(alpha / beta - 1)``:
 ``gold = base + A (d / d*) (1 - ln(d / d*))``. DPO follows the same form in KL units (Rafailov et al.
 2024 fit Gao's forms to direct-alignment over-optimisation against the KL of the implicit policy).
+**Regimes** come from these causes, never from a draw of their own: where the world sets a KL ceiling
+(``kl_ceiling``: a collapsed policy moves no further from its reference, so ``d = min(path, ceiling)``),
+an unpenalised run's ``d`` runs past an exploitable proxy's ``d*`` to the ceiling: gold peaks, falls to its
+floor (``gold_floor``) and stays, while the proxy holds at its top (the cliff); a penalty holds ``d`` near
+or short of ``d*`` and gold climbs and levels off (the plateau). Gold may lag Gao's form (``gold_lag``,
+:func:`lagged`), the proxy may bend in ``d`` (``proxy_exponent``: ``slope d**q``), and DPO may have its
+own penalty share, coefficient and drift (``dpo_penalty_share``, ``dpo_kl_coef``, ``dpo_drift``). Each of
+these knobs is off by default and drawn only when set, so a world without them draws what it drew before.
 The true score adds *plateau drift* (``drift``): a random walk whose steps have lag-1
 autocorrelation ``drift_autocorr`` (training stochasticity that persists across checkpoints). A run is
 **hacking** iff its gold and proxy meet the label rule of logged runs (:func:`evalstop_gym.label.overoptimised`:
