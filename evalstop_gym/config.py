@@ -184,6 +184,9 @@ class LatentModel:
     # None: drift, as for every other job type
     dpo_drift: float | None = None
     drift_autocorr: float = 0.0                         # lag-1 autocorrelation of those steps
+    # share of its level the drift gives back at each checkpoint (0: a random walk; 1: no memory of the level): the
+    # TRL runs' gold wanders about a level rather than away from it
+    drift_reversion: float = 0.0
     proxy_slope: tuple[float, float] = (0.25, 0.5)      # proxy reward per unit d (log-uniform)
     # if set, the proxy is proxy_slope * d ** q with q ~ U(proxy_exponent): a learned reward model's score
     # saturates (the TRL runs' proxies rise with about sqrt(d) and hold near their top once d is large). None: q = 1
@@ -195,7 +198,7 @@ class LatentModel:
     loss_noise: float = 0.01                            # multiplicative
 
     _LOG_PAIRS = ("lr", "kl_coef", "dpo_kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
-    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable")
+    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion")
     _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "dpo_kl_coef", "gold_lag", "gold_floor",
                  "dpo_drift", "proxy_exponent")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
@@ -208,7 +211,7 @@ class LatentModel:
               "hack_peak": (0.0, 1.0),
               "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
               "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0),
-              "drift": (0.0, 1.0), "dpo_drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0),
+              "drift": (0.0, 1.0), "dpo_drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0), "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0),
               "proxy_noise": (0.0, 1e4), "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0),
               "loss_tau": (1e-6, 1e3), "loss_noise": (0.0, 10.0)}
 

@@ -69,10 +69,12 @@ MIN_RUNS = 3         # runs with KL and gold needed to fit anything
 # its unpenalised RL runs (3.3-4.9), is a factor 1.32
 REGIME_GAP = math.log(1.25)
 REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
+DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorrelation
+REVERSION_GRID = np.linspace(0.0, 1.0, 3)   # drift reversions tried when matching the logged runs' own
 FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples the world on other seeds
 FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
           "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
-          "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable", "curves.drift", "curves.dpo_drift", "curves.drift_autocorr",
+          "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable", "curves.drift", "curves.dpo_drift", "curves.drift_autocorr", "curves.drift_reversion",
           "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start", "curves.loss_floor_frac",
           "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items", "world.seed_noise_factor")
 FROM_BASE = ("curves.kl_saturation", "curves.hack_peak", "world.eval_fixed_min", "world.eval_item_gpu_s",
@@ -318,6 +320,17 @@ def exploitable_share(fits, d_star_exploitable: tuple[float, float] | None) -> f
     return float(np.mean([f.exploitable for f in (told if len(told) >= 2 else fits)]))
 
 
+def reversion_of(fits) -> float | None:
+    """How much of its level the gold residual gives back per checkpoint, pooled over the runs: the least-squares
+    ``r`` of ``level_i - level_{i-1} = -r level_{i-1} + step`` (0: a random walk, 1: no memory), within [0, 1];
+    None without a run of 4 residuals."""
+    pairs = [(np.cumsum(f.drift_steps)[:-1], f.drift_steps[1:]) for f in fits if f.drift_steps.size >= 4]
+    if not pairs:
+        return None
+    den = sum(float(lv @ lv) for lv, _ in pairs)
+    return float(np.clip(-sum(float(lv @ st) for lv, st in pairs) / max(den, 1e-300), 0.0, 1.0))
+
+
 def drift_by_type(fits, ref_evals: int) -> tuple[float | None, float, float | None]:
     """``(step sd, lag-1 autocorrelation, DPO step sd)`` (:func:`drift_moments`): the first two of the runs
     other than DPO (all runs if there are none), the last of the DPO runs (None without them)."""
@@ -333,19 +346,44 @@ def median_noise(fits, dpo: bool) -> float | None:
     return float(np.median([f.gold_noise for f in chosen])) if chosen else None
 
 
+def refit_sample(cal, fits, share: float, seed: int = FIT_SEED) -> tuple:
+    """The fits of runs of ``cal`` sampled like the logged ``fits`` (same job types, at least 100 of each, as
+    many evals)."""
+    counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
+    evals = int(np.median([f.evals for f in fits]))
+    sample = sample_runs(cal, counts, evals, seed, share if share == share else 0.6)
+    return tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
+
+
+def solve_reversion(cal, fits, measured: float, share: float):
+    """``cal`` with the drift reversion whose samples, refitted, give back the ``measured`` one: the per-run fit
+    takes up the slow part of any walk, so a random walk's residuals look mean-reverting too. The remeasured
+    reversion at each of :data:`REVERSION_GRID`, interpolated where it crosses ``measured`` (the grid's end
+    nearest to it if it never does)."""
+    got = []
+    for r in REVERSION_GRID:
+        trial = dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, drift_reversion=float(r)))
+        got.append(reversion_of(refit_sample(trial, fits, share)))
+    got = np.array([np.nan if v is None else v for v in got])
+    ok = np.isfinite(got)
+    if ok.sum() < 2:
+        return cal
+    g, r = got[ok], REVERSION_GRID[ok]
+    order = np.argsort(g)
+    rev = float(np.clip(np.interp(measured, g[order], r[order]), 0.0, 1.0))
+    return dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, drift_reversion=rev))
+
+
 def debias_drift(cal, fits, measured_lag: float, ref_evals: int, share: float, seed: int = FIT_SEED):
     """``cal`` with its drift corrected for what the per-run fit misses (one step of indirect inference).
 
     Fitting ``d*`` and ``A`` to each run takes up part of its drift walk, and a trend the form misses adds to
-    its residuals. Sample runs of ``cal`` like the logged ones (same job types, as many evals), fit them the
-    same way, and scale each step sd by the logged runs' median gold noise over the samples' (the label's own
-    noise estimate, per :func:`median_noise` group), and shift the autocorrelation by what the fit lost
-    there: ``autocorr + measured - remeasured``.
+    its residuals. Sample runs of ``cal`` like the logged ones, fit them the same way, and scale each step sd
+    by the logged runs' median gold noise over the samples' (the label's own noise estimate, per
+    :func:`median_noise` group), and shift the autocorrelation by what the fit changed there: ``autocorr +
+    measured - remeasured``.
     """
-    counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
-    evals = int(np.median([f.evals for f in fits]))
-    sample = sample_runs(cal, counts, evals, seed, share if share == share else 0.6)
-    again = tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
+    again = refit_sample(cal, fits, share, seed)
     sd2, lag2, _ = drift_by_type(again, ref_evals)
     if not sd2:
         return cal
@@ -418,6 +456,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     rlhf = [f for f in fits if f.job_type == "rlhf"]
     sd, lag, dpo_sd = drift_by_type(fits, ref_evals)
     steps = sd is not None
+    rev = reversion_of(fits) or 0.0
     d_expl = span([f.d_star for f in expl], log=True) if len(expl) >= 2 else c0.d_star_exploitable
     share = exploitable_share(rlhf, d_expl)
     floors = [f.floor for f in fits if math.isfinite(f.floor)]
@@ -451,6 +490,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
                                else keep("curves.dpo_exploitable", "no DPO runs")),
               drift=sd if steps else keep("curves.drift", "no run with 3 evals"),
               dpo_drift=dpo_sd if dpo_sd is not None else keep("curves.dpo_drift", "no DPO run with 4 evals"),
+              drift_reversion=rev,
               drift_autocorr=float(np.clip(lag, -0.9, 0.9)) if steps else keep("curves.drift_autocorr",
                                                                                  "no run with 3 evals"))
     if len(prox) >= 2:
@@ -498,7 +538,9 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     cal = Calibration(description or f"fitted to {len(fits)} logged runs", noise=noise, curves=curves,
                       world=world, gpus_per_node=base.gpus_per_node)
     if steps and curves.drift > 0:
-        cal = debias_drift(cal, fits, lag, ref_evals, share)
+        cal = solve_reversion(cal, fits, rev, share)
+        for _ in range(DEBIAS_STEPS):
+            cal = debias_drift(cal, fits, lag, ref_evals, share)
     cal.curves.validate()
     cal.world.validate()
     return FitResult(cal, fits, share, tuple(from_base), tuple(notes))

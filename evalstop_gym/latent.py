@@ -88,9 +88,10 @@ def lagged(x: np.ndarray, target: np.ndarray, tau: np.ndarray) -> np.ndarray:
     return out
 
 
-def drift_walk(rng: np.random.Generator, n: int, evals: int, sd, rho: float) -> np.ndarray:
-    """Cumulative sum of AR(1) steps (sd ``sd``: a number, or one per run, shape ``(n, 1)``; lag-1
-    autocorrelation ``rho``), shape ``(n, evals)``."""
+def drift_walk(rng: np.random.Generator, n: int, evals: int, sd, rho: float, reversion: float = 0.0) -> np.ndarray:
+    """AR(1) steps (sd ``sd``: a number, or one per run, shape ``(n, 1)``; lag-1 autocorrelation ``rho``) summed
+    into a walk that gives back ``reversion`` of its level at each checkpoint (``w_i = (1 - reversion)
+    w_{i-1} + step_i``; 0: a random walk, 1: the steps themselves), shape ``(n, evals)``."""
     eps = rng.standard_normal((n, evals))
     steps = np.empty((n, evals))
     prev = eps[:, 0]
@@ -99,7 +100,14 @@ def drift_walk(rng: np.random.Generator, n: int, evals: int, sd, rho: float) -> 
     for i in range(1, evals):
         prev = rho * prev + scale * eps[:, i]
         steps[:, i] = prev
-    return sd * np.cumsum(steps, axis=1)
+    if reversion == 0.0:
+        return sd * np.cumsum(steps, axis=1)
+    level = np.empty((n, evals))
+    w = np.zeros(n)
+    for i in range(evals):
+        w = (1.0 - reversion) * w + steps[:, i]
+        level[:, i] = w
+    return sd * level
 
 
 def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_type: np.ndarray,
@@ -140,7 +148,7 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
         gold = base[:, None] + lagged(x, gold - base[:, None], rng.uniform(*model.gold_lag, size=n))
     if model.drift > 0:
         sd = model.drift if model.dpo_drift is None else np.where(dpo, model.dpo_drift, model.drift)[:, None]
-        gold = gold + drift_walk(rng, n, evals, sd, model.drift_autocorr)
+        gold = gold + drift_walk(rng, n, evals, sd, model.drift_autocorr, model.drift_reversion)
     gold = np.clip(gold, 0.0, 1.0)
 
     slope = log_uniform(rng, model.proxy_slope, n)

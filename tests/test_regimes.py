@@ -68,6 +68,19 @@ def test_the_proxy_exponent_bends_the_proxy_in_d():
     np.testing.assert_allclose(a.proxy, 0.5 * np.sqrt(np.sqrt(kl)))   # slope 0.5 x d ** 0.5, no noise
 
 
+def test_drift_reversion_by_hand():
+    from evalstop_gym.latent import drift_walk
+
+    walk = drift_walk(np.random.default_rng(0), 3, 4, 1.0, 0.0)            # a random walk: the steps summed
+    steps = np.diff(np.c_[np.zeros(3), walk], axis=1)
+    half = drift_walk(np.random.default_rng(0), 3, 4, 1.0, 0.0, reversion=0.5)
+    want = np.zeros((3, 4))
+    for i in range(4):   # w_i = 0.5 w_{i-1} + step_i
+        want[:, i] = (0.5 * want[:, i - 1] if i else 0.0) + steps[:, i]
+    np.testing.assert_allclose(half, want)
+    np.testing.assert_allclose(drift_walk(np.random.default_rng(0), 3, 4, 1.0, 0.0, reversion=1.0), steps)
+
+
 def test_gold_lag_by_hand():
     x = np.array([0.5, 1.0])
     got = lagged(x, np.array([[1.0, 1.0], [1.0, 1.0]]), np.array([0.5, 0.0]))
@@ -85,7 +98,7 @@ def test_every_knob_off_by_default_keeps_the_named_worlds():
 @pytest.mark.parametrize("field,value", [("kl_ceiling", (4.0, 3.0)), ("kl_ceiling", (0.0, 3.0)),
                                          ("gold_floor", (0.1, 1.5)), ("gold_lag", (-0.1, 0.2)),
                                          ("dpo_penalty_share", 1.5), ("dpo_drift", -0.1), ("dpo_kl_coef", (0.0, 1.0)),
-                                         ("proxy_exponent", (0.0, 1.0))])
+                                         ("proxy_exponent", (0.0, 1.0)), ("drift_reversion", 1.5)])
 def test_bad_regime_values_name_the_field(field, value):
     with pytest.raises(ConfigError, match=f"curves.{field}"):
         WorkloadConfig(curves=LatentModel(**{field: value}))
