@@ -69,6 +69,7 @@ MIN_RUNS = 3         # runs with KL and gold needed to fit anything
 # its unpenalised RL runs (3.3-4.9), is a factor 1.32
 REGIME_GAP = math.log(1.25)
 REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
+MIN_SAMPLE = 60      # runs per job type sampled to debias: medians of 60 runs are within about 5%
 DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorrelation
 REVERSION_GRID = np.linspace(0.0, 1.0, 3)   # drift reversions tried when matching the logged runs' own
 FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples the world on other seeds
@@ -150,16 +151,13 @@ def gold_fit(x: np.ndarray, d: np.ndarray, y: np.ndarray, use: np.ndarray) -> tu
 
     grid = DSTAR_GRID[DSTAR_GRID <= MAX_REACH * max(float(d.max()), DSTAR_GRID[0])]
     gm0 = gao_normalized(np.maximum(d[None, :] / grid[:, None], 1e-300))                               # (D, n)
+    # every lag at once: row l * D + j is d* grid[j] followed with lag LAG_GRID[l]
+    gm = lagged(x, np.tile(gm0, (LAG_GRID.size, 1)), np.repeat(LAG_GRID, grid.size))[:, use]       # (L D, m)
     yu = y[use]
-    best = (math.inf, 0.0, 0.0, 0.0, None)
-    for lag in LAG_GRID:
-        gm = (lagged(x, gm0, np.full(grid.size, lag)) if lag > 0 else gm0)[:, use]
-        a = np.clip((gm @ yu) / np.maximum(np.sum(gm * gm, axis=1), 1e-300), 0.0, MAX_GAIN)
-        sse = np.sum((yu[None, :] - a[:, None] * gm) ** 2, axis=1)
-        i = int(np.argmin(sse))
-        if sse[i] < best[0] - 1e-12:   # ties keep the shorter lag
-            best = (float(sse[i]), float(grid[i]), float(a[i]), float(lag), a[i] * gm[i])
-    return best[1], best[2], best[3], best[4]
+    a = np.clip((gm @ yu) / np.maximum(np.sum(gm * gm, axis=1), 1e-300), 0.0, MAX_GAIN)
+    sse = np.sum((yu[None, :] - a[:, None] * gm) ** 2, axis=1)
+    i = int(np.argmin(sse))   # the first minimum: ties keep the shorter lag
+    return float(grid[i % grid.size]), float(a[i]), float(LAG_GRID[i // grid.size]), a[i] * gm[i]
 
 
 def loss_fit(x: np.ndarray, loss: np.ndarray) -> tuple[tuple[float, float, float], np.ndarray] | None:
@@ -347,9 +345,9 @@ def median_noise(fits, dpo: bool) -> float | None:
 
 
 def refit_sample(cal, fits, share: float, seed: int = FIT_SEED) -> tuple:
-    """The fits of runs of ``cal`` sampled like the logged ``fits`` (same job types, at least 100 of each, as
-    many evals)."""
-    counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
+    """The fits of runs of ``cal`` sampled like the logged ``fits`` (same job types, at least
+    :data:`MIN_SAMPLE` of each, as many evals)."""
+    counts = {t: max(MIN_SAMPLE, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
     evals = int(np.median([f.evals for f in fits]))
     sample = sample_runs(cal, counts, evals, seed, share if share == share else 0.6)
     return tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
