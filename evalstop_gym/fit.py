@@ -52,6 +52,7 @@ Q_GRID = np.geomspace(0.05, 60.0, 72)       # g / d_sat of a penalised run
 DSTAR_GRID = np.geomspace(0.02, 200.0, 321)  # gold optimum d*
 TAU_GRID = np.geomspace(0.01, 5.0, 90)      # loss decay scale (fraction of the run)
 PROXY_Q_GRID = np.linspace(0.2, 1.5, 27)    # the proxy's exponent in d
+PROXY_Q_SPAN = 2.0   # ... fitted on runs whose d at the proxy's checkpoints spans at least this factor
 LAG_GRID = np.concatenate([[0.0], np.geomspace(0.01, 0.5, 24)])   # gold's lag behind Gao's form (progress)
 # a run's gold has met its floor (the score of the answers a collapsed policy gives) when it has fallen at least
 # FLOOR_FALL below its peak and its last FLOOR_POINTS checkpoints or more lie within FLOOR_BAND of its lowest point
@@ -111,7 +112,7 @@ class RunFit:
     #                              the saturating form's g and p are hardly identified, the free form's are
     drift_steps: np.ndarray  # steps of the gold residual
     slope: float            # proxy per unit d ** proxy_q (NaN: no proxy fitted)
-    proxy_q: float          # the proxy's exponent in d (NaN: no proxy fitted)
+    proxy_q: float          # the proxy's exponent in d (NaN: no proxy fitted, or d too level to tell)
     proxy_resid: np.ndarray
     loss: tuple[float, float, float] | None   # (L0, floor fraction, tau), None if not fitted
     loss_resid: np.ndarray  # relative residuals
@@ -240,11 +241,16 @@ def fit_run(run) -> RunFit | None:
     slope, proxy_q, proxy_resid = math.nan, math.nan, np.empty(0)
     pr = np.isfinite(run.proxy_reward) & (x_all > 0)
     if job_type == "rlhf" and pr.sum() >= 3:
-        dq = np.interp(x_all[pr], x, d_hat)[None, :] ** PROXY_Q_GRID[:, None]          # (Q, n)
+        dp = np.interp(x_all[pr], x, d_hat)
+        # the exponent only where d spans enough to bend the proxy; a d held level by a penalty fits any
+        # exponent, and there d ** q is about d: q = 1, not reported
+        wide = dp.max() >= PROXY_Q_SPAN * max(float(dp.min()), 1e-9)
+        grid = PROXY_Q_GRID if wide else np.array([1.0])
+        dq = dp[None, :] ** grid[:, None]                                                  # (Q, n)
         y = run.proxy_reward[pr]
         slopes = np.maximum((dq @ y) / np.maximum(np.sum(dq * dq, axis=1), 1e-300), 1e-3)
         i = int(np.argmin(np.sum((y[None, :] - slopes[:, None] * dq) ** 2, axis=1)))
-        slope, proxy_q = float(slopes[i]), float(PROXY_Q_GRID[i])
+        slope, proxy_q = float(slopes[i]), float(grid[i]) if wide else math.nan
         proxy_resid = y - slope * dq[i]
     lo = np.isfinite(run.train_loss) & (x_all > 0)
     lf = loss_fit(x_all[lo], run.train_loss[lo])
@@ -491,9 +497,11 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
               drift_reversion=rev,
               drift_autocorr=float(np.clip(lag, -0.9, 0.9)) if steps else keep("curves.drift_autocorr",
                                                                                  "no run with 3 evals"))
+    bent = [f.proxy_q for f in prox if math.isfinite(f.proxy_q)]
     if len(prox) >= 2:
         kw.update(proxy_slope=span([f.slope for f in prox], log=True),
-                  proxy_exponent=span([f.proxy_q for f in prox], lo=0.01),
+                  proxy_exponent=(span(bent, lo=PROXY_Q_GRID[0], hi=PROXY_Q_GRID[-1]) if len(bent) >= 2
+                                  else keep("curves.proxy_exponent", "fewer than 2 runs whose d spans a factor 2")),
                   # robust, as the label reads a proxy's noise (evalstop_gym.label.curve_noise): the proxy's
                   # departures from a line in d are slow (it levels off before d does), not noise
                   proxy_noise=float(np.sqrt(np.mean(curve_noise_of([f.proxy_resid for f in prox]) ** 2))))
