@@ -500,7 +500,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     bent = [f.proxy_q for f in prox if math.isfinite(f.proxy_q)]
     if len(prox) >= 2:
         kw.update(proxy_slope=span([f.slope for f in prox], log=True),
-                  proxy_exponent=(span(bent, lo=PROXY_Q_GRID[0], hi=PROXY_Q_GRID[-1]) if len(bent) >= 2
+                  proxy_exponent=(span(bent, lo=float(PROXY_Q_GRID[0]), hi=float(PROXY_Q_GRID[-1])) if len(bent) >= 2
                                   else keep("curves.proxy_exponent", "fewer than 2 runs whose d spans a factor 2")),
                   # robust, as the label reads a proxy's noise (evalstop_gym.label.curve_noise): the proxy's
                   # departures from a line in d are slow (it levels off before d does), not noise
