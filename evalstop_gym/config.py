@@ -141,8 +141,8 @@ class CurveModel:
 class LatentModel:
     """Distributions of every run's latent causes (:mod:`evalstop_gym.latent`); no label is drawn.
 
-    Pairs ``(low, high)`` are uniform, except ``lr``, ``kl_coef``, ``d_star_*`` and ``proxy_slope``,
-    which are log-uniform (scale parameters). ``d`` is ``sqrt(KL)`` in sqrt-nats; scores are on 0..1.
+    Pairs ``(low, high)`` are uniform, except ``lr``, ``kl_coef``, ``dpo_kl_coef``, ``kl_ceiling``, ``d_star_*``
+    and ``proxy_slope``, which are log-uniform (scale parameters). ``d`` is ``sqrt(KL)`` in sqrt-nats; scores are on 0..1.
     ``docs/calibration.md`` gives each value with its reason.
     """
 
@@ -206,14 +206,15 @@ class LatentModel:
     # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
     # A log-uniform pair starts above 0 (its log is drawn), at 1e-6 at least.
     RANGES = {"base": (0.0, 1.0), "lr": (1e-6, 1e3), "kl_scale": (1e-6, 1e3), "kl_exponent": (1e-3, 10.0),
-              "penalty_share": (0.0, 1.0), "dpo_penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3), "dpo_kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3),
-              "kl_ceiling": (1e-6, 1e3), "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4),
-              "hack_peak": (0.0, 1.0),
+              "penalty_share": (0.0, 1.0), "dpo_penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3),
+              "dpo_kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3), "kl_ceiling": (1e-6, 1e3),
+              "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4), "hack_peak": (0.0, 1.0),
               "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
-              "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0),
-              "drift": (0.0, 1.0), "dpo_drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0), "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0),
-              "proxy_noise": (0.0, 1e4), "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0),
-              "loss_tau": (1e-6, 1e3), "loss_noise": (0.0, 10.0)}
+              "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0), "drift": (0.0, 1.0),
+              "dpo_drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
+              "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0), "proxy_noise": (0.0, 1e4),
+              "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0), "loss_tau": (1e-6, 1e3),
+              "loss_noise": (0.0, 10.0)}
 
     def validate(self) -> None:
         check_ranges(self, "curves", self.RANGES)

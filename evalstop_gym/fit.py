@@ -75,10 +75,13 @@ DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorre
 REVERSION_GRID = np.linspace(0.0, 1.0, 3)   # drift reversions tried when matching the logged runs' own
 FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples the world on other seeds
 FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
-          "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
-          "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable", "curves.drift", "curves.dpo_drift", "curves.drift_autocorr", "curves.drift_reversion",
-          "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start", "curves.loss_floor_frac",
-          "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items", "world.seed_noise_factor")
+          "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling",
+          "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
+          "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable",
+          "curves.drift", "curves.dpo_drift", "curves.drift_autocorr", "curves.drift_reversion",
+          "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start",
+          "curves.loss_floor_frac", "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items",
+          "world.seed_noise_factor")
 FROM_BASE = ("curves.kl_saturation", "curves.hack_peak", "world.eval_fixed_min", "world.eval_item_gpu_s",
              "world.eval_max_share", "world.checkpoint_gb", "world.storage_gbps", "world.warmup_s",
              "world.straggler_excess", "world.segment_jitter", "gpus_per_node")
