@@ -142,7 +142,8 @@ class LatentModel:
     """Distributions of every run's latent causes (:mod:`evalstop_gym.latent`); no label is drawn.
 
     Pairs ``(low, high)`` are uniform, except ``lr``, ``kl_coef``, ``dpo_kl_coef``, ``kl_ceiling``, ``d_star_*``
-    and ``proxy_slope``, which are log-uniform (scale parameters). ``d`` is ``sqrt(KL)`` in sqrt-nats; scores are on 0..1.
+    and ``proxy_slope``, which are log-uniform (scale parameters). ``d`` is ``sqrt(KL)`` in sqrt-nats; scores
+    are on 0..1.
     ``docs/calibration.md`` gives each value with its reason.
     """
 
