@@ -353,16 +353,25 @@ def median_noise(fits, dpo: bool) -> float | None:
     return float(np.median([f.gold_noise for f in chosen])) if chosen else None
 
 
-def refit_sample(cal, fits, share: float, seed: int = FIT_SEED) -> tuple:
+def at_evals(cal, evals: int, ref_evals: int):
+    """``cal`` with its drift steps (``drift``, ``dpo_drift``) for runs of ``evals`` checkpoints: a fitted drift is
+    per checkpoint of a ``ref_evals``-eval run (:func:`drift_moments`), so each of ``evals`` steps is
+    ``drift sqrt(ref_evals / evals)``, the walk's variance over the run the same."""
+    c, k = cal.curves, math.sqrt(ref_evals / evals)
+    curves = dataclasses.replace(c, drift=c.drift * k, dpo_drift=None if c.dpo_drift is None else c.dpo_drift * k)
+    return dataclasses.replace(cal, curves=curves)
+
+
+def refit_sample(cal, fits, share: float, ref_evals: int, seed: int = FIT_SEED) -> tuple:
     """The fits of runs of ``cal`` sampled like the logged ``fits`` (same job types, at least
-    :data:`MIN_SAMPLE` of each, as many evals)."""
+    :data:`MIN_SAMPLE` of each, as many evals: :func:`at_evals`)."""
     counts = {t: max(MIN_SAMPLE, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
     evals = int(np.median([f.evals for f in fits]))
-    sample = sample_runs(cal, counts, evals, seed, share if share == share else 0.6)
+    sample = sample_runs(at_evals(cal, evals, ref_evals), counts, evals, seed, share if share == share else 0.6)
     return tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
 
 
-def solve_reversion(cal, fits, measured: float, share: float):
+def solve_reversion(cal, fits, measured: float, share: float, ref_evals: int):
     """``cal`` with the drift reversion whose samples, refitted, give back the ``measured`` one: the per-run fit
     takes up the slow part of any walk, so a random walk's residuals look mean-reverting too. The remeasured
     reversion at each of :data:`REVERSION_GRID`, interpolated where it crosses ``measured`` (the grid's end
@@ -370,7 +379,7 @@ def solve_reversion(cal, fits, measured: float, share: float):
     got = []
     for r in REVERSION_GRID:
         trial = dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, drift_reversion=float(r)))
-        got.append(reversion_of(refit_sample(trial, fits, share)))
+        got.append(reversion_of(refit_sample(trial, fits, share, ref_evals)))
     got = np.array([np.nan if v is None else v for v in got])
     ok = np.isfinite(got)
     if ok.sum() < 2:
@@ -390,7 +399,7 @@ def debias_drift(cal, fits, measured_lag: float, ref_evals: int, share: float, s
     :func:`median_noise` group), and shift the autocorrelation by what the fit changed there: ``autocorr +
     measured - remeasured``.
     """
-    again = refit_sample(cal, fits, share, seed)
+    again = refit_sample(cal, fits, share, ref_evals, seed)
     sd2, lag2, _ = drift_by_type(again, ref_evals)
     if not sd2:
         return cal
@@ -547,7 +556,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     cal = Calibration(description or f"fitted to {len(fits)} logged runs", noise=noise, curves=curves,
                       world=world, gpus_per_node=base.gpus_per_node)
     if steps and curves.drift > 0:
-        cal = solve_reversion(cal, fits, rev, share)
+        cal = solve_reversion(cal, fits, rev, share, ref_evals)
         for _ in range(DEBIAS_STEPS):
             cal = debias_drift(cal, fits, lag, ref_evals, share)
     cal.curves.validate()

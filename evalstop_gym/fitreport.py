@@ -115,17 +115,13 @@ def shape_table(library: dict, world: dict) -> list[ShapeRow]:
 def world_runs(cal, library: dict, rlhf_exploitable: float, ref_evals: int, per_type: int = 400,
                seed: int = REPORT_SEED) -> dict:
     """``per_type`` runs of each job type of the library sampled from world ``cal`` at the library's checkpoint
-    count ``E`` (the median over its runs' gold checkpoints), on ``seed``. The world's drift is per checkpoint
-    of a ``ref_evals``-eval run (:func:`evalstop_gym.fit.drift_moments`); over ``E`` checkpoints each step is
-    ``drift sqrt(ref_evals / E)``, the walk's variance over the run the same."""
-    import dataclasses
-
-    from .fit import job_type_of, sample_runs
+    count ``E`` (the median over its runs' gold checkpoints), on ``seed``; the world's drift is per checkpoint
+    of a ``ref_evals``-eval run (:func:`evalstop_gym.fit.at_evals`)."""
+    from .fit import at_evals, job_type_of, sample_runs
 
     types = [t for t in REPORT_TYPES if any(job_type_of(n) == t for n in library)]
     evals = int(np.median([r.series("gold")[1].size - 1 for r in library.values()]))
-    curves = dataclasses.replace(cal.curves, drift=cal.curves.drift * math.sqrt(ref_evals / evals))
-    return sample_runs(dataclasses.replace(cal, curves=curves), {t: per_type for t in types}, evals, seed,
+    return sample_runs(at_evals(cal, evals, ref_evals), {t: per_type for t in types}, evals, seed,
                        rlhf_exploitable)
 
 
