@@ -22,10 +22,10 @@ The method (docs/calibration.md, "Fitting a world to a curve log", gives every c
 
 2. **Ranges from quantiles** (:func:`span`): a uniform ``(low, high)`` is ``median -+ IQR`` (exact for a
    uniform: its quartiles lie a quarter of the width from each end), a log-uniform one the same on
-   logs; shares are means; drift and noise are pooled over runs. **KL regimes** (:func:`kl_regimes`): two
-   levels of KL saturation a wide gap apart are a penalty (below) and the policy's ceiling (above),
-   so a log of runs with and without a KL penalty gives a world with both regimes, the plateau and the
-   cliff; penalty shares, coefficients and drift are kept per job type where DPO differs.
+   logs; shares are means; drift and noise are pooled over runs. **KL regimes** (:func:`kl_regimes`): a
+   run whose KL levelled off and whose gold fell to a floor has met the policy's ceiling, the others' KL a
+   penalty holds, so a log of runs with and without a KL penalty gives a world with both regimes, the
+   plateau and the cliff; penalty shares, coefficients and drift are kept per job type where DPO differs.
 3. **One step of indirect inference** (:func:`debias_drift`): the fitted world sampled like the log and
    refitted; the drift scaled so its gold is as noisy as the label sees the logged runs'.
 
@@ -63,12 +63,6 @@ MAX_GAIN = 1.0       # A bound: a score on 0..1 cannot gain more at its optimum
 MAX_REACH = 10.0     # d* at most this many times the run's largest d: beyond, gold over the logged range is a line
 REF_EVALS = 10       # the drift is stored per checkpoint of a run of this many evals (WorkloadConfig's default)
 MIN_RUNS = 3         # runs with KL and gold needed to fit anything
-# two levels of KL saturation are two regimes when the widest gap between the runs' sorted log d_sat is at
-# least this (a factor 1.25): a KL penalty (d_sat = kl_saturation / kl_coef) below it, a collapsed policy
-# (kl_ceiling) above it. One log-uniform penalty range over a factor 4 sampled by 70 runs leaves a gap that
-# wide with a chance under 0.1%; the TRL library's widest gap, between its penalised runs (d_sat 0.84-2.5) and
-# its unpenalised RL runs (3.3-4.9), is a factor 1.32
-REGIME_GAP = math.log(1.25)
 REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
 MIN_SAMPLE = 60      # runs per job type sampled to debias: medians of 60 runs are within about 5%
 DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorrelation
@@ -299,21 +293,18 @@ def drift_moments(fits, ref_evals: int) -> tuple[float | None, float]:
 
 
 def kl_regimes(fits) -> tuple[np.ndarray, np.ndarray]:
-    """``(penalised, collapsed)`` masks over ``fits``. Runs whose KL saturates are split at the widest gap of
-    their log ``d_sat`` when it spans :data:`REGIME_GAP`: below its middle a penalty holds ``d``, above it
-    ``d`` has met the policy's ceiling (collapsed); a run whose ``d`` still grows is placed by its largest
-    ``d`` on the same cut (below it, a penalty that has not bitten yet). Without such a gap every saturating
-    run is penalised, none collapsed, and the growing ones unpenalised."""
+    """``(penalised, collapsed)`` masks over ``fits``. A run whose gold fell to a floor (:func:`floor_points`)
+    and whose KL levelled off has collapsed: its ``d`` met the policy's ceiling, not a penalty. With 2 such
+    runs or more, a run whose ``d`` still grows is unpenalised if it reached the lowest ceiling, penalised (a
+    penalty that has not bitten yet) if not, and every other run whose KL levelled off is penalised. With
+    fewer, every run whose KL levelled off is penalised, none collapsed, and the growing ones unpenalised."""
     sat = np.array([math.isfinite(f.d_sat) for f in fits])
-    if sat.sum() >= 3:
-        order = np.sort(np.log([f.d_sat for f in fits if math.isfinite(f.d_sat)]))
-        gaps = np.diff(order)
-        i = int(np.argmax(gaps))
-        if gaps[i] >= REGIME_GAP and i + 1 < order.size - 1:   # at least 2 runs above the gap
-            cut = math.exp((order[i] + order[i + 1]) / 2.0)
-            level = np.array([f.d_sat if math.isfinite(f.d_sat) else f.d_max for f in fits])
-            return level < cut, sat & (level >= cut)
-    return sat, np.zeros(len(fits), dtype=bool)
+    collapsed = sat & np.array([math.isfinite(f.floor) for f in fits])
+    if collapsed.sum() < 2:
+        return sat, np.zeros(len(fits), dtype=bool)
+    lowest = min(f.d_sat for f, c in zip(fits, collapsed) if c)
+    grows_past = np.array([not math.isfinite(f.d_sat) and f.d_max >= lowest for f in fits])
+    return ~collapsed & ~grows_past, collapsed
 
 
 def exploitable_share(fits, d_star_exploitable: tuple[float, float] | None) -> float:

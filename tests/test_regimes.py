@@ -112,23 +112,25 @@ def test_a_world_file_refuses_a_bad_regime_value_by_name():
     assert calibration_fields(data, LatentModel, type(CALIBRATIONS["paper"].world))["curves"].dpo_drift == 0.05
 
 
-def _fit(name="rlhf-0", d_sat=math.inf, d_max=1.0, job_type="rlhf"):
-    return dataclasses.replace(FAKE, name=name, d_sat=d_sat, d_max=d_max, job_type=job_type)
+def _fit(d_sat=math.inf, d_max=1.0, floor=math.nan):
+    return dataclasses.replace(FAKE, d_sat=d_sat, d_max=d_max, floor=floor)
 
 
 FAKE = fit.RunFit("x", "rlhf", 10, 0.5, 1.0, 1.0, math.inf, 1.0, 0.2, 0.0, math.nan, 0.01, True, 1.0, (1.0, 1.0),
                   np.zeros(3), math.nan, math.nan, np.empty(0), None, np.empty(0), np.empty(0), np.empty(0), 0)
 
 
-def test_kl_regimes_split_saturation_levels_at_a_wide_gap():
-    # d_sat 1.0, 1.1, 1.2 (penalised) and 4.0, 4.4 (the ceiling): gap log(4 / 1.2) = 1.2 > log 1.25; the cut
-    # sqrt(1.2 x 4) = 2.19 also places the growing runs: largest d 3.0 above it (unpenalised), 1.5 below
-    fits = [_fit(d_sat=v) for v in (1.0, 1.1, 1.2, 4.0, 4.4)] + [_fit(d_max=3.0), _fit(d_max=1.5)]
+def test_kl_regimes_by_hand():
+    # KL levelled off at 1.0, 1.1, 1.2 with gold above any floor: penalised; at 4.0 and 4.4 with gold at a floor:
+    # collapsed (the ceiling); still growing: to 4.5 (past the lowest ceiling, 4.0: unpenalised) or to 1.5
+    # (a penalty that has not bitten yet)
+    fits = [_fit(d_sat=v) for v in (1.0, 1.1, 1.2)] + [_fit(d_sat=v, floor=0.1) for v in (4.0, 4.4)] + [
+        _fit(d_max=4.5), _fit(d_max=1.5)]
     pen, col = fit.kl_regimes(fits)
     assert pen.tolist() == [True, True, True, False, False, False, True]
     assert col.tolist() == [False, False, False, True, True, False, False]
-    # one penalty range without a gap: every saturating run penalised, the growing ones not
-    pen, col = fit.kl_regimes([_fit(d_sat=v) for v in (1.0, 1.1, 1.2, 1.3)] + [_fit(d_max=3.0)])
+    # fewer than 2 collapsed runs: every levelled-off run penalised, the growing ones not
+    pen, col = fit.kl_regimes([_fit(d_sat=v) for v in (1.0, 1.1, 4.0)] + [_fit(d_sat=4.4, floor=0.1), _fit(d_max=3.0)])
     assert pen.tolist() == [True] * 4 + [False] and not col.any()
 
 
