@@ -294,15 +294,16 @@ def drift_moments(fits, ref_evals: int) -> tuple[float | None, float]:
 
 def kl_regimes(fits) -> tuple[np.ndarray, np.ndarray]:
     """``(penalised, collapsed)`` masks over ``fits``. A run whose gold fell to a floor (:func:`floor_points`)
-    and whose KL levelled off has collapsed: its ``d`` met the policy's ceiling, not a penalty. With 2 such
-    runs or more, a run whose ``d`` still grows is unpenalised if it reached the lowest ceiling, penalised (a
-    penalty that has not bitten yet) if not, and every other run whose KL levelled off is penalised. With
-    fewer, every run whose KL levelled off is penalised, none collapsed, and the growing ones unpenalised."""
+    has collapsed: its ``d`` met the policy's ceiling, not a penalty. With 2 such runs or more, a run whose
+    ``d`` still grows is unpenalised if it reached the lowest ceiling (a collapsed run's ``d_sat``, or its
+    largest ``d`` if its KL had not levelled off), penalised (a penalty that has not bitten yet) if not, and
+    every other run whose KL levelled off is penalised. With fewer, every run whose KL levelled off is
+    penalised, none collapsed, and the growing ones unpenalised."""
     sat = np.array([math.isfinite(f.d_sat) for f in fits])
-    collapsed = sat & np.array([math.isfinite(f.floor) for f in fits])
+    collapsed = np.array([math.isfinite(f.floor) for f in fits])
     if collapsed.sum() < 2:
         return sat, np.zeros(len(fits), dtype=bool)
-    lowest = min(f.d_sat for f, c in zip(fits, collapsed) if c)
+    lowest = min(f.d_sat if math.isfinite(f.d_sat) else f.d_max for f, c in zip(fits, collapsed) if c)
     grows_past = np.array([not math.isfinite(f.d_sat) and f.d_max >= lowest for f in fits])
     return ~collapsed & ~grows_past, collapsed
 
@@ -480,7 +481,8 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
                        else keep("curves.kl_coef", "fewer than 2 runs whose KL a penalty levels off")),
               dpo_kl_coef=(span([c0.kl_saturation / f.d_sat for f in pen_dpo], log=True) if len(pen_dpo) >= 2
                            else keep("curves.dpo_kl_coef", "fewer than 2 DPO runs whose KL a penalty levels off")),
-              kl_ceiling=(span([f.d_sat for f in ceiling], log=True) if ceiling
+              kl_ceiling=(span([f.d_sat if math.isfinite(f.d_sat) else f.d_max for f in ceiling], log=True)
+                          if ceiling
                           else keep("curves.kl_ceiling", "no run's KL levels off above its penalised runs'")),
               d_star_exploitable=(d_expl if len(expl) >= 2
                                   else keep("curves.d_star_exploitable", "fewer than 2 exploitable runs")),

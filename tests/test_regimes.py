@@ -121,10 +121,10 @@ FAKE = fit.RunFit("x", "rlhf", 10, 0.5, 1.0, 1.0, math.inf, 1.0, 0.2, 0.0, math.
 
 
 def test_kl_regimes_by_hand():
-    # KL levelled off at 1.0, 1.1, 1.2 with gold above any floor: penalised; at 4.0 and 4.4 with gold at a floor:
-    # collapsed (the ceiling); still growing: to 4.5 (past the lowest ceiling, 4.0: unpenalised) or to 1.5
-    # (a penalty that has not bitten yet)
-    fits = [_fit(d_sat=v) for v in (1.0, 1.1, 1.2)] + [_fit(d_sat=v, floor=0.1) for v in (4.0, 4.4)] + [
+    # KL levelled off at 1.0, 1.1, 1.2 with gold above any floor: penalised; gold at a floor, its KL levelled
+    # off at 4.4 or still growing at 4.0: collapsed (ceilings 4.4 and 4.0); gold above any floor and still
+    # growing: to 4.5 (past the lowest ceiling, 4.0: unpenalised) or to 1.5 (a penalty that has not bitten yet)
+    fits = [_fit(d_sat=v) for v in (1.0, 1.1, 1.2)] + [_fit(d_sat=4.4, floor=0.1), _fit(d_max=4.0, floor=0.1)] + [
         _fit(d_max=4.5), _fit(d_max=1.5)]
     pen, col = fit.kl_regimes(fits)
     assert pen.tolist() == [True, True, True, False, False, False, True]
