@@ -141,8 +141,9 @@ class CurveModel:
 class LatentModel:
     """Distributions of every run's latent causes (:mod:`evalstop_gym.latent`); no label is drawn.
 
-    Pairs ``(low, high)`` are uniform, except ``lr``, ``kl_coef``, ``d_star_*`` and ``proxy_slope``,
-    which are log-uniform (scale parameters). ``d`` is ``sqrt(KL)`` in sqrt-nats; scores are on 0..1.
+    Pairs ``(low, high)`` are uniform, except ``lr``, ``kl_coef``, ``dpo_kl_coef``, ``kl_ceiling``, ``d_star_*``
+    and ``proxy_slope``, which are log-uniform (scale parameters). ``d`` is ``sqrt(KL)`` in sqrt-nats; scores
+    are on 0..1.
     ``docs/calibration.md`` gives each value with its reason.
     """
 
@@ -151,8 +152,19 @@ class LatentModel:
     kl_scale: float = 2.0                               # d reached at the end at lr 1 without a penalty
     kl_exponent: tuple[float, float] = (1.0, 1.6)       # d grows as x**p (p = 1: KL quadratic in steps)
     penalty_share: float = 0.0                          # runs with a KL penalty
+    # DPO runs with one, if set (DPO's beta is a KL coefficient, so every DPO run of a grid has one, while an RL
+    # grid may leave it out); None: penalty_share, as for every other job type
+    dpo_penalty_share: float | None = None
     kl_coef: tuple[float, float] = (0.05, 0.2)          # its coefficient (log-uniform)
+    # DPO runs' coefficient (beta), if set (log-uniform): DPO's beta and an RL trainer's KL coefficient hold d
+    # at different levels; None: kl_coef, as for every other job type
+    dpo_kl_coef: tuple[float, float] | None = None
     kl_saturation: float = 0.1                          # d_sat = kl_saturation / kl_coef
+    # if set, d of every run levels off at a ceiling (log-uniform over this pair) however small its penalty: a
+    # policy collapsed onto the answers its proxy rates highest moves no further from its reference (the TRL
+    # runs without a KL penalty stop at 12-20 nats); the cliff: gold falls past d* and stays low there. None:
+    # an unpenalised d grows without bound
+    kl_ceiling: tuple[float, float] | None = None
     d_star_exploitable: tuple[float, float] = (0.67, 0.94)  # gold optimum of an exploitable proxy (log-uniform)
     d_star_robust: tuple[float, float] = (5.2, 8.5)     # ... of a robust proxy (log-uniform)
     # if set, an exploitable proxy's d* is instead where the run's unpenalised d reaches at progress
@@ -160,29 +172,50 @@ class LatentModel:
     hack_peak: tuple[float, float] | None = None
     peak_gain_exploitable: tuple[float, float] = (0.25, 0.45)  # gold gain at d* (exploitable proxy)
     peak_gain_robust: tuple[float, float] = (0.9, 1.1)  # gold gain at d* (robust proxy)
+    # if set, gold follows Gao's form with an exponential lag tau ~ U(gold_lag) (progress units): at a KL the
+    # penalty holds fixed, a run's answers still improve for a while (the TRL runs' gold climbs for 2-4 evals after
+    # their KL has levelled off). None: gold is Gao's form of the current d
+    gold_lag: tuple[float, float] | None = None
+    # if set, gold's fall past d* stops at a floor ~ U(gold_floor) (score): the score of the answers a collapsed
+    # policy gives (the TRL runs without a KL penalty stay at 0.08-0.2). None: Gao's form falls on, clipped at 0
+    gold_floor: tuple[float, float] | None = None
     dpo_exploitable: float = 0.0                        # DPO runs whose preference data is exploitable
     drift: float = 0.0                                  # sd of each step of the true score's plateau drift
+    # DPO runs' step sd, if set (a DPO run's gold wanders about twice as much as an RL run's in the TRL runs);
+    # None: drift, as for every other job type
+    dpo_drift: float | None = None
     drift_autocorr: float = 0.0                         # lag-1 autocorrelation of those steps
+    # share of its level the drift gives back at each checkpoint (0: a random walk; 1: no memory of the level): the
+    # TRL runs' gold wanders about a level rather than away from it
+    drift_reversion: float = 0.0
     proxy_slope: tuple[float, float] = (0.25, 0.5)      # proxy reward per unit d (log-uniform)
+    # if set, the proxy is proxy_slope * d ** q with q ~ U(proxy_exponent): a learned reward model's score
+    # saturates (the TRL runs' proxies rise with about sqrt(d) and hold near their top once d is large). None: q = 1
+    proxy_exponent: tuple[float, float] | None = None
     proxy_noise: float = 0.02
     loss_start: tuple[float, float] = (1.5, 3.0)        # initial training loss
     loss_floor_frac: tuple[float, float] = (0.3, 0.6)   # asymptote as a fraction of the start
     loss_tau: tuple[float, float] = (0.05, 0.5)         # decay scale at lr 1 (fraction of the run)
     loss_noise: float = 0.01                            # multiplicative
 
-    _LOG_PAIRS = ("lr", "kl_coef", "d_star_exploitable", "d_star_robust", "proxy_slope")
-    _FRACTIONS = ("penalty_share", "dpo_exploitable")
+    _LOG_PAIRS = ("lr", "kl_coef", "dpo_kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
+    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion")
+    _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "dpo_kl_coef", "gold_lag", "gold_floor",
+                 "dpo_drift", "proxy_exponent")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
     # runs: d up to about 10 sqrt-nats, losses under 10, rewards under 100), and small enough that d, KL (d^2),
     # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
     # A log-uniform pair starts above 0 (its log is drawn), at 1e-6 at least.
     RANGES = {"base": (0.0, 1.0), "lr": (1e-6, 1e3), "kl_scale": (1e-6, 1e3), "kl_exponent": (1e-3, 10.0),
-              "penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3),
+              "penalty_share": (0.0, 1.0), "dpo_penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3),
+              "dpo_kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3), "kl_ceiling": (1e-6, 1e3),
               "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4), "hack_peak": (0.0, 1.0),
-              "peak_gain_exploitable": (0.0, 10.0), "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0),
-              "drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "proxy_slope": (1e-6, 1e4),
-              "proxy_noise": (0.0, 1e4), "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0),
-              "loss_tau": (1e-6, 1e3), "loss_noise": (0.0, 10.0)}
+              "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
+              "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0), "drift": (0.0, 1.0),
+              "dpo_drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
+              "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0), "proxy_noise": (0.0, 1e4),
+              "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0), "loss_tau": (1e-6, 1e3),
+              "loss_noise": (0.0, 10.0)}
 
     def validate(self) -> None:
         check_ranges(self, "curves", self.RANGES)
@@ -193,7 +226,7 @@ class LatentModel:
                 check_pair(name, v, lo_open=True)
                 if v[1] > 1.0:
                     raise ConfigError(name, v, "must lie within (0, 1]")
-            elif f.name == "hack_peak":
+            elif f.name in self._OPTIONAL and v is None:
                 continue
             elif isinstance(v, tuple):
                 check_pair(name, v, lo_open=f.name in self._LOG_PAIRS or f.name in ("kl_exponent", "loss_tau"))

@@ -10,17 +10,24 @@ The method (docs/calibration.md, "Fitting a world to a curve log", gives every c
      taken when its BIC is lower by :data:`BIC_MARGIN` and the run reaches at least 63% of its
      saturation (``g / d_sat >= 1``): short of that the two forms are the same curve;
    * gold on the fitted path: ``gold = base + A (d / d*) (1 - ln(d / d*))`` (Gao et al.'s RL form),
+     followed with an exponential lag (:func:`evalstop_gym.latent.lagged`, on :data:`LAG_GRID`),
      ``base`` the first logged gold, ``d*`` on a grid, ``A`` in closed form within ``[0, MAX_GAIN]``;
-     the proxy is *exploitable* when its optimum lies inside the run's KL range (``d* <= max d``);
-   * drift: the steps of the gold residual (starting from 0 at the first eval); proxy: slope
-     through the origin in ``d`` (RLHF runs) and the residual sd; loss (runs whose loss is positive):
-     ``L0 (f + (1 - f) exp(-x / tau))``, ``tau`` on a grid, the rest linear;
+     points at 0, 1 or the run's floor (:func:`floor_points`) left out; the proxy is *exploitable* when
+     its optimum lies inside the run's KL range (``d* <= max d``);
+   * drift: the gold residual (from 0 at the first eval) and its second differences; proxy:
+     ``slope d**q`` (RLHF runs; ``q`` on :data:`PROXY_Q_GRID`) and its residual; loss (runs whose loss is
+     positive): ``L0 (f + (1 - f) exp(-x / tau))``, ``tau`` on a grid, the rest linear;
    * eval noise: with ``gold`` and ``eval_items`` logged, the seed-variance factor is the RMS of
      ``(eval_score - gold) / sqrt(gold (1 - gold) / n)``; without ``eval_items``, a Gaussian sigma.
 
 2. **Ranges from quantiles** (:func:`span`): a uniform ``(low, high)`` is ``median -+ IQR`` (exact for a
    uniform: its quartiles lie a quarter of the width from each end), a log-uniform one the same on
-   logs; shares are means; drift and noise are pooled over runs.
+   logs; shares are means; drift and noise are pooled over runs. **KL regimes** (:func:`kl_regimes`): a
+   run whose KL levelled off and whose gold fell to a floor has met the policy's ceiling, the others' KL a
+   penalty holds, so a log of runs with and without a KL penalty gives a world with both regimes, the
+   plateau and the cliff; penalty shares, coefficients and drift are kept per job type where DPO differs.
+3. **One step of indirect inference** (:func:`debias_drift`): the fitted world sampled like the log and
+   refitted; the drift scaled so its gold is as noisy as the label sees the logged runs'.
 
 Only ``g = kl_scale * lr`` is identified (not the two factors): ``kl_scale`` is the geometric median
 of ``g`` and ``lr`` the spread around it, so the relative learning rate is centred on 1. Likewise only
@@ -38,21 +45,37 @@ import numpy as np
 
 from .checks import JOB_TYPES, ConfigError
 from .curves import gao_normalized
+from .label import MAD_TO_SD, curve_noise
 
 P_GRID = np.linspace(0.3, 3.0, 55)          # KL-growth exponent p
 Q_GRID = np.geomspace(0.05, 60.0, 72)       # g / d_sat of a penalised run
 DSTAR_GRID = np.geomspace(0.02, 200.0, 321)  # gold optimum d*
 TAU_GRID = np.geomspace(0.01, 5.0, 90)      # loss decay scale (fraction of the run)
+PROXY_Q_GRID = np.linspace(0.2, 1.5, 27)    # the proxy's exponent in d
+PROXY_Q_SPAN = 2.0   # ... fitted on runs whose d at the proxy's checkpoints spans at least this factor
+LAG_GRID = np.concatenate([[0.0], np.geomspace(0.01, 0.5, 24)])   # gold's lag behind Gao's form (progress)
+# a run's gold has met its floor (the score of the answers a collapsed policy gives) when it has fallen at least
+# FLOOR_FALL below its peak and its last FLOOR_POINTS checkpoints or more lie within FLOOR_BAND of its lowest point
+# after the peak: the TRL runs without a KL penalty fall 0.4-0.7 and then stay within a few hundredths
+FLOOR_FALL, FLOOR_BAND, FLOOR_POINTS = 0.2, 0.05, 3
 BIC_MARGIN = 2.0     # the penalised KL form must beat the free one by this much BIC
 MAX_GAIN = 1.0       # A bound: a score on 0..1 cannot gain more at its optimum
 MAX_REACH = 10.0     # d* at most this many times the run's largest d: beyond, gold over the logged range is a line
 REF_EVALS = 10       # the drift is stored per checkpoint of a run of this many evals (WorkloadConfig's default)
 MIN_RUNS = 3         # runs with KL and gold needed to fit anything
+REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
+MIN_SAMPLE = 60      # runs per job type sampled to debias: medians of 60 runs are within about 5%
+DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorrelation
+REVERSION_GRID = np.linspace(0.0, 1.0, 3)   # drift reversions tried when matching the logged runs' own
+FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples the world on other seeds
 FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
-          "curves.kl_coef", "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
-          "curves.peak_gain_robust", "curves.dpo_exploitable", "curves.drift", "curves.drift_autocorr",
-          "curves.proxy_slope", "curves.proxy_noise", "curves.loss_start", "curves.loss_floor_frac",
-          "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items", "world.seed_noise_factor")
+          "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling",
+          "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
+          "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable",
+          "curves.drift", "curves.dpo_drift", "curves.drift_autocorr", "curves.drift_reversion",
+          "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start",
+          "curves.loss_floor_frac", "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items",
+          "world.seed_noise_factor")
 FROM_BASE = ("curves.kl_saturation", "curves.hack_peak", "world.eval_fixed_min", "world.eval_item_gpu_s",
              "world.eval_max_share", "world.checkpoint_gb", "world.storage_gbps", "world.warmup_s",
              "world.straggler_excess", "world.segment_jitter", "gpus_per_node")
@@ -77,9 +100,16 @@ class RunFit:
     d_sat: float            # saturation of d under a penalty (inf: no penalty)
     d_star: float           # gold optimum
     gain: float             # gold gain at the optimum, A
+    lag: float              # gold's lag behind Gao's form (progress units; 0: none)
+    floor: float            # the gold its fall stopped at (NaN: it did not meet a floor, floor_points)
+    gold_noise: float       # the label's noise estimate of its gold (evalstop_gym.label.curve_noise)
     exploitable: bool       # d* within the run's d range
+    d_max: float            # the run's largest fitted d
+    growth: tuple[float, float]  # (g, p) of the free form: where d levels off only at the policy's ceiling,
+    #                              the saturating form's g and p are hardly identified, the free form's are
     drift_steps: np.ndarray  # steps of the gold residual
-    slope: float            # proxy per unit d (NaN: no proxy fitted)
+    slope: float            # proxy per unit d ** proxy_q (NaN: no proxy fitted)
+    proxy_q: float          # the proxy's exponent in d (NaN: no proxy fitted, or d too level to tell)
     proxy_resid: np.ndarray
     loss: tuple[float, float, float] | None   # (L0, floor fraction, tau), None if not fitted
     loss_resid: np.ndarray  # relative residuals
@@ -88,8 +118,9 @@ class RunFit:
     eval_items: int         # 0: not logged
 
 
-def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarray]:
-    """``(g, p, d_sat, fitted d)`` of a run's sqrt-KL at progress ``x`` (``d_sat`` inf: no penalty)."""
+def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarray, tuple[float, float]]:
+    """``(g, p, d_sat, fitted d, (g, p) of the free form)`` of a run's sqrt-KL at progress ``x`` (``d_sat`` inf:
+    no penalty)."""
     n = x.size
     xp = x[None, :] ** P_GRID[:, None]                                 # (P, n)
     g = np.maximum((xp @ d) / np.maximum(np.sum(xp * xp, axis=1), 1e-300), 0.0)
@@ -106,19 +137,25 @@ def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarra
 
     if Q_GRID[qi] >= 1.0 and bic(float(sse2[pi, qi]), 3) < bic(free[4], 2) - BIC_MARGIN:
         ds = float(sat[pi, qi])
-        return ds * float(Q_GRID[qi]), float(P_GRID[pi]), ds, ds * s[pi, qi]
-    return free[:4]
+        return ds * float(Q_GRID[qi]), float(P_GRID[pi]), ds, ds * s[pi, qi], free[:2]
+    return (*free[:4], free[:2])
 
 
-def gold_fit(d: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """``(d*, A, fitted gain)`` of ``y = A gao(d / d*)`` (``y`` the gold minus its start), ``d*`` within
-    :data:`MAX_REACH` times the largest ``d``."""
+def gold_fit(x: np.ndarray, d: np.ndarray, y: np.ndarray, use: np.ndarray) -> tuple[float, float, float, np.ndarray]:
+    """``(d*, A, lag, fitted gain at the used points)`` of ``y = A gao(d / d*)`` followed with an exponential
+    lag (:func:`evalstop_gym.latent.lagged`; ``y`` the gold minus its start, at progress ``x``), fitted on the
+    points ``use``; ``d*`` within :data:`MAX_REACH` times the largest ``d``, the lag on :data:`LAG_GRID`."""
+    from .latent import lagged
+
     grid = DSTAR_GRID[DSTAR_GRID <= MAX_REACH * max(float(d.max()), DSTAR_GRID[0])]
-    gm = gao_normalized(np.maximum(d[None, :] / grid[:, None], 1e-300))                                # (D, n)
-    a = np.clip((gm @ y) / np.maximum(np.sum(gm * gm, axis=1), 1e-300), 0.0, MAX_GAIN)
-    sse = np.sum((y[None, :] - a[:, None] * gm) ** 2, axis=1)
-    i = int(np.argmin(sse))
-    return float(grid[i]), float(a[i]), a[i] * gm[i]
+    gm0 = gao_normalized(np.maximum(d[None, :] / grid[:, None], 1e-300))                               # (D, n)
+    # every lag at once: row l * D + j is d* grid[j] followed with lag LAG_GRID[l]
+    gm = lagged(x, np.tile(gm0, (LAG_GRID.size, 1)), np.repeat(LAG_GRID, grid.size))[:, use]       # (L D, m)
+    yu = y[use]
+    a = np.clip((gm @ yu) / np.maximum(np.sum(gm * gm, axis=1), 1e-300), 0.0, MAX_GAIN)
+    sse = np.sum((yu[None, :] - a[:, None] * gm) ** 2, axis=1)
+    i = int(np.argmin(sse))   # the first minimum: ties keep the shorter lag
+    return float(grid[i % grid.size]), float(a[i]), float(LAG_GRID[i // grid.size]), a[i] * gm[i]
 
 
 def loss_fit(x: np.ndarray, loss: np.ndarray) -> tuple[tuple[float, float, float], np.ndarray] | None:
@@ -151,6 +188,24 @@ def skip_reason(run) -> str | None:
     return f"no {' and no '.join(missing)} logged (at 3 evals or more)" if missing else None
 
 
+def floor_points(gold: np.ndarray) -> tuple[float, np.ndarray]:
+    """``(floor, floored)`` of a gold curve (the start, then its checkpoints): the median of its trailing
+    checkpoints at its floor and a mask of those after the first (which may still be on the way down), or
+    ``(nan, none)`` if it has no floor (:data:`FLOOR_FALL`; a floor lies below the start and above 0)."""
+    top = int(np.argmax(gold))
+    floored = np.zeros(gold.size, dtype=bool)
+    low = float(gold[top:].min())
+    # a collapse ends below where the run started; a score clipped at 0 has met the scale's bound, not a floor
+    if gold[top] - low < FLOOR_FALL or low >= gold[0] or low <= 0.0:
+        return math.nan, floored
+    near = gold <= low + FLOOR_BAND
+    tail = gold.size - (int(np.flatnonzero(~near)[-1]) + 1 if (~near).any() else 0)
+    if tail < FLOOR_POINTS:
+        return math.nan, floored
+    floored[gold.size - tail + 1:] = True
+    return float(np.median(gold[gold.size - tail:])), floored
+
+
 def fit_run(run) -> RunFit | None:
     """The fit of one :class:`~evalstop_gym.curvelog.LoggedRun`, or None if it logs no ``kl`` or no gold
     (:func:`skip_reason`) or too few evals."""
@@ -169,20 +224,31 @@ def fit_run(run) -> RunFit | None:
         return None
     x, gold = x_all[pts], gold_col[pts]
     d = np.sqrt(np.maximum(run.extra["kl"][pts], 0.0))
-    g, p, d_sat, d_hat = kl_fit(x, d)
+    g, p, d_sat, d_hat, growth = kl_fit(x, d)
     base = float(gold_col[first])
-    inside = (gold > 0.0) & (gold < 1.0)   # a score clipped at 0 or 1 says only that the curve passed the bound
+    # a score clipped at 0 or 1, or held at the run's floor, says only that the curve passed the bound
+    floor, floored = floor_points(np.r_[base, gold])
+    floored = floored[1:]
+    inside = (gold > 0.0) & (gold < 1.0) & ~floored
     if inside.sum() < 3:
         return None
-    d_star, gain, fitted = gold_fit(d_hat[inside], gold[inside] - base)
+    d_star, gain, lag, fitted = gold_fit(x, d_hat, gold - base, inside)
     resid = gold[inside] - base - fitted
     job_type = job_type_of(run.name)
-    slope, proxy_resid = math.nan, np.empty(0)
+    slope, proxy_q, proxy_resid = math.nan, math.nan, np.empty(0)
     pr = np.isfinite(run.proxy_reward) & (x_all > 0)
     if job_type == "rlhf" and pr.sum() >= 3:
         dp = np.interp(x_all[pr], x, d_hat)
-        slope = float(max(dp @ run.proxy_reward[pr] / max(dp @ dp, 1e-300), 1e-3))
-        proxy_resid = run.proxy_reward[pr] - slope * dp
+        # the exponent only where d spans enough to bend the proxy; a d held level by a penalty fits any
+        # exponent, and there d ** q is about d: q = 1, not reported
+        wide = dp.max() >= PROXY_Q_SPAN * max(float(dp.min()), 1e-9)
+        grid = PROXY_Q_GRID if wide else np.array([1.0])
+        dq = dp[None, :] ** grid[:, None]                                                  # (Q, n)
+        y = run.proxy_reward[pr]
+        slopes = np.maximum((dq @ y) / np.maximum(np.sum(dq * dq, axis=1), 1e-300), 1e-3)
+        i = int(np.argmin(np.sum((y[None, :] - slopes[:, None] * dq) ** 2, axis=1)))
+        slope, proxy_q = float(slopes[i]), float(grid[i]) if wide else math.nan
+        proxy_resid = y - slope * dq[i]
     lo = np.isfinite(run.train_loss) & (x_all > 0)
     lf = loss_fit(x_all[lo], run.train_loss[lo])
     items_col = run.extra.get("eval_items")
@@ -195,41 +261,148 @@ def fit_run(run) -> RunFit | None:
     inner = (pg > 0) & (pg < 1)
     if n_items > 0 and inner.any():
         eval_z = eval_err[inner] / np.sqrt(pg[inner] * (1.0 - pg[inner]) / n_items)
-    return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain,
-                  bool(d_star <= d_hat.max()), np.diff(np.concatenate([[0.0], resid])), slope, proxy_resid,
+    full = gold_col[ok]
+    noise = float(curve_noise(full[None, :], np.array([int(np.argmax(full))]))[0])
+    return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain, lag, floor, noise,
+                  bool(d_star <= d_hat.max()), float(d_hat.max()), growth,
+                  np.diff(np.concatenate([[0.0], resid])), slope, proxy_q, proxy_resid,
                   None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items)
 
 
+def curve_noise_of(curves: list[np.ndarray]) -> np.ndarray:
+    """:func:`evalstop_gym.label.curve_noise` of curves of any lengths, one value each."""
+    return np.array([float(curve_noise(c[None, :])[0]) for c in curves])
+
+
 def drift_moments(fits, ref_evals: int) -> tuple[float | None, float]:
-    """Pooled ``(step sd, lag-1 autocorrelation)`` of the runs' gold residual steps; the sd is per
-    checkpoint of a ``ref_evals``-eval run (a walk's variance at the end is evals x step variance)."""
-    steps = [f.drift_steps for f in fits if f.drift_steps.size >= 3]
-    if not steps:
+    """Pooled ``(step sd, lag-1 autocorrelation)`` of the walk in the runs' gold residuals, read from their
+    second differences (the residual steps' differences), which a misfit of the trend's slow shape hardly
+    reaches: for AR(1) steps of sd ``s`` and lag-1 autocorrelation ``rho`` a second difference has variance
+    ``2 s^2 (1 - rho)`` and lag-1 autocorrelation ``-(1 - rho) / 2``. The sd is per checkpoint of a
+    ``ref_evals``-eval run (a walk's variance at the end is evals x step variance)."""
+    d2 = [np.diff(f.drift_steps) for f in fits if f.drift_steps.size >= 4]
+    if not d2:
         return None, 0.0
-    var = float(np.mean([np.mean(s ** 2) * s.size / ref_evals for s in steps]))
-    lag = sum(float(s[1:] @ s[:-1]) for s in steps) / max(sum(float(s[:-1] @ s[:-1]) for s in steps), 1e-300)
-    return math.sqrt(var), float(lag)
+    lag = sum(float(v[1:] @ v[:-1]) for v in d2) / max(sum(float(v[:-1] @ v[:-1]) for v in d2), 1e-300)
+    rho = float(np.clip(1.0 + 2.0 * lag, -0.9, 0.9))
+    # robust (the label's noise estimator, pooled): a trend's misfit at a peak or a cliff's foot is a few
+    # large second differences the median leaves out
+    scaled = np.concatenate([v * math.sqrt((v.size + 1) / ref_evals) for v in d2])
+    var = float((MAD_TO_SD * np.median(np.abs(scaled))) ** 2) / (2.0 * (1.0 - rho))
+    return math.sqrt(var), rho
 
 
-def debias_drift(cal, fits, measured: tuple[float, float], ref_evals: int, seed: int = 0):
-    """``cal`` with its drift corrected for what the per-run fit absorbs (one step of indirect inference).
+def kl_regimes(fits) -> tuple[np.ndarray, np.ndarray]:
+    """``(penalised, collapsed)`` masks over ``fits``. A run whose gold fell to a floor (:func:`floor_points`)
+    has collapsed: its ``d`` met the policy's ceiling, not a penalty. With 2 such runs or more, a run whose
+    ``d`` still grows is unpenalised if it reached the lowest ceiling (a collapsed run's ``d_sat``, or its
+    largest ``d`` if its KL had not levelled off), penalised (a penalty that has not bitten yet) if not, and
+    every other run whose KL levelled off is penalised. With fewer, every run whose KL levelled off is
+    penalised, none collapsed, and the growing ones unpenalised."""
+    sat = np.array([math.isfinite(f.d_sat) for f in fits])
+    collapsed = np.array([math.isfinite(f.floor) for f in fits])
+    if collapsed.sum() < 2:
+        return sat, np.zeros(len(fits), dtype=bool)
+    lowest = min(f.d_sat if math.isfinite(f.d_sat) else f.d_max for f, c in zip(fits, collapsed) if c)
+    grows_past = np.array([not math.isfinite(f.d_sat) and f.d_max >= lowest for f in fits])
+    return ~collapsed & ~grows_past, collapsed
 
-    Fitting ``d*`` and ``A`` to each run takes up part of its drift walk, so residual steps come out
-    smaller and less autocorrelated than the walk's. Sample runs of ``cal`` like the logged ones (same job
-    types, as many evals), fit them the same way, and shift the drift by what the fit lost there:
-    ``drift * measured / remeasured`` and ``autocorr + measured - remeasured``.
-    """
-    counts = {t: max(100, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
+
+def exploitable_share(fits, d_star_exploitable: tuple[float, float] | None) -> float:
+    """Share of ``fits`` with an exploitable proxy among those whose largest ``d`` passes :data:`REACH` times
+    the geometric middle of ``d_star_exploitable``: a run held below that by its penalty cannot show its
+    gold's optimum, so its robust fit says nothing of its proxy (all runs where fewer than 2 reach it)."""
+    if not fits:
+        return math.nan
+    told = [f for f in fits if d_star_exploitable is not None
+            and f.d_max >= REACH * math.sqrt(d_star_exploitable[0] * d_star_exploitable[1])]
+    return float(np.mean([f.exploitable for f in (told if len(told) >= 2 else fits)]))
+
+
+def reversion_of(fits) -> float | None:
+    """How much of its level the gold residual gives back per checkpoint, pooled over the runs: the least-squares
+    ``r`` of ``level_i - level_{i-1} = -r level_{i-1} + step`` (0: a random walk, 1: no memory), within [0, 1];
+    None without a run of 4 residuals."""
+    pairs = [(np.cumsum(f.drift_steps)[:-1], f.drift_steps[1:]) for f in fits if f.drift_steps.size >= 4]
+    if not pairs:
+        return None
+    den = sum(float(lv @ lv) for lv, _ in pairs)
+    return float(np.clip(-sum(float(lv @ st) for lv, st in pairs) / max(den, 1e-300), 0.0, 1.0))
+
+
+def drift_by_type(fits, ref_evals: int) -> tuple[float | None, float, float | None]:
+    """``(step sd, lag-1 autocorrelation, DPO step sd)`` (:func:`drift_moments`): the first two of the runs
+    other than DPO (all runs if there are none), the last of the DPO runs (None without them)."""
+    rest = [f for f in fits if f.job_type != "dpo"] or list(fits)
+    dpo = [f for f in fits if f.job_type == "dpo"]
+    sd, lag = drift_moments(rest, ref_evals)
+    return sd, lag, drift_moments(dpo, ref_evals)[0] if dpo else None
+
+
+def median_noise(fits, dpo: bool) -> float | None:
+    """Median gold noise (:attr:`RunFit.gold_noise`) of the DPO runs (``dpo``) or of the others (all if none)."""
+    chosen = [f for f in fits if (f.job_type == "dpo") == dpo] or ([] if dpo else list(fits))
+    return float(np.median([f.gold_noise for f in chosen])) if chosen else None
+
+
+def at_evals(cal, evals: int, ref_evals: int):
+    """``cal`` with its drift steps (``drift``, ``dpo_drift``) for runs of ``evals`` checkpoints: a fitted drift is
+    per checkpoint of a ``ref_evals``-eval run (:func:`drift_moments`), so each of ``evals`` steps is
+    ``drift sqrt(ref_evals / evals)``, the walk's variance over the run the same."""
+    c, k = cal.curves, math.sqrt(ref_evals / evals)
+    curves = dataclasses.replace(c, drift=c.drift * k, dpo_drift=None if c.dpo_drift is None else c.dpo_drift * k)
+    return dataclasses.replace(cal, curves=curves)
+
+
+def refit_sample(cal, fits, share: float, ref_evals: int, seed: int = FIT_SEED) -> tuple:
+    """The fits of runs of ``cal`` sampled like the logged ``fits`` (same job types, at least
+    :data:`MIN_SAMPLE` of each, as many evals: :func:`at_evals`)."""
+    counts = {t: max(MIN_SAMPLE, sum(f.job_type == t for f in fits)) for t in sorted({f.job_type for f in fits})}
     evals = int(np.median([f.evals for f in fits]))
-    share = float(np.mean([f.exploitable for f in fits if f.job_type == "rlhf"] or [0.6]))
-    sample = sample_runs(cal, counts, evals, seed, share)
-    again = tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
-    sd2, lag2 = drift_moments(again, ref_evals)
+    sample = sample_runs(at_evals(cal, evals, ref_evals), counts, evals, seed, share if share == share else 0.6)
+    return tuple(f for f in (fit_run(r) for r in sample.values()) if f is not None)
+
+
+def solve_reversion(cal, fits, measured: float, share: float, ref_evals: int):
+    """``cal`` with the drift reversion whose samples, refitted, give back the ``measured`` one: the per-run fit
+    takes up the slow part of any walk, so a random walk's residuals look mean-reverting too. The remeasured
+    reversion at each of :data:`REVERSION_GRID`, interpolated where it crosses ``measured`` (the grid's end
+    nearest to it if it never does)."""
+    got = []
+    for r in REVERSION_GRID:
+        trial = dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, drift_reversion=float(r)))
+        got.append(reversion_of(refit_sample(trial, fits, share, ref_evals)))
+    got = np.array([np.nan if v is None else v for v in got])
+    ok = np.isfinite(got)
+    if ok.sum() < 2:
+        return cal
+    g, r = got[ok], REVERSION_GRID[ok]
+    order = np.argsort(g)
+    rev = float(np.clip(np.interp(measured, g[order], r[order]), 0.0, 1.0))
+    return dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, drift_reversion=rev))
+
+
+def debias_drift(cal, fits, measured_lag: float, ref_evals: int, share: float, seed: int = FIT_SEED):
+    """``cal`` with its drift corrected for what the per-run fit misses (one step of indirect inference).
+
+    Fitting ``d*`` and ``A`` to each run takes up part of its drift walk, and a trend the form misses adds to
+    its residuals. Sample runs of ``cal`` like the logged ones, fit them the same way, and scale each step sd
+    by the logged runs' median gold noise over the samples' (the label's own noise estimate, per
+    :func:`median_noise` group), and shift the autocorrelation by what the fit changed there: ``autocorr +
+    measured - remeasured``.
+    """
+    again = refit_sample(cal, fits, share, ref_evals, seed)
+    sd2, lag2, _ = drift_by_type(again, ref_evals)
     if not sd2:
         return cal
     c = cal.curves
-    curves = dataclasses.replace(c, drift=c.drift * measured[0] / sd2,
-                                 drift_autocorr=float(np.clip(c.drift_autocorr + measured[1] - lag2, -0.9, 0.9)))
+
+    def scaled(sd, dpo: bool):
+        want, got = median_noise(fits, dpo), median_noise(again, dpo)
+        return sd * want / got if sd is not None and want and got else sd
+
+    curves = dataclasses.replace(c, drift=scaled(c.drift, False), dpo_drift=scaled(c.dpo_drift, True),
+                                 drift_autocorr=float(np.clip(c.drift_autocorr + measured_lag - lag2, -0.9, 0.9)))
     return dataclasses.replace(cal, curves=curves)
 
 
@@ -272,44 +445,74 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
         from_base.append(name)
         return getattr(c0, name.split(".", 1)[1])
 
-    pen = [f for f in fits if math.isfinite(f.d_sat)]
-    # g is identified where d grows freely; under a penalty that saturates early, hardly at all
-    free = [f for f in fits if not math.isfinite(f.d_sat)] or list(fits)
-    kl_scale = float(np.exp(np.median(np.log([max(f.g, 1e-6) for f in free]))))
-    lr_run = np.array([max(f.g, 1e-6) / kl_scale if not math.isfinite(f.d_sat) or len(free) == len(fits) else 1.0
-                       for f in fits])
+    penalised, collapsed = kl_regimes(fits)
+    pen = [f for f, k in zip(fits, penalised) if k and math.isfinite(f.d_sat)]   # the penalties that bit
+    # DPO's beta and an RL trainer's KL coefficient hold d at different levels: each type its own range
+    pen_dpo = [f for f in pen if f.job_type == "dpo"]
+    pen_rest = [f for f in pen if f.job_type != "dpo"] or pen
+    ceiling = [f for f, k in zip(fits, collapsed) if k]
+    # g and p are identified where no penalty holds d back (a collapsed run's by its free form); under a
+    # penalty that saturates early, hardly at all
+    free = [f for f, k in zip(fits, penalised) if not k] or list(fits)
+    gp = {f.name: f.growth if c else (f.g, f.p) for f, c in zip(fits, collapsed)}
+    kl_scale = float(np.exp(np.median(np.log([max(gp[f.name][0], 1e-6) for f in free]))))
+    lr_run = np.array([max(gp[f.name][0], 1e-6) / kl_scale if not k or len(free) == len(fits) else 1.0
+                       for f, k in zip(fits, penalised)])
     expl = [f for f in fits if f.exploitable]
     rob = [f for f in fits if not f.exploitable]
     dpo = [f for f in fits if f.job_type == "dpo"]
     rlhf = [f for f in fits if f.job_type == "rlhf"]
-    sd, lag = drift_moments(fits, ref_evals)
+    sd, lag, dpo_sd = drift_by_type(fits, ref_evals)
     steps = sd is not None
+    rev = reversion_of(fits) or 0.0
+    d_expl = span([f.d_star for f in expl], log=True) if len(expl) >= 2 else c0.d_star_exploitable
+    share = exploitable_share(rlhf, d_expl)
+    floors = [f.floor for f in fits if math.isfinite(f.floor)]
     prox = [f for f in rlhf if math.isfinite(f.slope)]
     loss = [(f, lr) for f, lr in zip(fits, lr_run) if f.loss is not None]
-    kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([f.g / kl_scale for f in free], log=True),
+    kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([gp[f.name][0] / kl_scale for f in free], log=True),
               kl_scale=kl_scale,
-              kl_exponent=span([f.p for f in fits], lo=0.05),
-              penalty_share=len(pen) / len(fits),
-              kl_coef=(span([c0.kl_saturation / f.d_sat for f in pen], log=True) if len(pen) >= 2
-                       else keep("curves.kl_coef", "fewer than 2 runs with a KL penalty")),
-              d_star_exploitable=(span([f.d_star for f in expl], log=True) if len(expl) >= 2
+              kl_exponent=span([gp[f.name][1] for f in (free if ceiling else fits)], lo=0.05),
+              penalty_share=float(np.mean(penalised[[f.job_type != "dpo" for f in fits]]))
+              if any(f.job_type != "dpo" for f in fits) else len(pen) / len(fits),
+              dpo_penalty_share=(float(np.mean(penalised[[f.job_type == "dpo" for f in fits]])) if dpo
+                                 else keep("curves.dpo_penalty_share", "no DPO runs")),
+              kl_coef=(span([c0.kl_saturation / f.d_sat for f in pen_rest], log=True) if len(pen_rest) >= 2
+                       else keep("curves.kl_coef", "fewer than 2 runs whose KL a penalty levels off")),
+              dpo_kl_coef=(span([c0.kl_saturation / f.d_sat for f in pen_dpo], log=True) if len(pen_dpo) >= 2
+                           else keep("curves.dpo_kl_coef", "fewer than 2 DPO runs whose KL a penalty levels off")),
+              kl_ceiling=(span([f.d_sat if math.isfinite(f.d_sat) else f.d_max for f in ceiling], log=True)
+                          if ceiling
+                          else keep("curves.kl_ceiling", "no run's KL levels off above its penalised runs'")),
+              d_star_exploitable=(d_expl if len(expl) >= 2
                                   else keep("curves.d_star_exploitable", "fewer than 2 exploitable runs")),
               d_star_robust=(span([f.d_star for f in rob], log=True) if len(rob) >= 2
                              else keep("curves.d_star_robust", "fewer than 2 robust runs")),
               peak_gain_exploitable=(span([f.gain for f in expl]) if len(expl) >= 2
                                      else keep("curves.peak_gain_exploitable", "fewer than 2 exploitable runs")),
+              gold_lag=span([f.lag for f in fits]) if any(f.lag > 0 for f in fits) else None,
+              gold_floor=(span(floors, hi=1.0) if len(floors) >= 2
+                          else keep("curves.gold_floor", "fewer than 2 runs fell to a floor")),
               peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
-              dpo_exploitable=(float(np.mean([f.exploitable for f in dpo])) if dpo
+              dpo_exploitable=(exploitable_share(dpo, d_expl) if dpo
                                else keep("curves.dpo_exploitable", "no DPO runs")),
               drift=sd if steps else keep("curves.drift", "no run with 3 evals"),
+              dpo_drift=dpo_sd if dpo_sd is not None else keep("curves.dpo_drift", "no DPO run with 4 evals"),
+              drift_reversion=rev,
               drift_autocorr=float(np.clip(lag, -0.9, 0.9)) if steps else keep("curves.drift_autocorr",
                                                                                  "no run with 3 evals"))
+    bent = [f.proxy_q for f in prox if math.isfinite(f.proxy_q)]
     if len(prox) >= 2:
         kw.update(proxy_slope=span([f.slope for f in prox], log=True),
-                  proxy_noise=float(np.sqrt(np.mean(np.concatenate([f.proxy_resid for f in prox]) ** 2))))
+                  proxy_exponent=(span(bent, lo=float(PROXY_Q_GRID[0]), hi=float(PROXY_Q_GRID[-1])) if len(bent) >= 2
+                                  else keep("curves.proxy_exponent", "fewer than 2 runs whose d spans a factor 2")),
+                  # robust, as the label reads a proxy's noise (evalstop_gym.label.curve_noise): the proxy's
+                  # departures from a line in d are slow (it levels off before d does), not noise
+                  proxy_noise=float(np.sqrt(np.mean(curve_noise_of([f.proxy_resid for f in prox]) ** 2))))
     else:
         kw.update(proxy_slope=keep("curves.proxy_slope", "fewer than 2 RLHF runs log a proxy reward"),
+                  proxy_exponent=keep("curves.proxy_exponent", "fewer than 2 RLHF runs log a proxy reward"),
                   proxy_noise=keep("curves.proxy_noise", "fewer than 2 RLHF runs log a proxy reward"))
     if len(loss) >= 2:
         kw.update(loss_start=span([f.loss[0] for f, _ in loss], lo=1e-6),
@@ -346,10 +549,11 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     cal = Calibration(description or f"fitted to {len(fits)} logged runs", noise=noise, curves=curves,
                       world=world, gpus_per_node=base.gpus_per_node)
     if steps and curves.drift > 0:
-        cal = debias_drift(cal, fits, (sd, lag), ref_evals)
+        cal = solve_reversion(cal, fits, rev, share, ref_evals)
+        for _ in range(DEBIAS_STEPS):
+            cal = debias_drift(cal, fits, lag, ref_evals, share)
     cal.curves.validate()
     cal.world.validate()
-    share = float(np.mean([f.exploitable for f in rlhf])) if rlhf else math.nan
     return FitResult(cal, fits, share, tuple(from_base), tuple(notes))
 
 
@@ -470,30 +674,3 @@ def format_table(rows: list[dict]) -> str:
             return f"{v[0]:8.3f} {v[1]:8.3f} {v[2]:8.3f}"
         lines.append(f"{r['job_type']:<5} {r['feature']:<17} {r['runs']:>4}  {q(r['real']):>26}  {q(r['fitted']):>26}")
     return "\n".join(lines)
-
-
-def plot_fit(real: dict, fitted: dict, path: str) -> None:
-    """A figure of every feature's distribution (empirical CDFs), real runs against the fitted world's."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    types = [t for t in JOB_TYPES if any(job_type_of(n) == t for n in real)]
-    fig, axes = plt.subplots(len(types), len(FEATURES), figsize=(2.1 * len(FEATURES), 2.0 * len(types)),
-                             squeeze=False)
-    for i, t in enumerate(types):
-        fr = [run_features(x) for n, x in real.items() if job_type_of(n) == t]
-        fs = [run_features(x) for n, x in fitted.items() if job_type_of(n) == t]
-        for j, name in enumerate(FEATURES):
-            ax = axes[i][j]
-            for feats, label, style in ((fr, "real", "-"), (fs, "fitted", "--")):
-                v = np.sort([f[name] for f in feats if name in f])
-                if v.size:
-                    ax.step(v, np.arange(1, v.size + 1) / v.size, style, where="post", label=label)
-            ax.set_title(f"{t}: {name}", fontsize=7)
-            ax.tick_params(labelsize=6)
-    axes[0][0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -18,6 +18,14 @@ Gold follows Gao et al.'s RL form ``R(d) = d (alpha - beta ln d)`` with ``beta =
 ``alpha = beta (1 + ln d*)``, so its peak ``R(d*) = A`` is at ``d* = exp(alpha / beta - 1)``:
 ``gold = base + A (d / d*) (1 - ln(d / d*))``. DPO follows the same form in KL units (Rafailov et al.
 2024 fit Gao's forms to direct-alignment over-optimisation against the KL of the implicit policy).
+**Regimes** come from these causes, never from a draw of their own: where the world sets a KL ceiling
+(``kl_ceiling``: a collapsed policy moves no further from its reference, so ``d = min(path, ceiling)``),
+an unpenalised run's ``d`` runs past an exploitable proxy's ``d*`` to the ceiling: gold peaks, falls to its
+floor (``gold_floor``) and stays, while the proxy holds at its top (the cliff); a penalty holds ``d`` near
+or short of ``d*`` and gold climbs and levels off (the plateau). Gold may lag Gao's form (``gold_lag``,
+:func:`lagged`), the proxy may bend in ``d`` (``proxy_exponent``: ``slope d**q``), and DPO may have its
+own penalty share, coefficient and drift (``dpo_penalty_share``, ``dpo_kl_coef``, ``dpo_drift``). Each of
+these knobs is off by default and drawn only when set, so a world without them draws what it drew before.
 The true score adds *plateau drift* (``drift``): a random walk whose steps have lag-1
 autocorrelation ``drift_autocorr`` (training stochasticity that persists across checkpoints). A run is
 **hacking** iff its gold and proxy meet the label rule of logged runs (:func:`evalstop_gym.label.overoptimised`:
@@ -63,8 +71,27 @@ def gold_of_d(d: np.ndarray, base: np.ndarray, gain: np.ndarray, d_star: np.ndar
     return base[:, None] + gain[:, None] * gao_normalized(np.maximum(d / d_star[:, None], 1e-300))
 
 
-def drift_walk(rng: np.random.Generator, n: int, evals: int, sd: float, rho: float) -> np.ndarray:
-    """Cumulative sum of AR(1) steps (sd ``sd``, lag-1 autocorrelation ``rho``), shape ``(n, evals)``."""
+def lagged(x: np.ndarray, target: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """``target`` (shape ``(n, m)``, at progress ``x``, 0 at ``x = 0``) followed with an exponential lag of
+    ``tau`` (progress units, shape ``(n,)``; 0: no lag): ``s_i = s_{i-1} + (target_i - s_{i-1}) (1 - exp(-(x_i -
+    x_{i-1}) / tau))`` from ``s = 0`` at ``x = 0``. Gold's lag behind Gao's frontier: at a KL the penalty holds
+    fixed, a run's answers still improve for a while."""
+    tau = np.asarray(tau, dtype=float)
+    dx = np.diff(np.concatenate([[0.0], np.asarray(x, dtype=float)]))
+    with np.errstate(divide="ignore"):
+        keep = np.where(tau[:, None] > 0, np.exp(-dx[None, :] / np.where(tau > 0, tau, 1.0)[:, None]), 0.0)
+    out = np.empty_like(target, dtype=float)
+    prev = np.zeros(target.shape[0])
+    for i in range(target.shape[1]):
+        prev = keep[:, i] * prev + (1.0 - keep[:, i]) * target[:, i]
+        out[:, i] = prev
+    return out
+
+
+def drift_walk(rng: np.random.Generator, n: int, evals: int, sd, rho: float, reversion: float = 0.0) -> np.ndarray:
+    """AR(1) steps (sd ``sd``: a number, or one per run, shape ``(n, 1)``; lag-1 autocorrelation ``rho``) summed
+    into a walk that gives back ``reversion`` of its level at each checkpoint (``w_i = (1 - reversion)
+    w_{i-1} + step_i``; 0: a random walk, 1: the steps themselves), shape ``(n, evals)``."""
     eps = rng.standard_normal((n, evals))
     steps = np.empty((n, evals))
     prev = eps[:, 0]
@@ -73,7 +100,14 @@ def drift_walk(rng: np.random.Generator, n: int, evals: int, sd: float, rho: flo
     for i in range(1, evals):
         prev = rho * prev + scale * eps[:, i]
         steps[:, i] = prev
-    return sd * np.cumsum(steps, axis=1)
+    if reversion == 0.0:
+        return sd * np.cumsum(steps, axis=1)
+    level = np.empty((n, evals))
+    w = np.zeros(n)
+    for i in range(evals):
+        w = (1.0 - reversion) * w + steps[:, i]
+        level[:, i] = w
+    return sd * level
 
 
 def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_type: np.ndarray,
@@ -90,11 +124,16 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     exploitable = rng.random(n) < share
     lr = log_uniform(rng, model.lr, n)
     p = rng.uniform(*model.kl_exponent, size=n)
-    penalised = rng.random(n) < model.penalty_share
+    penalised = rng.random(n) < (model.penalty_share if model.dpo_penalty_share is None
+                                 else np.where(dpo, model.dpo_penalty_share, model.penalty_share))
     kappa = log_uniform(rng, model.kl_coef, n)
+    if model.dpo_kl_coef is not None:   # drawn only then: a world without it keeps every later draw
+        kappa = np.where(dpo, log_uniform(rng, model.dpo_kl_coef, n), kappa)
     d_sat = np.where(penalised, model.kl_saturation / kappa, np.inf)
     g = model.kl_scale * lr
     d = kl_path(x, g, p, d_sat)
+    if model.kl_ceiling is not None:   # drawn only then: a world without a ceiling keeps every later draw
+        d = np.minimum(d, log_uniform(rng, model.kl_ceiling, n)[:, None])
     d_star = np.where(exploitable, log_uniform(rng, model.d_star_exploitable, n),
                       log_uniform(rng, model.d_star_robust, n))
     if model.hack_peak is not None:   # place an exploitable run's optimum at a chosen progress instead
@@ -103,12 +142,21 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
                     rng.uniform(*model.peak_gain_robust, size=n))
     base = rng.uniform(*model.base, size=n)
     gold = gold_of_d(d, base, gain, d_star)
+    if model.gold_floor is not None:   # drawn only then: a world without a floor keeps every later draw
+        gold = np.maximum(gold, rng.uniform(*model.gold_floor, size=n)[:, None])
+    if model.gold_lag is not None:   # drawn only then: a world without the lag keeps every later draw
+        gold = base[:, None] + lagged(x, gold - base[:, None], rng.uniform(*model.gold_lag, size=n))
     if model.drift > 0:
-        gold = gold + drift_walk(rng, n, evals, model.drift, model.drift_autocorr)
+        sd = model.drift if model.dpo_drift is None else np.where(dpo, model.dpo_drift, model.drift)[:, None]
+        gold = gold + drift_walk(rng, n, evals, sd, model.drift_autocorr, model.drift_reversion)
     gold = np.clip(gold, 0.0, 1.0)
 
     slope = log_uniform(rng, model.proxy_slope, n)
-    proxy = slope[:, None] * d + model.proxy_noise * rng.standard_normal((n, evals))
+    if model.proxy_exponent is not None:   # drawn only then: a world without it keeps every later draw
+        proxy = slope[:, None] * d ** rng.uniform(*model.proxy_exponent, size=n)[:, None]
+    else:
+        proxy = slope[:, None] * d
+    proxy = proxy + model.proxy_noise * rng.standard_normal((n, evals))
     proxy = np.where((rlhf | dpo)[:, None], proxy, np.nan)
     # the proxy before training is unknown, as in a trainer's log (evalstop_gym.label)
     hacking, top, _, _ = overoptimised(np.concatenate([base[:, None], gold], axis=1),

@@ -78,8 +78,9 @@ def _model(cls, section: str, data: Any):
             if not isinstance(v, (list, tuple)) or len(v) != len(default):
                 raise ConfigError(name, v, f"must be a list of {len(default)} numbers (lora, dpo, rlhf)")
             kw[key] = tuple(_number(name, x) for x in v)
-        elif key == "hack_peak":
-            kw[key] = None if v is None else _pair(name, v)
+        elif default is None:   # an optional knob: null leaves it off
+            kw[key] = None if v is None else _number(name, v) if key in ("dpo_penalty_share", "dpo_drift") \
+                else _pair(name, v)
         elif isinstance(default, tuple):
             kw[key] = _pair(name, v)
         else:

@@ -71,22 +71,31 @@ def test_round_trip_realistic(tmp_path):
 
 @pytest.mark.slow
 def test_round_trip_grounded(tmp_path):
-    """Measured 6.8 s (9 s under load); slow to keep this file's default run near 20 s. The grounded
-    world's drift (0.04 a step) is as large as its exploitable gains, so its optimum and gain are
-    identified more loosely than the realistic world's."""
+    """Measured 12 s under load; slow to keep this file's default run near 20 s. The grounded world's two
+    regimes split its runs in two (each range comes from about half of them), and a robust proxy's optimum
+    lies far beyond the ceiling, so it is identified loosely. The ceiling and the floor come from the collapsed
+    runs alone (a quarter of the sample). The fitted drift gives back all of its level at each checkpoint
+    (reversion 1: stationary AR(1) noise about the trend); the autocorrelation of such noise, after each run's
+    own trend fit on 10 evals, is identified only to 0.5 (measured: 0.12 true, -0.35 refitted)."""
     true = CALIBRATIONS["grounded"]
     got = fit.fit_world(sampled_log(tmp_path, "grounded"), CALIBRATIONS["realistic"]).calibration
     t, c = true.curves, got.curves
     close_pair(c.base, t.base, 0.01)
     close_pair((c.kl_scale * c.lr[0], c.kl_scale * c.lr[1]), (t.kl_scale * t.lr[0], t.kl_scale * t.lr[1]), 0.3,
                log=True)
-    assert abs(c.penalty_share - t.penalty_share) <= 0.12
+    assert abs(c.penalty_share - t.penalty_share) <= 0.12 and abs(c.dpo_penalty_share - t.dpo_penalty_share) <= 0.05
     close_pair(c.kl_coef, t.kl_coef, 0.25, log=True)
+    close_pair(c.dpo_kl_coef, t.dpo_kl_coef, 0.25, log=True)
+    close_pair(c.kl_ceiling, t.kl_ceiling, 0.25, log=True)
     close_pair(c.d_star_exploitable, t.d_star_exploitable, 0.5, log=True)
-    close_pair(c.peak_gain_exploitable, t.peak_gain_exploitable, 0.06)
+    close_pair(c.peak_gain_exploitable, t.peak_gain_exploitable, 0.12)
     assert abs(c.dpo_exploitable - t.dpo_exploitable) <= 0.15
-    assert abs(c.drift / t.drift - 1) <= 0.2 and abs(c.drift_autocorr - t.drift_autocorr) <= 0.25
+    close_pair(c.gold_floor, t.gold_floor, 0.03)
+    assert abs(c.gold_lag[1] - t.gold_lag[1]) <= 0.1
+    assert abs(c.drift / t.drift - 1) <= 0.2 and abs(c.dpo_drift / t.dpo_drift - 1) <= 0.2
+    assert abs(c.drift_autocorr - t.drift_autocorr) <= 0.5 and abs(c.drift_reversion - t.drift_reversion) <= 0.25
     close_pair(c.proxy_slope, t.proxy_slope, 0.2, log=True)
+    assert abs(c.proxy_exponent[1] - t.proxy_exponent[1]) <= 0.15
     assert got.world.eval_items == (100,)
     close_pair(got.world.seed_noise_factor, true.world.seed_noise_factor, 0.1)
 

@@ -8,12 +8,16 @@ from evalstop_gym.config import CALIBRATIONS, WorkloadConfig
 from evalstop_gym.experiments.spec import build_suite, misspecified
 
 
-@pytest.mark.parametrize("calibration,drift,noise", [("realistic", 0.016, (2.0, 4.0)),
-                                                     ("grounded", 2 * 0.0657551, (2 * 0.488104, 2 * 0.488104))])
-def test_x2_is_twice_the_calibrated_value(calibration, drift, noise):
-    # by hand: realistic's drift 0.008 and seed noise factor 1-2; grounded's fitted 0.0657551 and 0.488104
+@pytest.mark.parametrize("calibration,drift,dpo_drift,noise", [
+    ("realistic", 0.016, None, (2.0, 4.0)),
+    ("grounded", 2 * 0.0228059, 2 * 0.0427641, (2 * 0.488104, 2 * 0.488104))])
+def test_x2_is_twice_the_calibrated_value(calibration, drift, dpo_drift, noise):
+    # by hand: realistic's drift 0.008 and seed noise factor 1-2; grounded's fitted drift 0.0228059 (DPO's own
+    # 0.0427641) and factor 0.488104 (evalstop_gym/data/grounded.yaml)
     worlds = dict(misspecified(WorkloadConfig(calibration=calibration)))
     assert worlds["plateau drift x2"]["curves.drift"] == pytest.approx(drift)
+    assert worlds["plateau drift x2"].get("curves.dpo_drift") == (None if dpo_drift is None
+                                                                   else pytest.approx(dpo_drift))
     assert worlds["seed noise x2"]["world.seed_noise_factor"] == pytest.approx(noise)
     assert worlds["as calibrated"] == {}
     assert worlds["all four"]["curves.drift"] == pytest.approx(drift)

@@ -6,6 +6,9 @@ import argparse
 import dataclasses
 import os
 
+from ..fit import FIT_SEED
+from ..fitreport import REPORT_SEED
+
 ORDER = 47
 
 
@@ -17,7 +20,10 @@ def add_parser(sub) -> None:
                                    "gain, drift, proxy, loss) and the eval noise to the runs of a curve log "
                                    "(CSV / JSONL / TensorBoard / trainer_state.json; each run should log kl, and "
                                    "ideally gold and eval_items) and write the world file OUT; print the fit "
-                                   "quality: per-feature quantiles, real runs against the fitted world's samples. "
+                                   "quality: per-feature quantiles, real runs against the fitted world's samples, "
+                                   "and the fit report: the shape of gold (share hacking, peak, drop, end minus "
+                                   "start, proxy-gold correlation, noise, step autocorrelation) per job type with "
+                                   "KS p-values, the world sampled on held-out seeds at the log's checkpoint count. "
                                    "What a log cannot tell (costs, speed, cluster) comes from --base. Use the file "
                                    "anywhere a calibration is named: --calibration OUT (docs/calibration.md).")
     p.add_argument("--curves", required=True, metavar="PATH",
@@ -31,13 +37,17 @@ def add_parser(sub) -> None:
                         "(default %(default)s)")
     p.add_argument("--description", default=None,
                    help="the world's one-line description (default: says what it was fitted to)")
-    p.add_argument("--figure", default=None, metavar="FILE.png", help="also draw the fit quality (matplotlib)")
+    p.add_argument("--figure", default=None, metavar="FILE.png",
+                   help="also draw the fit report: the logged runs' and the world's distributions side by side "
+                        "(matplotlib)")
     p.add_argument("--samples", type=int, default=400, metavar="N",
                    help="runs per job type sampled from the fitted world for the quality table (default %(default)s)")
     p.add_argument("--evals", type=int, default=10, metavar="E",
                    help="checkpoint grid of the gold label in the table, and the grid the drift is stored for "
                         "(default %(default)s, the workload's evals per job)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the fitted world's samples (default %(default)s)")
+    p.add_argument("--seed", type=int, default=REPORT_SEED,
+                   help=f"seed of the fitted world's samples, held out: not {FIT_SEED}, the fit's own "
+                        "(default %(default)s)")
     p.set_defaults(func=run)
 
 
@@ -89,7 +99,9 @@ def fitted_runs(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import __version__, fit
+    import numpy as np
+
+    from .. import __version__, fit, fitreport
     from ..checks import UsageError, check_range
     from ..config import calibration_of
     from ..files import atomic_open
@@ -99,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: a world file is named .yaml or .yml")
     check_range("samples", args.samples, 10, 100_000, integer=True)
     check_range("evals", args.evals, 3, 1000, integer=True)
+    if args.seed == FIT_SEED:
+        raise UsageError(f"--seed {args.seed}: the fit samples its own runs on seed {FIT_SEED}; the report's samples "
+                         "must be held out (any other seed)")
     base = calibration_of(args.base)
     runs = fitted_runs(args)
     description = args.description or (f"fitted by evalstop-gym calibrate to the runs of "
@@ -110,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
     evals = int(max(f.evals for f in result.fits))
     share = result.rlhf_exploitable if result.rlhf_exploitable == result.rlhf_exploitable else 0.6
     samples = fit.sample_runs(result.calibration, {t: args.samples for t in types}, evals, args.seed, share)
-    rows = fit.feature_table({n: r for n, r in runs.items() if n in {f.name for f in result.fits}}, samples,
-                             args.evals)
+    library = {n: r for n, r in runs.items() if n in {f.name for f in result.fits}}
+    rows = fit.feature_table(library, samples, args.evals)
     provenance = {
         "source": os.fspath(args.curves), "sha256": source_digest(os.fspath(args.curves)),
         "command": command_line(args), "version": __version__, "base": args.base,
@@ -132,8 +147,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"Fit quality: real runs against {args.samples} samples per job type of the fitted world "
           f"(hacking share: the gold rule on {args.evals} checkpoints)")
     print(fit.format_table(rows))
+    world = fitreport.world_runs(result.calibration, library, share, args.evals, args.samples, args.seed)
+    shape = fitreport.shape_table(library, world)
+    evals = int(np.median([r.series("gold")[1].size - 1 for r in library.values()]))
+    print(f"\nFit report: the logged runs against {args.samples} runs per job type of the world (seed {args.seed}, "
+          f"{evals} checkpoints); KS p > {fitreport.KS_BAR} on {sum(r.matches for r in shape)} of {len(shape)}")
+    print(fitreport.format_report(shape))
     if args.figure:
-        fit.plot_fit(runs, samples, args.figure)
+        fitreport.plot_shapes(library, world, shape, args.figure)
         print(f"wrote {args.figure}")
     return 0
 

@@ -403,11 +403,15 @@ def misspecified(base: "WorkloadConfig") -> tuple[tuple[str, dict[str, Any]], ..
     """E10's worlds, each relative to the world it perturbs (``base``'s calibration or overrides): "x2" is twice
     that world's own value, so a fitted world is perturbed as much as a hand-set one."""
     lo, hi = base.world.seed_noise_factor
+    c = base.curves
+    # a world with DPO's own drift or penalty share (LatentModel.dpo_drift, dpo_penalty_share) has it perturbed too
+    dpo_drift = {} if getattr(c, "dpo_drift", None) is None else {"curves.dpo_drift": 2.0 * c.dpo_drift}
+    dpo_penalty = {} if getattr(c, "dpo_penalty_share", None) is None else {"curves.dpo_penalty_share": 0.0}
     worlds: tuple[tuple[str, dict[str, Any]], ...] = (
         ("as calibrated", {}),
         ("seed noise x2", {"world.seed_noise_factor": (2.0 * lo, 2.0 * hi)}),
-        ("plateau drift x2", {"curves.drift": 2.0 * base.curves.drift}),
-        ("healthy KL grows", {"curves.penalty_share": 0.0}),          # penalised runs' KL levels off
+        ("plateau drift x2", {"curves.drift": 2.0 * c.drift, **dpo_drift}),
+        ("healthy KL grows", {"curves.penalty_share": 0.0, **dpo_penalty}),   # penalised runs' KL levels off
         # the label's own floor is an absolute 0.03 drop, so this one is absolute too
         ("drops near threshold", {"curves.peak_gain_exploitable": (0.03, 0.12)}),
     )
