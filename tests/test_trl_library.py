@@ -1,4 +1,4 @@
-"""The shipped TRL curve library (evalstop_gym/data/trl_library.csv.gz): it loads without torch or TRL,
+"""The shipped TRL curve libraries (evalstop_gym/data/trl_library*.csv.gz): each loads without torch or TRL,
 holds the runs its metadata lists (GRPO or RLOO and DPO), both labels occur, the label rule agrees
 with a plain restatement of it (tests/label_reference.py), and ``curves compare`` runs on it."""
 
@@ -11,19 +11,28 @@ import pytest
 
 from evalstop_gym.config import WorkloadConfig
 from evalstop_gym.curvelog import label_run
-from evalstop_gym.data import TRL_LIBRARY, TRL_LIBRARY_META, trl_library
+from evalstop_gym.data import (TRL_LIBRARY, TRL_LIBRARY_META, TRL_LIBRARY_VARIED, TRL_LIBRARY_VARIED_META,
+                               trl_library)
 from label_reference import reference_label
 
+LIBRARIES = {"first": (TRL_LIBRARY, TRL_LIBRARY_META), "varied": (TRL_LIBRARY_VARIED, TRL_LIBRARY_VARIED_META)}
+
+
+@pytest.fixture(scope="module", params=sorted(LIBRARIES))
+def library(request):
+    path, meta_path = LIBRARIES[request.param]
+    with open(meta_path) as f:
+        return trl_library(path), json.load(f)
+
 
 @pytest.fixture(scope="module")
-def runs():
-    return trl_library()
+def runs(library):
+    return library[0]
 
 
 @pytest.fixture(scope="module")
-def meta():
-    with open(TRL_LIBRARY_META) as f:
-        return json.load(f)
+def meta(library):
+    return library[1]
 
 
 def reference(run, evals):
@@ -86,3 +95,17 @@ def test_cli_compare_and_label_read_the_shipped_file():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "runs hacking" in r.stdout.splitlines()[-1]
+
+
+def test_the_varied_library_is_the_grid_it_names_within_its_cpu_budget():
+    with open(TRL_LIBRARY_VARIED_META) as f:
+        meta = json.load(f)
+    runs = trl_library(TRL_LIBRARY_VARIED)
+    settings = meta["settings"]
+    assert meta["grid"] == "varied" and len(runs) == len(settings) == 96
+    assert {s["task"] for s in settings} == {"copy", "add"} and {s["dim"] for s in settings} == {80, 160}
+    rl = [s for s in settings if s["method"] in ("grpo", "rloo")]
+    assert 2 * sum(s["kl_coef"] == 0 for s in rl) == len(rl)    # half the RL runs without a KL penalty
+    assert meta["cpu_s_total"] <= 2 * 3600                      # the library's budget: 2 CPU-hours
+    for run in runs.values():                                   # the start and 18 evals, 360 steps
+        assert len(run.step) == 19 and run.step[-1] == 360
