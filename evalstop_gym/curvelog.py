@@ -62,10 +62,10 @@ and at the ``E`` checkpoints (as replay does; the proxy's start is unknown
 unless the log holds a proxy at its first step, which a trainer's log does not)
 and apply the rule worlds label
 with (:func:`evalstop_gym.label.overoptimised`): gold falls after its peak by
-at least a quarter of its gain, 0.03 and twice its own noise, while the proxy
-rises beyond its noise over the same stretch. A run that logs no proxy is never
-hacking. The eval noise never enters, so labels do not move with the noise
-detectors see.
+at least a quarter of its gain, 0.03, twice its own noise and twice its own
+wander over the fall's span, while the proxy rises beyond its noise over the
+same stretch. A run that logs no proxy is never hacking. The eval noise never
+enters, so labels do not move with the noise detectors see.
 
 A log without ``gold`` is never labelled (:func:`label_run` returns None): a
 drop of the eval score after a peak may be over-optimisation or the eval's own

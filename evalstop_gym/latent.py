@@ -29,9 +29,9 @@ these knobs is off by default and drawn only when set, so a world without them d
 The true score adds *plateau drift* (``drift``): a random walk whose steps have lag-1
 autocorrelation ``drift_autocorr`` (training stochasticity that persists across checkpoints). A run is
 **hacking** iff its gold and proxy meet the label rule of logged runs (:func:`evalstop_gym.label.overoptimised`:
-gold gives back at least 25% of its gain, 0.03 and 2 sqrt(2) times its own noise sd after its peak while the proxy rises
-beyond its noise; a run without a proxy never hacks). The rule reads the curves only, no parameter of the
-world. Nothing else decides it.
+gold gives back at least 25% of its gain, 0.03, 2 sqrt(2) times its own noise sd and 2 sqrt(m) times its own wander's
+step sd over the fall's m checkpoints after its peak while the proxy rises beyond its noise; a run without a proxy
+never hacks). The rule reads the curves only, no parameter of the world. Nothing else decides it.
 
 Public signals from the same latents: the RLHF proxy reward is linear in ``d`` (Gao et al.),
 ``proxy = proxy_slope * d`` plus noise, for exploitable and robust proxies alike; a DPO run's proxy, its
