@@ -55,8 +55,9 @@ that a trend inflates differently:
 
 For a walk both read ``w``; a trend mostly adds to either, so ``w`` is the smaller. The peak's own second
 difference and its two third differences are left out, as above (its curvature and its corner are the
-signal); below 3 left, a reading is 0 (gold on 6 checkpoints or fewer, for the third differences, when its
-peak is two points or more from both ends). The curve cannot tell a walk from independent errors on so few
+signal); below 3 left, a reading is 0: the third differences of gold on 4 checkpoints or fewer whatever its
+peak, and on 5 or 6 wherever the peak's left-out differences leave fewer than 3 (on 5, all but a peak at the
+start). ``w`` being the smaller reading, such a short curve gets no wander bar (the noise bar stands). The curve cannot tell a walk from independent errors on so few
 points; for either reading, a fall over ``m >= 1`` steps varies most when its differences are all a walk's
 (errors ``e`` and steps ``w`` give second differences of variance ``6 e^2 + 2 w^2`` and a fall of variance
 ``2 e^2 + m w^2``; third differences ``20 e^2 + 6 w^2``), so the bar takes that worst case:

@@ -68,7 +68,8 @@ def _quantiles(x: np.ndarray, probs: np.ndarray = UNIFORM) -> list[float]:
 def fit_shape(table, *, source: str = "", sha256: str = "", command: str = "", licence: str = "") -> dict[str, Any]:
     """The shape of a :class:`~evalstop_gym.traces.TraceTable` (every valid row), as a JSON-ready dict."""
     if table.n < MIN_BAND_JOBS:
-        raise ValueError(f"a shape needs at least {MIN_BAND_JOBS} jobs; the trace has {table.n}")
+        raise DataFileError(table.report.path, None, f"a shape needs at least {MIN_BAND_JOBS} valid jobs; "
+                                                     f"the trace has {table.n}")
     submit_h = (table.submit_s - table.submit_s[0]) / 3600.0
     counts, n_at = np.unique(table.gpus, return_counts=True)
     starts, held = [], 0      # bands from the largest demand down, each closed once it holds MIN_BAND_JOBS jobs
@@ -129,21 +130,23 @@ def read_shape(path) -> dict[str, Any]:
     _knots(path, "submit_h", data.get("submit_h"), positive=False)
     gpus = data.get("gpus")
     _check(path, isinstance(gpus, dict) and gpus and all(
-        k.isdigit() and int(k) >= 1 and isinstance(v, int) and not isinstance(v, bool) and v >= 1
+        isinstance(k, str) and k.isascii() and k.isdigit() and k == str(int(k)) and int(k) >= 1 and isinstance(v, int) and not isinstance(v, bool) and v >= 1
         for k, v in gpus.items()), "gpus", "must map GPU counts (integers >= 1) to job counts (integers >= 1)")
     bands = data.get("bands")
     _check(path, isinstance(bands, list) and bands, "bands", "must be a non-empty list")
-    covered = set()
+    covered: list[int] = []
     for i, b in enumerate(bands):
         name = f"bands[{i}]"
-        _check(path, isinstance(b, dict) and isinstance(b.get("min_gpus"), int) and (
-            b.get("max_gpus") is None or isinstance(b.get("max_gpus"), int)), name,
-            "must have an integer min_gpus and an integer or null max_gpus")
+        _check(path, isinstance(b, dict) and type(b.get("min_gpus")) is int and b["min_gpus"] >= 1 and (
+            b.get("max_gpus") is None or (type(b.get("max_gpus")) is int and b["max_gpus"] >= b["min_gpus"])), name,
+            "must have an integer min_gpus >= 1 and an integer max_gpus >= min_gpus, or null (no upper end)")
         _knots(path, f"{name}.duration_s", b.get("duration_s"), positive=True)
-        covered |= {int(k) for k in gpus if int(k) >= b["min_gpus"] and (b["max_gpus"] is None
-                                                                        or int(k) <= b["max_gpus"])}
-    missing = sorted({int(k) for k in gpus} - covered)
+        covered += [int(k) for k in gpus if int(k) >= b["min_gpus"] and (b["max_gpus"] is None
+                                                                         or int(k) <= b["max_gpus"])]
+    missing = sorted({int(k) for k in gpus} - set(covered))
     _check(path, not missing, "bands", f"no band holds the GPU counts {missing}")
+    twice = sorted({c for c in covered if covered.count(c) > 1})
+    _check(path, not twice, "bands", f"bands overlap: the GPU counts {twice} are in more than one")
     tenants = data.get("tenants")
     _check(path, isinstance(tenants, list) and tenants and all(
         isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in tenants), "tenants",

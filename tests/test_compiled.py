@@ -271,3 +271,16 @@ def test_lossaware_windows(window):
         w = generate(WorkloadConfig(jobs=60, seed=seed))
         for make in (lambda: LossAware(window=window), lambda: EvalStop(LossAware(window=window))):
             assert_same(python_outcome(w, make()), fast_outcome(w, make()))
+
+
+@pytest.mark.parametrize("stopper, attr, value", [("lossplateau", "k", 1), ("droptest", "patience", 4),
+                                                  ("evalstop", "window", 5)])
+def test_an_attribute_another_class_reads_keeps_the_python_path(stopper, attr, value):
+    # a built-in stopper carrying a parameter its own class never reads plays as Python plays it (which ignores
+    # it); the kernel would read it
+    from evalstop_gym.compiled.pairs import kernel_policy
+
+    p = make_policy("srtf-est", stopper)
+    assert kernel_policy(p) is not None
+    setattr(p, attr, value)
+    assert kernel_policy(p) is None

@@ -84,6 +84,10 @@ def test_a_draw_is_seeded(hand):
     (lambda d: d.update(gpus={"1": 250, "4": 250, "16": 5, "x": 1}), "gpus"),
     (lambda d: d.update(bands=d["bands"][:1]), "bands"),
     (lambda d: d.update(tenants=[]), "tenants"),
+    (lambda d: d.update(gpus={"01": 250, "4": 250, "16": 5}), "gpus"),
+    (lambda d: d.update(gpus={"\u00b2": 250, "4": 250, "16": 5}), "gpus"),
+    (lambda d: d["bands"][0].update(max_gpus=4), "bands"),              # 4 GPUs in both bands
+    (lambda d: d["bands"][1].update(min_gpus=0), "bands[1]"),
 ])
 def test_a_bad_shape_file_names_its_field(hand, tmp_path, edit, field):
     data = fit_shape(hand)
@@ -107,6 +111,11 @@ def test_the_command_fits_a_shape_and_refuses_bad_input_in_one_line(hand, tmp_pa
     assert main(["shape", str(tmp_path / "none.csv"), "--out", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "none.csv" in err
+    small = tmp_path / "small.csv"                      # valid, but too few jobs for a shape
+    small.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n" + "2017-10-09 07:00:00,60,1,60,c\n" * 50)
+    assert main(["shape", str(small), "--out", str(tmp_path / "y.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "small.csv" in err and "at least 200" in err
 
 
 def test_a_shape_replay_needs_a_job_count():

@@ -13,6 +13,7 @@ correct, not an error. This module does not import numba.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -36,11 +37,14 @@ I_K, I_WARMUP, I_LAG = 0, 1, 2   # I_K: EvalStop's k, Patience's patience, the w
 (F_DELTA, F_WARMUP_PROGRESS, F_P, F_THRESHOLD, F_DRIFT, F_SIGMA, F_Z, F_MIN_DROP, F_FAST_Z, F_FAST_MIN_DROP,
  F_PROXY_Z, F_SXX, F_SQRT_SXX, F_TOLERANCE, F_X) = range(15)   # F_SIGMA: NaN = estimated; F_X: Smoothed's x
 
-# the instance attributes each class sets: anything else is a user's change
-_OWN = {"_queue", "_running", "window", "_ranks"}
-_STOPPER_OWN = {"base", "warmup", "warmup_progress", "k", "min_delta", "patience", "p", "sigma", "noise",
-                "threshold", "drift", "window", "_x", "_sxx", "z", "min_drop", "fast_z", "fast_min_drop", "proxy_z",
-                "lag", "proxy_noise", "tolerance"}
+_RUNTIME = {"_queue", "_running", "_ranks"}   # what a base scheduler sets on itself as it plays
+
+
+@functools.lru_cache(maxsize=None)
+def _own(cls) -> frozenset:
+    """The instance attributes a default instance of ``cls`` sets (a stopper over FIFO): an attribute of a
+    policy beyond its own class's is a user's change (another class's ``k`` on a LossPlateau included)."""
+    return frozenset(vars(cls(FIFO()) if cls in STOPPERS else cls()))
 
 
 class KernelPolicy(NamedTuple):
@@ -73,7 +77,7 @@ def kernel_policy(policy) -> KernelPolicy | None:
     """The kernel's arguments for ``policy``, or None if the compiled path does not play it."""
     stop = STOPPERS.get(type(policy))
     if stop is not None:
-        if not set(vars(policy)) <= _STOPPER_OWN or type(vars(policy).get("noise", NoiseBySize())) is not NoiseBySize \
+        if not set(vars(policy)) <= _own(type(policy)) or type(vars(policy).get("noise", NoiseBySize())) is not NoiseBySize \
                 or type(vars(policy).get("proxy_noise", PooledNoise())) is not PooledNoise:
             return None
         base = kernel_policy(policy.base)
@@ -82,7 +86,7 @@ def kernel_policy(policy) -> KernelPolicy | None:
         ip, fp = _stopper_numbers(policy)
         return base._replace(stop=stop, ip=ip, fp=fp)
     sched = SCHEDULERS.get(type(policy))
-    if sched is None or not set(vars(policy)) <= _OWN:
+    if sched is None or not set(vars(policy)) <= _own(type(policy)) | _RUNTIME:
         return None
     return KernelPolicy(sched, bool(type(policy).preemptive), int(getattr(policy, "window", 0)))
 
