@@ -24,8 +24,10 @@ minimum to the maximum; run times' knots crowd towards the top, :data:`TAIL`):
 * **tenants**: each tenant's share of jobs (names are not kept).
 
 What it loses: the pairing of a job's tenant with its demand and run time,
-and of arrival times with job sizes (bursts of large jobs), and the exact
-extremes inside one knot. docs/traces.md measures what that changes in a
+and of arrival times with job sizes (bursts of large jobs), the exact
+extremes inside one knot, and an Acme trace's job-type tiers (every drawn
+job has tier 0, so job types follow GPU-hours alone); a drawn job's "line"
+in an error is its index in the draw. docs/traces.md measures what that changes in a
 replay.
 """
 
