@@ -1,5 +1,5 @@
 """Stop-policies against the best hand-coded pair on validation seeds: how a stop-policy's reward weights are
-chosen without looking at the held-out test seeds (docs/learned.md, "Choosing the quality-leaning weight").
+chosen without looking at the held-out test seeds (docs/learned.md describes the recipes; this script names the pair it compares against).
 
     PYTHONPATH=. python3 docs/stop_policy_validation.py MODEL_DIR [MODEL_DIR ...]
 
