@@ -1,5 +1,6 @@
 """evalstop-gym bench: the suite as data, policies of every kind, the scorecard's statistics, results files."""
 
+import dataclasses
 import json
 import textwrap
 
@@ -11,7 +12,7 @@ from evalstop_gym.bench.policies import BUILTIN, USER, parse_policy
 from evalstop_gym.bench.arms import EVALSTOP_K2, NO_STOPPER
 from evalstop_gym.bench.run import RESULTS_FILE, RUNS_FILE, run_bench
 from evalstop_gym.bench.score import compare, holm, verdicts
-from evalstop_gym.bench.suite import DEFAULT_SUITE, SUITES, V1, V2, Row, suite_hash
+from evalstop_gym.bench.suite import DEFAULT_SUITE, PHILLY, PHILLY_SHAPE, SUITES, V1, V2, V3, Row, suite_hash
 from evalstop_gym.config import ConfigError, UsageError
 from evalstop_gym.seeds import TEST, TUNED_ON_TEST
 
@@ -41,7 +42,7 @@ def test_v1_is_frozen_and_v2_extends_it_with_the_grounded_world_and_real_curves(
     # v1's hash is the one its results files carry (docs/leaderboard.md's heading); a field added to Row
     # later stays out of a row's description while unset, so it cannot move
     assert suite_hash("v1") == "fa4b1d555bd37d31" and len(V1) == 16
-    assert V2[:len(V1)] == V1 and DEFAULT_SUITE == "v2" and SUITES["v2"] is V2
+    assert V2[:len(V1)] == V1 and SUITES["v2"] is V2
     new = {r.name: r for r in V2[len(V1):]}
     assert {r.calibration for r in V2} == {"paper", "realistic", "grounded"}
     assert new["grounded"].synthetic and new["grounded-trl-curves"].curves == "trl-library"
@@ -50,6 +51,23 @@ def test_v1_is_frozen_and_v2_extends_it_with_the_grounded_world_and_real_curves(
     assert len(seeds) == len(set(seeds)) and all(s in TEST for s in seeds)
     assert suite_hash("v2") != suite_hash("v1")
     assert "curves" not in V1[0].describe() and new["grounded-trl-curves"].describe()["curves"] == "trl-library"
+
+
+def test_v3_is_v2_with_the_philly_trace_replaced_by_its_shipped_shape_so_a_clone_plays_every_row(monkeypatch, tmp_path):
+    from evalstop_gym.bench.results import clone_rows
+
+    assert DEFAULT_SUITE == "v3" and SUITES["v3"] is V3 and len(V3) == len(V2)
+    changed = [(a, b) for a, b in zip(V2, V3) if a != b]
+    assert len(changed) == 1
+    (old, new), = changed
+    assert old.trace == PHILLY and new.trace == PHILLY_SHAPE and new.name == "realistic-philly-shape"
+    assert dataclasses.replace(new, name=old.name, trace=old.trace) == old      # nothing else moved, seeds too
+    monkeypatch.setenv("EVALSTOP_GYM_TRACES", str(tmp_path))          # no trace on this "machine"
+    assert [r.name for r in V3 if r.missing() is not None] == []
+    assert [r.name for r in V2 if r.missing() is not None] == ["realistic-philly"]
+    names = [r.name for r in V3]
+    assert clone_rows({"suite": "v3", "rows": names}) == names
+    assert "realistic-philly" not in clone_rows({"suite": "v2", "rows": [r.name for r in V2]})
 
 
 def test_a_curves_row_replays_the_shipped_library_and_hashes_it_into_the_run_id():

@@ -81,6 +81,7 @@ def test_suite_hashes_are_pinned():
     # a change to any row of a published suite is a new suite version, never an edit of these
     assert suite_hash("v1") == "fa4b1d555bd37d31"
     assert suite_hash("v2") == "a67b27a150e6f168"
+    assert suite_hash("v3") == "571190d18feeccd8"
 
 
 def test_provenance_names_commit_date_and_versions(tmp_path):
