@@ -15,6 +15,7 @@ from evalstop_gym.cli import main
 from evalstop_gym.config import CALIBRATIONS
 from evalstop_gym.curvelog import LoggedRun, write_curve_log
 from evalstop_gym.data import TRL_LIBRARY, trl_library
+from evalstop_gym.label import curve_wander
 
 pytest.importorskip("scipy")
 
@@ -32,6 +33,9 @@ def test_one_run_s_statistics_by_hand():
     assert s["lag-1 autocorr of gold steps"] == pytest.approx(statistics.correlation(steps[1:], steps[:-1]))
     # second differences -0.1, -0.3, 0.0, 0.1; the one centred on the peak (-0.3) left out: median 0.1
     assert s["gold noise"] == pytest.approx(1.4826 * 0.1 / math.sqrt(6))
+    # third differences -0.2, 0.3, 0.1: the two with the peak inside their windows left out, 1 < 3 left, so the
+    # wander reading is 0 and there is no wander bar
+    assert curve_wander(gold[None, :], np.array([2]))[0] == 0.0
     # gold gives back 0.5 of its 0.3 gain (> 0.075, 0.03 and 2 sqrt(2) x 0.0605) while the proxy rises 0.3 from
     # gold's peak, and the proxy's noise (second differences all 0) is 0: hacking
     assert s["hacking"] == 1.0

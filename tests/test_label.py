@@ -158,8 +158,8 @@ def test_a_plateau_that_wanders_down_is_not_hacking():
     # up), ending 0.08 lower, while the proxy holds its level and rises by 0.1 at the end (its noise: median
     # second difference 0). The fall passes the share (0.25 * 0.18 = 0.045), the floor and the noise bar:
     # second differences -0.02, [-0.10 left out], 0, 0.04, -0.04, 0, 0.04, -0.04, 0, median 0.03, bar
-    # 2 sqrt(2) 1.4826 0.03 / sqrt(6) = 0.051. Third differences -0.08, 0.10 (left out), 0.04, -0.08, 0.04, 0.04,
-    # -0.08, 0.04: median 0.04, a step of 1.4826 * 0.04 / sqrt(6) = 0.0242 (under sqrt(3) s = 0.0315); over the 8
+    # 2 sqrt(2) 1.4826 0.03 / sqrt(6) = 0.051. Third differences -0.08, 0.10 (both left out: the peak inside their
+    # windows), 0.04, -0.08, 0.04, 0.04, -0.08, 0.04: median 0.04, a step of 1.4826 * 0.04 / sqrt(6) = 0.0242 (under sqrt(3) s = 0.0315); over the 8
     # checkpoints of the fall a walk of such steps moves 2 sqrt(8) 0.0242 = 0.137, more than the 0.08
     plateau = [0.62, 0.72, 0.80, 0.78, 0.76, 0.78, 0.76, 0.74, 0.76, 0.74, 0.72]
     proxy = [np.nan, 0.5, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.8, 0.9]
