@@ -45,6 +45,21 @@ def assert_same(ref, got) -> None:
     assert job_results(ref) == job_results(got)
 
 
+def test_the_kernels_copies_of_the_noise_constants_equal_the_python_rules():
+    """numba caches a kernel by its own source file, so the kernel keeps copies of baselines/noise.py's constants;
+    a change to one side alone would show only where a random equivalence case reached a differing stop."""
+    import inspect
+    import math
+
+    from evalstop_gym.baselines import noise
+    from evalstop_gym.compiled import kernel
+
+    assert kernel._MAD_TO_SD == noise._MAD_TO_SD and kernel.MIN_DIFFERENCES == noise.MIN_DIFFERENCES
+    # the kernel writes the largest sampling error inline: the same expression as the Python rule's
+    assert inspect.getsource(kernel).count("math.sqrt(0.25 / items[j])") == 2
+    assert all(noise.largest_sampling_error(n) == math.sqrt(0.25 / n) for n in (1, 7, 100, 1319))
+
+
 def test_the_listed_pairs_cover_the_dominant_ones():
     pairs = compiled_pairs()
     for pair in [("fifo", "none"), ("srtf-est", "none"), ("srtf-est", "evalstop"), ("srtf-est", "patience"),
