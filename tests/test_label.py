@@ -5,8 +5,10 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from evalstop_gym.label import curve_noise, curve_wander, overoptimised
+from evalstop_gym.label import curve_noise, curve_wander, overoptimised, row_nanmedian
 
 # start, then 6 checkpoints: gold rises by 0.6 to checkpoint 3 and gives 0.3 back along straight lines, so
 # every second difference but the one at the peak is 0, the median is 0 and the noise is 0
@@ -219,3 +221,25 @@ def test_a_world_without_an_exploitable_proxy_labels_at_most_5_percent(tmp_path,
     hacking = np.concatenate([w.hacking for w in runs])
     assert hacking.size == 3200 and hacking.mean() <= 0.05
     assert not np.concatenate([w.hacking[w.job_type == 0] for w in runs]).any()   # LoRA: no proxy
+
+
+def test_row_median_by_hand():
+    x = np.array([[3.0, np.nan, 1.0, 2.0], [4.0, 1.0, np.nan, np.nan], [np.inf, 0.5, 2.0, 1.0]])
+    # sorted non-NaN: [1, 2, 3] -> 2; [1, 4] -> 2.5; [0.5, 1, 2, inf] -> (1 + 2) / 2
+    assert row_nanmedian(x).tolist() == [2.0, 2.5, 1.5]
+
+
+finite_or_nan = st.one_of(st.floats(allow_nan=False, allow_infinity=True, width=64), st.just(math.nan))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 12).flatmap(lambda m: st.lists(
+    st.lists(finite_or_nan, min_size=m, max_size=m).filter(lambda r: not all(map(math.isnan, r))),
+    min_size=1, max_size=8)))
+def test_row_median_is_numpy_s_nanmedian_bit_for_bit(rows):
+    x = np.array(rows, dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # inf - inf style overflow inside NumPy's own median
+        want = np.nanmedian(x, axis=1)
+        got = row_nanmedian(x)
+    assert got.tobytes() == want.tobytes()
