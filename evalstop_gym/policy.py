@@ -149,6 +149,10 @@ class Scheduler(Policy):
         """The greedy allocation in ``key`` order (see the class docstring)."""
         if self.preemptive:  # the keep set on the GPU count, by the fastest path the key allows
             on_nodes = cluster.node_free is not None
+            if not on_nodes:
+                start = all_waiting_fit(cluster)
+                if start is not None:  # every active job is kept: no key needed
+                    return Plan([], start) if start else NO_CHANGE
             plan = (self._allocate_from_kept_orders(cluster, on_nodes) if self._kept_running
                     else self._allocate_from_queue(cluster) if self.static_key
                     else self._allocate_sorted(cluster))
@@ -395,6 +399,22 @@ class Scheduler(Policy):
         else:
             taken.sort(key=itemgetter(1))
         return Plan([e[2] for e in preempt], [e[2] for e in taken])
+
+
+def all_waiting_fit(cluster: ClusterView) -> list[int] | None:
+    """The ids of the waiting jobs in queue order if together they fit in the free GPUs, else None.
+
+    Then a preemptive allocation keeps every active job whatever the key (they all fit in the cluster's
+    GPUs), so it starts every waiting job and preempts none, which is the plan the paths below give.
+    It stops at the first job past the free GPUs: it costs no more steps than the jobs the plan would
+    start, and one when no GPU is free."""
+    free, ids = cluster.free_gpus, []
+    for j, v in cluster.waiting.items():
+        free -= v.gpus
+        if free < 0:
+            return None
+        ids.append(j)
+    return ids
 
 
 def _walk_group(order: RunningOrder, queue: WaitingQueue, best, a: int, b: int, gk, d: int, skipped: list,
