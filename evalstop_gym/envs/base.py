@@ -19,6 +19,7 @@ import inspect
 import math
 import warnings
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any
 
 import gymnasium as gym
@@ -52,6 +53,9 @@ TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops",
 # the stream of the fresh eval draws that credit stopped jobs: (episode seed, CREDIT_STREAM); the workload
 # generator uses (seed) and (seed, 1), so these draws are independent of every score the agent saw
 CREDIT_STREAM = 2
+# a step's info["reward_terms"] with no hidden-truth term weighted and every term 0 (copied, then filled in)
+_PUBLIC_PARTS = dict.fromkeys([k for k in TERMS if k not in HIDDEN_TERMS] + ["invalid"], 0.0)
+_hidden_weights = itemgetter(*HIDDEN_TERMS)  # the hidden-truth terms' weights from reward_weights
 INVALID_ACTION_MODES = ("penalize", "raise")
 STEP_INFO_MODES = ("full", "lean", "none")
 # default truncation: steps per job of the episode. A hand-coded scheduler takes about 12 steps per job
@@ -443,7 +447,7 @@ class SimEnv(gym.Env):
             if s > self._best[v.job_id]:  # strict, as the simulator picks the delivered checkpoint
                 self._best[v.job_id] = s
                 self._best_idx[v.job_id] = len(v.eval_scores) - 1
-                self._best_gpu_h[v.job_id] = v.attained_gpu_h
+                self._best_gpu_h[v.job_id] = v.eval_attained_h[-1] * v.gpus  # v.attained_gpu_h at its checkpoint
         self._kind = kind
         if self._recorder is not None:
             self._recorder.update(c)
@@ -483,20 +487,19 @@ class SimEnv(gym.Env):
     def _finish_step(self, invalid: bool):
         """Assemble ``(obs, reward, terminated, truncated, info)`` and reset the step's terms."""
         self._steps += 1
-        n = self._n_jobs
         w = self.reward_weights  # read as the step happens: a caller may change a weight between steps
         terms = self._terms
         # reward = the sum over terms, in TERMS order then "invalid", of weight * (term / jobs); a hidden-truth
         # term counts only while weighted. A term that is 0 adds an exact 0 to the sum, so it is skipped (and
         # a step that changed no term, most sub-steps of a scheduling decision, keeps its list of zeros)
         reward = 0
-        per_job = None
+        moved = ()  # (name, term / jobs) of the terms that are not 0, in TERMS order
         if any(terms):
             self._terms = [0.0] * len(TERMS)
-            per_job = [x / n for x in terms]
-            for k, x in zip(TERMS, per_job):
-                if x:
-                    reward += w[k] * x
+            n = self._n_jobs
+            moved = [(k, x / n) for k, x in zip(TERMS, terms) if x]
+            for k, x in moved:
+                reward += w[k] * x
         if invalid:
             reward += w["invalid"] * 1.0
         reward = float(reward)
@@ -514,12 +517,15 @@ class SimEnv(gym.Env):
             info["truncation"] = (f"max_steps={self._limit} reached with {self._n_jobs - c.finished} of "
                                   f"{self._n_jobs} jobs unfinished; no metrics (the episode did not end)")
         if self.step_info == "full":
-            # a hidden-truth term is reported only while weighted: otherwise per-step info stays public
-            parts = dict(zip(TERMS, per_job or [x / n for x in terms]))
-            for k in HIDDEN_TERMS:
-                if w[k] == 0.0:
-                    del parts[k]
-            parts["invalid"] = 1.0 if invalid else 0.0
+            # a hidden-truth term is reported only while weighted: otherwise per-step info stays public. A term
+            # that is 0 is reported as 0.0, which is what 0.0 / jobs gives (terms start at 0.0 and are never -0.0)
+            parts = (_PUBLIC_PARTS if not any(_hidden_weights(w)) else
+                     dict.fromkeys([k for k in TERMS if k not in HIDDEN_TERMS or w[k] != 0.0] + ["invalid"], 0.0)).copy()
+            for k, x in moved:
+                if k in parts:
+                    parts[k] = x
+            if invalid:
+                parts["invalid"] = 1.0
             info["reward_terms"] = parts
             info["invalid_action"] = invalid
         if self.render_mode == "human":
