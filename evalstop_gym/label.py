@@ -122,16 +122,19 @@ def curve_noise(curve: np.ndarray, peak: np.ndarray | None = None) -> np.ndarray
     return robust_sd(d2, math.sqrt(6.0))
 
 
-def curve_wander(curve: np.ndarray, peak: np.ndarray | None = None) -> np.ndarray:
+def curve_wander(curve: np.ndarray, peak: np.ndarray | None = None, noise: np.ndarray | None = None) -> np.ndarray:
     """Each row's robust step sd of a random walk (module docstring), in the curve's units per checkpoint: the
     smaller of ``1.4826 * median |third difference| / sqrt(6)`` and ``sqrt(3) * curve_noise``. ``curve``: shape
     ``(n, m)``. ``peak``: each row's peak index; its second difference and the two third differences whose
-    window holds it inside are left out. A reading with fewer than ``MIN_NOISE_POINTS`` differences left is 0."""
+    window holds it inside are left out. A reading with fewer than ``MIN_NOISE_POINTS`` differences left is 0.
+    ``noise``: ``curve_noise(curve, peak)`` if the caller has it already."""
     d3 = np.diff(np.asarray(curve, dtype=float), n=3, axis=1)
     if peak is not None:
         inner = np.arange(d3.shape[1])[None, :] + np.array([[[1]], [[2]]])   # a window's two inner points
         d3[(inner == np.asarray(peak)[:, None]).any(axis=0)] = np.nan
-    return np.minimum(robust_sd(d3, math.sqrt(6.0)), math.sqrt(3.0) * curve_noise(curve, peak))
+    if noise is None:
+        noise = curve_noise(curve, peak)
+    return np.minimum(robust_sd(d3, math.sqrt(6.0)), math.sqrt(3.0) * noise)
 
 
 def overoptimised(gold: np.ndarray, proxy: np.ndarray, *, drop_share: float = GOLD_DROP_SHARE,
@@ -151,9 +154,10 @@ def overoptimised(gold: np.ndarray, proxy: np.ndarray, *, drop_share: float = GO
     drop = peak - gold[:, -1]
     spread = NOISE_MULTIPLE * math.sqrt(2.0)
     span = gold.shape[1] - 1 - top                     # checkpoints from the peak to the last one
-    wander = NOISE_MULTIPLE * np.sqrt(span) * curve_wander(gold, top)
+    noise = curve_noise(gold, top)
+    wander = NOISE_MULTIPLE * np.sqrt(span) * curve_wander(gold, top, noise)
     threshold = np.maximum.reduce([np.full(top.shape, min_drop), drop_share * (peak - gold[:, 0]),
-                                   spread * curve_noise(gold, top), wander])
+                                   spread * noise, wander])
     has_proxy = np.all(np.isfinite(proxy[:, 1:]), axis=1)
     known = np.where(has_proxy[:, None], proxy, np.nan)
     # an unknown start (NaN) stays out of the noise, and a gold peak at the start reads the first checkpoint

@@ -330,7 +330,9 @@ def cluster_row(cluster: ClusterView, shown_running: int = 0, shown_waiting: int
     """
     g = cluster.total_gpus
     nw = len(cluster.waiting)
-    wg = (sum([v.gpus for v in cluster.waiting.values()]) if waiting_gpus is None else waiting_gpus) / g
+    if waiting_gpus is None:
+        waiting_gpus = sum([v.gpus for v in cluster.waiting.values()]) if nw else 0  # often none waits
+    wg = waiting_gpus / g
     ur = len(cluster.running) - shown_running
     uw = nw - shown_waiting
     cs = COUNT_SCALE
