@@ -46,6 +46,7 @@ each event falls ``ceil(remaining work / rate)`` ticks ahead.
 from __future__ import annotations
 
 import heapq
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,6 +108,11 @@ class Outcome:
         return np.where(self.first_start_ticks >= 0, self.first_start_ticks / TICKS_PER_HOUR, np.nan)
 
 
+def _flat(table: np.ndarray, typecode: str) -> array:
+    """``table`` flattened in row order into an ``array.array`` of ``typecode`` (``"d"`` float64, ``"q"`` int64)."""
+    return array(typecode, np.ascontiguousarray(table, dtype=np.dtype(typecode)).tobytes())
+
+
 class Simulator:
     """One episode over a :class:`Workload`. Not reusable: make a new one per episode."""
 
@@ -126,16 +132,18 @@ class Simulator:
         self._gpus = w.gpus.tolist()
         self._items = w.items.tolist()
         # the realistic world's checkpoint grid (speed jitter, eval time) and resume cost; None: none
-        # per-checkpoint tables are flat lists (job j's i-th entry at j * evals + i): one object each
-        # instead of one list per job keeps the garbage collector's full passes short on big episodes
-        self._grid = w.checkpoint_ticks().ravel().tolist() if w.ckpt_service_h is not None else None
+        # per-checkpoint tables are flat arrays of machine numbers (job j's i-th entry at j * evals + i), copied
+        # from NumPy's buffers: no Python object per entry to make, walk in the garbage collector's passes or
+        # free (lists from tolist() cost most of a short episode's construction); an entry read is a Python
+        # float (int) of the same value
+        self._grid = _flat(w.checkpoint_ticks(), "q") if w.ckpt_service_h is not None else None
         self._restart = to_ticks(w.restart_h).tolist() if w.restart_h is not None else None
         self._overhead = [0] * n    # ticks of resume cost paid so far (shifts the job's checkpoints)
         self._peak = np.argmax(w.curves.gold, axis=1).tolist()
         self._peak_service = [-1] * n
-        self._obs = w.observed.ravel().tolist()
-        self._loss = w.curves.loss.ravel().tolist()
-        self._proxy = w.curves.proxy.ravel().tolist()
+        self._obs = _flat(w.observed, "d")
+        self._loss = _flat(w.curves.loss, "d")
+        self._proxy = _flat(w.curves.proxy, "d")
         self._rlhf = (w.job_type == JOB_TYPES.index("rlhf")).tolist()  # only RLHF jobs report proxy rewards
         if not isinstance(config_visible, bool):
             raise ConfigError("config_visible", config_visible, "must be True or False")
