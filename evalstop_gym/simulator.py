@@ -130,6 +130,8 @@ class Simulator:
         # an estimate beyond MAX_HOURS (only a wild guess gets there) counts as MAX_HOURS
         self._est = to_ticks(np.minimum(w.est_length_h, MAX_HOURS)).tolist()
         self._gpus = w.gpus.tolist()
+        self._tenant = w.tenant.astype(np.int64).tolist()  # ints, as int(w.tenant[j]) gave them
+        self._job_type = [JOB_TYPES[t] for t in w.job_type.tolist()]  # names, as views show them
         self._items = w.items.tolist()
         # the realistic world's checkpoint grid (speed jitter, eval time) and resume cost; None: none
         # per-checkpoint tables are flat arrays of machine numbers (job j's i-th entry at j * evals + i), copied
@@ -157,7 +159,6 @@ class Simulator:
         # runs at rates other than 1, or spread (else work is service: the flat pool's event path)
         self._rated = self._placer is not None and not self._placer.uniform_speed
         if self._rated:
-            self._job_type = [JOB_TYPES[t] for t in w.job_type.tolist()]
             self._rate: list[tuple[int, int] | None] = [None] * n  # exact speed of the current run
             self._work = [0] * n                                  # work done, ticks at speed 1
             self._spread = [0] * n
@@ -254,8 +255,7 @@ class Simulator:
             d[g] -= 1
 
     def _arrive(self, j: int) -> None:
-        w = self._w
-        v = JobView(j, int(w.tenant[j]), JOB_TYPES[w.job_type[j]], self._gpus[j], self._submit[j],
+        v = JobView(j, self._tenant[j], self._job_type[j], self._gpus[j], self._submit[j],
                     self._est[j], self._evals, self.cluster, self._items[j])
         if self._config is not None:
             v.config = self._config[j]
