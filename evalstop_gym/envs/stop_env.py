@@ -99,6 +99,7 @@ _EVAL_MASK, _DONE_MASK = np.array([1, 1], np.int8), np.array([1, 0], np.int8)
 # NumPy's, in one call, instead of a list handed to np.array or bytes to np.frombuffer (this runs at every step)
 _FLAT = N_JOB + N_CLUSTER
 _PACK_FLAT = struct.Struct(f"={_FLAT}f").pack_into
+_FLOAT32 = np.dtype(np.float32)  # np.empty takes a dtype object without converting it
 _NO_JOB = (0.0,) * N_JOB  # after the episode
 
 
@@ -112,6 +113,6 @@ def stop_observation(c, job, nodes: bool) -> np.ndarray:
         jobs, rest = _NO_JOB, cluster_row(c)
     if nodes:  # the node block, with the job at the checkpoint as its one slot
         return np.array([*jobs, *rest, *topology_row(c, [job] if job is not None else [], 1)], np.float32)
-    obs = np.empty(_FLAT, np.float32)
+    obs = np.empty(_FLAT, _FLOAT32)
     _PACK_FLAT(obs, 0, *jobs, *rest)
     return obs
