@@ -4,10 +4,10 @@ Each case rolls an env out for a fixed number of steps (episode resets included)
 actions that follow the action mask, and hashes everything the env returned: every observation's dtype,
 shape and bytes, every reward's float64 bits, the flags, and every ``info`` entry in its order (arrays
 by bytes, floats by their bits, the end-of-episode metrics included). The expected digests were recorded by
-running this same file's :func:`rollout_digest` on the code before the speed-up of StopControl-v0's step
-(``git archive`` of that commit into a scratch folder, ``PYTHONPATH`` set to it, then
-``python3 tests/test_envs_rollout_digest.py``, which prints the table below); they are not this code's
-own output pasted back. Any change to an observation, a reward, a flag, an ``info`` value or a metric
+running this same file's :func:`rollout_digest` on the code before the speed-up of StopControl-v0's step,
+commit bdbbbfe (``git archive bdbbbfe | tar x -C /tmp/before``, then ``PYTHONPATH=/tmp/before python3
+tests/test_envs_rollout_digest.py``, which prints the table below); they are not this code's own output
+pasted back. Any change to an observation, a reward, a flag, an ``info`` value or a metric
 changes a digest.
 """
 
