@@ -489,25 +489,33 @@ class SimEnv(gym.Env):
         """Assemble ``(obs, reward, terminated, truncated, info)`` and reset the step's terms."""
         self._steps += 1
         w = self.reward_weights  # read as the step happens: a caller may change a weight between steps
-        terms = self._terms
+        full = self.step_info == "full"
+        # info["reward_terms"]: every term / jobs, a hidden-truth term only while weighted (otherwise per-step
+        # info stays public), then "invalid". A template of zeros is filled in: a term that is 0 shows 0.0, what
+        # 0.0 / jobs gives (terms start at 0.0 and are never -0.0)
+        parts = (_PUBLIC_PARTS if not any(_hidden_weights(w)) else dict.fromkeys(
+            [k for k in TERMS if k not in HIDDEN_TERMS or w[k] != 0.0] + ["invalid"], 0.0)).copy() if full else None
         # reward = the sum over terms, in TERMS order then "invalid", of weight * (term / jobs); a hidden-truth
         # term counts only while weighted. A term that is 0 adds an exact 0 to the sum, so it is skipped (and
         # a step that changed no term, most sub-steps of a scheduling decision, keeps its list of zeros)
         reward = 0
-        moved = []  # (name, term / jobs) of the terms that are not 0, in TERMS order
+        terms = self._terms
         if any(terms):
             self._terms = [0.0] * len(TERMS)
             n = self._n_jobs
             for k, x in compress(zip(TERMS, terms), terms):  # the terms that are not 0 (filtered in C: every step)
                 x /= n
-                moved.append((k, x))
                 reward += w[k] * x
+                if parts is not None and k in parts:
+                    parts[k] = x
         if invalid:
             reward += w["invalid"] * 1.0
+            if parts is not None:
+                parts["invalid"] = 1.0
         reward = float(reward)
         terminated = self._kind == DONE
         truncated = not terminated and self._limit is not None and self._steps >= self._limit
-        if self.step_info == "full":
+        if full:
             info = self._info(terminated)
         else:
             info = {"action_mask": self.action_masks()} if self.step_info == "lean" else {}
@@ -518,16 +526,7 @@ class SimEnv(gym.Env):
             c = self._sim.cluster
             info["truncation"] = (f"max_steps={self._limit} reached with {self._n_jobs - c.finished} of "
                                   f"{self._n_jobs} jobs unfinished; no metrics (the episode did not end)")
-        if self.step_info == "full":
-            # a hidden-truth term is reported only while weighted: otherwise per-step info stays public. A term
-            # that is 0 is reported as 0.0, which is what 0.0 / jobs gives (terms start at 0.0 and are never -0.0)
-            parts = (_PUBLIC_PARTS if not any(_hidden_weights(w)) else
-                     dict.fromkeys([k for k in TERMS if k not in HIDDEN_TERMS or w[k] != 0.0] + ["invalid"], 0.0)).copy()
-            for k, x in moved:
-                if k in parts:
-                    parts[k] = x
-            if invalid:
-                parts["invalid"] = 1.0
+        if full:
             info["reward_terms"] = parts
             info["invalid_action"] = invalid
         if self.render_mode == "human":
