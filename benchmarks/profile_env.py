@@ -41,13 +41,15 @@ OWN = "the rest of step (action check, the loop to the next checkpoint) and the 
 _FRAME = re.compile(r"(\S+) \(")
 
 
-def play(env_id: str, steps: int, seed: int = 0) -> None:
-    """``steps`` steps of ``gym.make(env_id)`` under random masked actions, resetting at each episode's end."""
+def play(env_id: str, steps: int, seed: int = 0, **make_kw) -> int:
+    """``steps`` steps of ``gym.make(env_id, **make_kw)`` under random masked actions, resetting at each
+    episode's end; returns the episodes ended."""
     import gymnasium as gym
 
     import evalstop_gym  # noqa: F401  (registers the EvalStop ids)
 
-    env = gym.make(env_id)
+    env = gym.make(env_id, **make_kw)
+    ended = 0
     _, info = env.reset(seed=seed)
     env.action_space.seed(seed)
     sample = env.action_space.sample
@@ -56,6 +58,8 @@ def play(env_id: str, steps: int, seed: int = 0) -> None:
         _, _, terminated, truncated, info = env.step(sample(mask) if mask is not None else sample())
         if terminated or truncated:
             _, info = env.reset()
+            ended += 1
+    return ended
 
 
 def summary(lines) -> tuple[dict[str, float], float]:
