@@ -1,7 +1,7 @@
 """EvalStop-StopControl-v0's step plays exactly what its plain version played.
 
-The env builds its observation with one ``struct`` pack, its mask from bytes, credits stops in Python
-floats and skips the reward bookkeeping of an advance in which no time passed. ``PlainStopControl``
+The env packs its observation into a fresh array with one ``struct`` call, copies its mask from a kept
+array, credits stops in Python floats and skips the reward bookkeeping of an advance in which no time passed. ``PlainStopControl``
 below is the env written the plain way: observations and masks handed to NumPy as Python lists, the
 credit in NumPy scalars, the bookkeeping of every advance done in full. Same seed, same actions:
 every observation byte, reward, flag and ``info`` entry must be equal, over episodes that cover
