@@ -573,22 +573,22 @@ class Simulator:
     def outcome(self) -> Outcome:
         if self._active:
             raise SimulationError(f"episode not finished: {self._active} jobs still active")
-        views = self.views
-        delivered = [self._best_idx[j] if self._stopped[j] else self._seen[j] - 1 for j in range(self._n)]
+        service = np.array([v._service_ticks for v in self.views], dtype=np.int64)
+        stopped, seen = np.array(self._stopped), np.array(self._seen)
         return Outcome(
             workload=self._w,
             submit_ticks=np.array(self._submit, dtype=np.int64),
             finish_ticks=np.array(self._finish, dtype=np.int64),
-            service_ticks=np.array([v._service_ticks for v in views], dtype=np.int64),
-            stopped=np.array(self._stopped),
-            evals_seen=np.array(self._seen),
-            delivered_ckpt=np.array(delivered),
+            service_ticks=service,
+            stopped=stopped,
+            evals_seen=seen,
+            # a stopped job delivers its best observed checkpoint, any other its last
+            delivered_ckpt=np.where(stopped, np.array(self._best_idx), seen - 1),
             first_start_ticks=np.array(self._first_start, dtype=np.int64),
             preemptions=self._preemptions,
             peak_service_ticks=np.array(self._peak_service, dtype=np.int64),
             spread_ticks=np.array(self._spread, dtype=np.int64) if self._rated else np.zeros(self._n, np.int64),
             type_gpu_ticks=(dict(self._type_ticks) if self._rated else
-                            {self.cluster.spec.gpu_types[0]: int(np.sum(
-                                np.array([v._service_ticks for v in views], dtype=np.int64) * self._w.gpus))}),
+                            {self.cluster.spec.gpu_types[0]: int(np.sum(service * self._w.gpus))}),
             fragmentation_gpu_ticks=self._frag if self._placer is not None else None,
         )
