@@ -130,10 +130,16 @@ def _budget(budget: int | None, default: int = FAMILY_BUDGET) -> int:
 
 
 def _references(val: Sequence[Row], store: ResultStore, kw: dict) -> tuple:
-    """``(no stopper, EvalStop k=2, their runs on val)``: the arms the rule scores a trial against."""
+    """``(no stopper, EvalStop k=2, their runs on val)``: the arms the rule scores a trial against.
+
+    Every trial plays the same validation workloads: they are drawn here once, in this process, so the local
+    pool's workers (forked from it at every round) find them drawn (:func:`~.play.warm_workloads`)."""
     from .arms import play
+    from .play import warm_workloads
 
     none, evalstop = builtin("srtf-est"), builtin("srtf-est", "evalstop", k=2)
+    if kw["backend"] == "local":
+        warm_workloads(val, none)
     return none, evalstop, play([none, evalstop], val, store, **kw)
 
 

@@ -107,15 +107,17 @@ def _play(w, kp: KernelPolicy) -> Outcome:
     submit = to_ticks(w.submit_h)
     empty = np.empty(0, np.int64)
     rlhf = w.job_type == JOB_TYPES.index("rlhf")   # only RLHF jobs report proxy rewards
-    items = np.ascontiguousarray(w.items, dtype=np.int64)
+    items = np.array(w.items, dtype=np.int64)
     sizes, pool_of = np.unique(items, return_inverse=True)
+    # copies where an input array could be the workload's own: a cached workload's arrays are read-only, which
+    # numba would type (and compile) apart
     code, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now = episode(
-        submit, to_ticks(np.minimum(w.est_length_h, MAX_HOURS)), np.ascontiguousarray(w.gpus, dtype=np.int64),
+        submit, to_ticks(np.minimum(w.est_length_h, MAX_HOURS)), np.array(w.gpus, dtype=np.int64),
         np.ascontiguousarray(w.checkpoint_ticks().ravel()),   # length * i // evals without a grid: the same ints
         to_ticks(w.restart_h) if w.restart_h is not None else empty,
         np.ascontiguousarray(w.observed, dtype=np.float64).ravel(),
-        np.ascontiguousarray(w.curves.proxy, dtype=np.float64).ravel(),
-        np.ascontiguousarray(w.curves.loss, dtype=np.float64).ravel(),
+        np.array(w.curves.proxy, dtype=np.float64).ravel(),
+        np.array(w.curves.loss, dtype=np.float64).ravel(),
         np.argmax(w.curves.gold, axis=1).astype(np.int64), np.ascontiguousarray(rlhf), items,
         pool_of.astype(np.int64).ravel(), _pool_offsets(kp, evals, sizes.size, pool_of, items, rlhf),
         np.argsort(submit, kind="stable").astype(np.int64), evals, int(w.total_gpus), kp.sched, kp.preemptive,
