@@ -314,9 +314,10 @@ def _first_fit(wj, n_wait, gpus, left, out, least):
 @njit(cache=True)
 def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window,
           gpus, qseq, run, n_run, run_key, run_stamp, wk, wj, n_wait, free, total_gpus, demand, preempt, start, rkey,
-          perm, tmp, kept):
+          perm, tmp, kept, queue_order):
     """The plan at a scheduling point: ``preempt[:a]`` in running order and ``start[:b]`` in the order the
-    Python plan lists them; returns ``(a, b)``.
+    Python plan lists them (``queue_order``; else in key order, as a plan placed on nodes takes them); returns
+    ``(a, b)``.
 
     Non-preemptive: first fit of the waiting jobs in key order on the free GPUs (Scheduler._fill).
     Preemptive: first fit of every active job in key order on all GPUs, running jobs first on equal keys
@@ -376,7 +377,7 @@ def _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
             n_pre += 1
     if sched == SRTF_EST and n_pre > 1:  # in key order: preemptions go in start order
         _reorder(preempt, n_pre, run_stamp, rkey, perm, tmp)
-    if n_start > 1:  # starts in queue order, as the Python plan lists them
+    if n_start > 1 and queue_order:  # starts in queue order, as the Python plan lists them
         _reorder(start, n_start, qseq, rkey, perm, tmp)
     return n_pre, n_start
 
@@ -608,15 +609,396 @@ def noise_stop(stop, j, i, evals, obs, proxy, rlhf, items, pool_of, factor_pool,
     return _declined(stop, obs, start, count, sigma, ip, fp)
 
 
+
+# -- nodes -----------------------------------------------------------------------------------------------
+# A transcription of evalstop_gym.placement (Placer.place's general path, which its fast paths equal by its
+# own tests; Nodes; place_preemptive) and of the simulator's node accounting (rates, spread and per-type GPU
+# time, fragmentation). A node state is a row of ``st_free`` (free GPUs per node), ``st_counts`` (how many
+# nodes have each free count) and ``st_tot`` (free GPUs in all): row 0 is the cluster's, the others are the
+# planner's tentative states. A job's placement is ``pl_n/pl_c[pl_off[j]:pl_off[j] + pl_m[j]]`` (nodes in
+# increasing order, GPUs on each). Placement policies by ClusterSpec.PLACEMENTS' order:
+CONSOLIDATE, FIRST_FIT, SPREAD = 0, 1, 2
+REAL, FREE, ROOM, PARTIAL = 0, 1, 2, 3   # node-state rows: the cluster's, then place_preemptive's and _backfill's
+OVERFLOW = 2          # the kernel's status when a rate's exact arithmetic would leave int64: the Python path plays
+_SAFE = np.int64(1) << 62
+
+
+@njit(cache=True)
+def _cons_cap(counts, gpn):
+    """placement.consolidated_cap: whole free nodes plus the fullest partly free node's GPUs."""
+    f = gpn - 1
+    while f > 0 and counts[f] == 0:
+        f -= 1
+    return counts[gpn] * gpn + f
+
+
+@njit(cache=True)
+def _node_cap(st_counts, st_tot, s, gpn, strict):
+    """Nodes.cap: the largest demand that can be placed on state ``s``."""
+    return _cons_cap(st_counts[s], gpn) if strict else st_tot[s]
+
+
+@njit(cache=True)
+def _partial_cap(st_counts, st_tot, s, gpn, strict):
+    """Nodes.partial_cap: :func:`_node_cap` with every wholly free node left out."""
+    counts = st_counts[s]
+    if not strict:
+        return st_tot[s] - counts[gpn] * gpn
+    f = gpn - 1
+    while f > 0 and counts[f] == 0:
+        f -= 1
+    return f
+
+
+@njit(cache=True)
+def _node_add(st_free, st_counts, st_tot, s, n, c):
+    """Give ``c`` GPUs back to node ``n`` of state ``s`` (take them with ``c < 0``)."""
+    f = st_free[s, n]
+    st_free[s, n] = f + c
+    st_counts[s, f] -= 1
+    st_counts[s, f + c] += 1
+    st_tot[s] += c
+
+
+@njit(cache=True)
+def _use(st_free, st_counts, st_tot, s, j, pl_off, pl_n, pl_c, pl_m, sign):
+    """Nodes.use of job ``j``'s placement on state ``s``: take its GPUs (``sign`` -1) or give them back (+1)."""
+    for k in range(pl_off[j], pl_off[j] + pl_m[j]):
+        _node_add(st_free, st_counts, st_tot, s, pl_n[k], sign * pl_c[k])
+
+
+@njit(cache=True)
+def _copy_state(st_free, st_counts, st_tot, src, dst):
+    st_free[dst, :] = st_free[src, :]
+    st_counts[dst, :] = st_counts[src, :]
+    st_tot[dst] = st_tot[src]
+
+
+@njit(cache=True)
+def _node_key(free, rank, policy, n, keys, row):
+    """A node's place in the policy's order, ``(type rank, best / first / worst fit, node)`` as floats (exact)."""
+    keys[row, 0] = rank[n]
+    keys[row, 1] = free[n] if policy == CONSOLIDATE else (-free[n] if policy == SPREAD else 0)
+    keys[row, 2] = n
+
+
+@njit(cache=True)
+def _place(st_free, st_counts, st_tot, s, gpn, policy, strict, rank, g, spill, j, pl_off, pl_n, pl_c, mark, nkeys,
+           nperm, ntmp):
+    """Placer.place on state ``s`` (not changed) for job ``j`` of ``g`` GPUs, its nodes ranked by ``rank``
+    (a GPU type preference; zeros for none): writes the placement to job ``j``'s slot and returns its length
+    (0: no placement). ``spill``: a spread placement where no consolidated one exists (never under consolidate).
+    ``mark`` (GPUs taken per node) is zeros on entry and on return."""
+    free = st_free[s]
+    n_nodes = free.shape[0]
+    whole = g // gpn
+    rem = g - whole * gpn
+    ok = True
+    if whole:   # the whole free nodes first in the policy's order
+        c = 0
+        for n in range(n_nodes):
+            if free[n] == gpn:
+                _node_key(free, rank, policy, n, nkeys, c)
+                c += 1
+        if c < whole:
+            ok = False
+        else:
+            _stable_order(nkeys, c, nperm, ntmp)
+            for i in range(whole):
+                mark[np.int64(nkeys[nperm[i], 2])] = gpn
+    if ok and rem:   # the remainder on the first node in the policy's order that holds it
+        best = -1
+        for n in range(n_nodes):
+            if free[n] >= rem and mark[n] == 0:
+                if best < 0:
+                    best = n
+                else:
+                    _node_key(free, rank, policy, n, nkeys, 0)
+                    _node_key(free, rank, policy, best, nkeys, 1)
+                    if _less(nkeys, 0, nkeys, 1):
+                        best = n
+        if best < 0:
+            ok = False
+        else:
+            mark[best] = rem
+    if not ok:   # no consolidated placement
+        for n in range(n_nodes):
+            mark[n] = 0
+        if strict or not spill or st_tot[s] < g:
+            return 0
+        c = 0
+        for n in range(n_nodes):
+            if free[n] > 0:
+                _node_key(free, rank, policy, n, nkeys, c)
+                c += 1
+        _stable_order(nkeys, c, nperm, ntmp)
+        need = g
+        for i in range(c):
+            n = np.int64(nkeys[nperm[i], 2])
+            take = min(free[n], need)
+            mark[n] = take
+            need -= take
+            if need == 0:
+                break
+    m = 0
+    base = pl_off[j]
+    for n in range(n_nodes):   # sorted by node
+        if mark[n]:
+            pl_n[base + m], pl_c[base + m] = n, mark[n]
+            m += 1
+            mark[n] = 0
+    return m
+
+
+@njit(cache=True)
+def _fill_nodes(st_free, st_counts, st_tot, s, cap, gpn, policy, strict, node_rank, job_type, gpus, wj, n_wait,
+                skip, least, out, count, pl_off, pl_n, pl_c, pl_m, mark, nkeys, nperm, ntmp):
+    """Scheduler._fill on nodes: waiting jobs (not ``skip``) in key order, each placed on state ``s`` (changed)
+    where it fits in what is left (``cap``: the largest demand that fits before any start), appended to
+    ``out`` from ``count``; returns the new count. The kept queue's walk equals this one: what fits only
+    shrinks."""
+    for m in range(n_wait):
+        if cap == 0 or cap < least:
+            break
+        j = wj[m]
+        g = gpus[j]
+        if skip[j] or g > cap:
+            continue
+        pl_m[j] = _place(st_free, st_counts, st_tot, s, gpn, policy, strict, node_rank[job_type[j]], g, True, j,
+                         pl_off, pl_n, pl_c, mark, nkeys, nperm, ntmp)
+        _use(st_free, st_counts, st_tot, s, j, pl_off, pl_n, pl_c, pl_m, -1)
+        out[count] = j
+        count += 1
+        cap = _node_cap(st_counts, st_tot, s, gpn, strict)
+    return count
+
+
+@njit(cache=True)
+def _place_preemptive(st_free, st_counts, st_tot, gpn, policy, strict, node_rank, job_type, gpus, starts, n_s,
+                      cands, n_c, ckeys, placed, lost, touched, pl_off, pl_n, pl_c, pl_m, mark, nkeys, nperm, ntmp,
+                      perm, tmp, lidx):
+    """placement.place_preemptive: place ``starts[:n_s]`` (key order) without moving a running job, the running
+    jobs ``cands[:n_c]`` (start order; ``ckeys``: their keys in rows) the plan would preempt giving up their
+    GPUs only where a start needs them. Sets ``placed[i]`` per start and ``lost[i]`` per candidate; the node
+    state after the plan is row FREE (complete where a start waits). Returns the number placed."""
+    _copy_state(st_free, st_counts, st_tot, REAL, FREE)
+    room = False
+    n_placed = 0
+    any_touched = False
+    for i in range(n_c):
+        lost[i] = False
+    for i in range(n_s):
+        j = starts[i]
+        g = gpus[j]
+        rank = node_rank[job_type[j]]
+        m = 0
+        on_free = True
+        for spill in (False, True):
+            if spill and strict:
+                break
+            if g <= _node_cap(st_counts, st_tot, FREE, gpn, strict):
+                m = _place(st_free, st_counts, st_tot, FREE, gpn, policy, strict, rank, g, spill, j, pl_off, pl_n,
+                           pl_c, mark, nkeys, nperm, ntmp)
+            if m:
+                on_free = True
+                break
+            if n_c:
+                if not room:   # the GPUs free now plus every candidate's
+                    _copy_state(st_free, st_counts, st_tot, FREE, ROOM)
+                    for c in range(n_c):
+                        _use(st_free, st_counts, st_tot, ROOM, cands[c], pl_off, pl_n, pl_c, pl_m, 1)
+                    room = True
+                if g <= _node_cap(st_counts, st_tot, ROOM, gpn, strict):
+                    m = _place(st_free, st_counts, st_tot, ROOM, gpn, policy, strict, rank, g, spill, j, pl_off,
+                               pl_n, pl_c, mark, nkeys, nperm, ntmp)
+                if m:
+                    on_free = False
+                    break
+        placed[i] = m > 0
+        if m == 0:
+            continue   # not even on the candidates' GPUs: it waits
+        pl_m[j] = m
+        n_placed += 1
+        if i == n_s - 1 and not room and n_placed == n_s:
+            break   # nothing reads the state after the last start
+        if room:
+            _use(st_free, st_counts, st_tot, ROOM, j, pl_off, pl_n, pl_c, pl_m, -1)
+        if on_free:
+            _use(st_free, st_counts, st_tot, FREE, j, pl_off, pl_n, pl_c, pl_m, -1)
+        else:   # the start uses a node's free GPUs first, then candidates'
+            for k in range(pl_off[j], pl_off[j] + m):
+                n, c = pl_n[k], pl_c[k]
+                f = st_free[FREE, n]
+                if c > f:
+                    touched[n] = True
+                    any_touched = True
+                if f:
+                    _node_add(st_free, st_counts, st_tot, FREE, n, -min(c, f))
+    if not any_touched:
+        return n_placed
+    # candidates with GPUs on a touched node, in key order (stable: start order on ties), keep running if
+    # their GPUs are all still there
+    n_l = 0
+    for i in range(n_c):   # compacted in place: n_l <= i
+        j = cands[i]
+        hit = False
+        for k in range(pl_off[j], pl_off[j] + pl_m[j]):
+            hit = hit or touched[pl_n[k]]
+        if hit:
+            lidx[n_l] = i
+            ckeys[n_l, 0], ckeys[n_l, 1], ckeys[n_l, 2] = ckeys[i, 0], ckeys[i, 1], ckeys[i, 2]
+            n_l += 1
+    _stable_order(ckeys, n_l, perm, tmp)
+    for r in range(n_l):
+        i = lidx[perm[r]]
+        j = cands[i]
+        keeps = True
+        for k in range(pl_off[j], pl_off[j] + pl_m[j]):
+            keeps = keeps and st_free[ROOM, pl_n[k]] >= pl_c[k]
+        if keeps:
+            _use(st_free, st_counts, st_tot, ROOM, j, pl_off, pl_n, pl_c, pl_m, -1)
+        else:
+            lost[i] = True
+            for k in range(pl_off[j], pl_off[j] + pl_m[j]):
+                if not touched[pl_n[k]]:
+                    _node_add(st_free, st_counts, st_tot, FREE, pl_n[k], pl_c[k])
+    for n in range(touched.shape[0]):
+        if touched[n]:
+            _node_add(st_free, st_counts, st_tot, FREE, n, st_free[ROOM, n] - st_free[FREE, n])
+            touched[n] = False
+    return n_placed
+
+
+@njit(cache=True)
+def _rate_of(j, pl_off, pl_n, pl_m, node_type, gpn, g, rate_tab, job_type):
+    """``(num, den, spread)`` of job ``j`` on its placement: the slowest GPU type it holds, times the spread
+    penalty if spread (Placer.run_facts; ``rate_tab[job type, type mask, spread]``, exact fractions)."""
+    mask = 0
+    for k in range(pl_off[j], pl_off[j] + pl_m[j]):
+        mask |= 1 << node_type[pl_n[k]]
+    spread = pl_m[j] > (g + gpn - 1) // gpn
+    return rate_tab[job_type[j], mask, np.int64(spread), 0], rate_tab[job_type[j], mask, np.int64(spread), 1], spread
+
+
+@njit(cache=True)
+def _fragmented(t, now, free, demand, st_counts, st_tot, gpn, strict, total_gpus):
+    """Simulator._account_fragmentation: GPU-ticks over ``[now, t)`` of free GPUs no waiting job can be placed
+    on (fitting is monotone in demand: the least waiting demand decides)."""
+    if t == now or free == 0 or demand[0] > total_gpus:
+        return 0
+    least = demand[0]
+    if least > free or least > _node_cap(st_counts, st_tot, REAL, gpn, strict):
+        return (t - now) * free
+    return 0
+
+
+@njit(cache=True)
+def _plan_nodes(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window,
+                gpus, qseq, run, n_run, run_key, run_stamp, wk, wj, n_wait, free, total_gpus, demand, preempt, start,
+                rkey, perm, tmp, kept, st_free, st_counts, st_tot, gpn, policy, strict, node_rank, job_type, pl_off,
+                pl_n, pl_c, pl_m, mark, nkeys, nperm, ntmp, skip, placed, lost, touched, lidx, starts_k):
+    """The plan at a scheduling point on nodes, as :func:`_plan` returns it, each start's placement in its slot.
+
+    Non-preemptive: Scheduler._fill on the nodes (first fit in key order where a placement exists).
+    Preemptive: the keep set on the GPU count (:func:`_plan`), then Scheduler._place_on_nodes: the starts
+    placed without moving a running job (:func:`_place_preemptive`), listed in queue order, then, where a
+    start waits, waiting jobs outside the plan backfilled in key order on partly used nodes.
+    """
+    if not preemptive:
+        _copy_state(st_free, st_counts, st_tot, REAL, FREE)
+        return 0, _fill_nodes(st_free, st_counts, st_tot, FREE, _node_cap(st_counts, st_tot, FREE, gpn, strict), gpn,
+                              policy, strict, node_rank, job_type, gpus, wj, n_wait, skip, demand[0], start, 0, pl_off,
+                              pl_n, pl_c, pl_m, mark, nkeys, nperm, ntmp)
+    n_pre, n_s = _plan(sched, preemptive, now, submit, est, service, run_since, status, seen, last_att, evals, loss,
+                       window, gpus, qseq, run, n_run, run_key, run_stamp, wk, wj, n_wait, free, total_gpus, demand,
+                       preempt, start, rkey, perm, tmp, kept, False)
+    if n_pre == 0 and n_s == 0:
+        return 0, 0
+    starts_k[:n_s] = start[:n_s]
+    for c in range(n_pre):   # the candidates' keys now, for the ones a start displaces
+        _key(sched, preempt[c], now, submit, est, service, run_since, status, seen, last_att, evals, loss, window,
+             rkey, c)
+    n_placed = _place_preemptive(st_free, st_counts, st_tot, gpn, policy, strict, node_rank, job_type, gpus, starts_k,
+                                 n_s, preempt, n_pre, rkey, placed, lost, touched, pl_off, pl_n, pl_c, pl_m, mark,
+                                 nkeys, nperm, ntmp, perm, tmp, lidx)
+    count = 0
+    for i in range(n_s):
+        if placed[i]:
+            start[count] = starts_k[i]
+            count += 1
+    if count > 1:   # queue order, as the Python plan lists them
+        _reorder(start, count, qseq, rkey, perm, tmp)
+    if n_placed < n_s:
+        cap = _partial_cap(st_counts, st_tot, FREE, gpn, strict)
+        if cap:   # a start waits: backfill partly used nodes (their state once the plan is applied)
+            _copy_state(st_free, st_counts, st_tot, FREE, PARTIAL)
+            for n in range(st_free.shape[1]):
+                if st_free[PARTIAL, n] == gpn:
+                    _node_add(st_free, st_counts, st_tot, PARTIAL, n, -gpn)
+            for i in range(n_s):
+                skip[starts_k[i]] = True
+            count = _fill_nodes(st_free, st_counts, st_tot, PARTIAL, cap, gpn, policy, strict, node_rank, job_type,
+                                gpus, wj, n_wait, skip, demand[0], start, count, pl_off, pl_n, pl_c, pl_m, mark, nkeys,
+                                nperm, ntmp)
+            for i in range(n_s):
+                skip[starts_k[i]] = False
+    if count == 0:
+        return 0, 0   # nothing placed: no change at all
+    n_lost = 0
+    for c in range(n_pre):
+        if lost[c]:
+            preempt[n_lost] = preempt[c]
+            n_lost += 1
+    return n_lost, count
+
+
+@njit(cache=True)
+def _settle(j, now, run_since, run_start, work, rnum, rden, rspread, spread_ticks, type_ticks, node_type, pl_off,
+            pl_n, pl_c, pl_m):
+    """Simulator._settle at the end of a run on nodes: work since the last checkpoint at the job's rate, and
+    the run's spread and per-type GPU time. False where the exact product would leave int64."""
+    ran = now - run_since[j]
+    if ran > _SAFE // rnum[j]:
+        return False
+    work[j] += ran * rnum[j] // rden[j]
+    ran = now - run_start[j]
+    for k in range(pl_off[j], pl_off[j] + pl_m[j]):
+        type_ticks[node_type[pl_n[k]]] += ran * pl_c[k]
+    if rspread[j]:
+        spread_ticks[j] += ran
+    return True
+
+
+@njit(cache=True)
+def _push_on_nodes(ht, hs, hj, he, size, epoch, now, j, c, grid, evals, overhead, work, rnum, rden, seq):
+    """:func:`_push_checkpoint` on nodes: the grid point is work at full speed, reached at the job's rate
+    (``ceil(remaining work * den / num)`` ticks ahead). Returns -1 where the product would leave int64."""
+    due = grid[j * evals + c - 1] + overhead[j] - work[j]
+    if due > _SAFE // rden[j]:
+        return -1
+    due = -((-due * rden[j]) // rnum[j])
+    if size == ht.shape[0]:
+        size = _drop_void(ht, hs, hj, he, size, epoch)
+    return _heap_push(ht, hs, hj, he, size, now + due, seq, j, epoch[j])
+
+
 @njit(cache=True)
 def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, items, pool_of, pool_off,
-            arrivals, evals, total_gpus, sched, preemptive, window, stop, ip, fp):
+            arrivals, evals, total_gpus, sched, preemptive, window, stop, ip, fp, on_nodes, gpn, policy, strict,
+            node_type, n_types, node_rank, job_type, rate_tab):
     """Play one episode. ``grid``: each job's service at each checkpoint (n * evals ticks,
     :meth:`~evalstop_gym.workload.Workload.checkpoint_ticks`, so no division per event); ``restart``
     (n ticks) is empty where resumes cost nothing; ``pool_of`` (each job's eval-size pool) and ``pool_off``
     (where each pool starts in one flat array, the factor pool and the proxy pool last, then the end) lay
-    out the noise pools. Returns ``(status, finish, service, stopped, seen, best_idx, first_start,
-    peak_service, preemptions, now)``."""
+    out the noise pools.
+
+    On nodes (``on_nodes``): ``gpn`` GPUs per node, ``policy`` (CONSOLIDATE, FIRST_FIT, SPREAD) and ``strict``
+    (consolidated placements only) as the Placer has them; ``node_type`` (each node's GPU type, ``0 ..
+    n_types - 1``); ``node_rank[job type, node]``: the scheduler's GPU type preference (zeros for none);
+    ``rate_tab[job type, mask of the GPU types held, spread?]``: the exact speed ``(num, den)``.
+
+    Returns ``(status, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now,
+    spread_ticks, type_ticks, fragmentation)`` (the last three on nodes only)."""
     n = submit.shape[0]
     has_restart = restart.shape[0] > 0
     status = np.zeros(n, np.int64)
@@ -671,6 +1053,39 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
     perm = np.empty(n, np.int64)
     tmp = np.empty(n, np.int64)
     kept = np.empty(n, np.bool_)
+    # nodes: node states (REAL, then the planner's), each job's current placement, rate and run start
+    n_nodes = node_type.shape[0]
+    st_free = np.zeros((4, n_nodes), np.int64)
+    st_counts = np.zeros((4, gpn + 1), np.int64)
+    st_tot = np.zeros(4, np.int64)
+    if on_nodes:
+        st_free[REAL, :] = gpn
+        st_counts[REAL, gpn] = n_nodes
+        st_tot[REAL] = total_gpus
+    pl_off = np.zeros(n + 1, np.int64)
+    for j in range(n if on_nodes else 0):   # a job is on at most min(gpus, nodes) nodes
+        pl_off[j + 1] = pl_off[j] + min(gpus[j], n_nodes)
+    pl_n = np.empty(pl_off[n], np.int64)
+    pl_c = np.empty(pl_off[n], np.int64)
+    pl_m = np.zeros(n, np.int64)
+    work = np.zeros(n, np.int64)       # work done, ticks at speed 1
+    rnum = np.ones(n, np.int64)        # the current run's rate
+    rden = np.ones(n, np.int64)
+    rspread = np.zeros(n, np.bool_)
+    run_start = np.zeros(n, np.int64)
+    spread_ticks = np.zeros(n, np.int64)
+    type_ticks = np.zeros(n_types, np.int64)
+    frag = np.int64(0)
+    mark = np.zeros(n_nodes, np.int64)
+    nkeys = np.empty((n_nodes, 3))
+    nperm = np.empty(n_nodes, np.int64)
+    ntmp = np.empty(n_nodes, np.int64)
+    skip = np.zeros(n, np.bool_)
+    placed = np.empty(n, np.bool_)
+    lost = np.empty(n, np.bool_)
+    touched = np.zeros(n_nodes, np.bool_)
+    lidx = np.empty(n, np.int64)
+    starts_k = np.empty(n, np.int64)
 
     arrival_ticks = np.empty(n + 1, np.int64)
     for m in range(n):
@@ -692,11 +1107,26 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
             # ---- a scheduling point: the plan, then applied (preemptions first) ----
             n_pre, n_start = np.int64(0), np.int64(0)
             if n_wait > 0 and (preemptive or free > 0):
-                n_pre, n_start = _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
-                                       last_att, evals, loss, window, gpus, qseq, run, n_run, run_key, run_stamp, wk,
-                                       wj, n_wait, free, total_gpus, demand, plan_a, plan_b, rkey, perm, tmp, kept)
+                if on_nodes:
+                    n_pre, n_start = _plan_nodes(
+                        sched, preemptive, now, submit, est, service, run_since, status, seen, last_att, evals, loss,
+                        window, gpus, qseq, run, n_run, run_key, run_stamp, wk, wj, n_wait, free, total_gpus, demand,
+                        plan_a, plan_b, rkey, perm, tmp, kept, st_free, st_counts, st_tot, gpn, policy, strict,
+                        node_rank, job_type, pl_off, pl_n, pl_c, pl_m, mark, nkeys, nperm, ntmp, skip, placed, lost,
+                        touched, lidx, starts_k)
+                else:
+                    n_pre, n_start = _plan(sched, preemptive, now, submit, est, service, run_since, status, seen,
+                                           last_att, evals, loss, window, gpus, qseq, run, n_run, run_key, run_stamp,
+                                           wk, wj, n_wait, free, total_gpus, demand, plan_a, plan_b, rkey, perm, tmp,
+                                           kept, True)
             for m in range(n_pre):  # preempt: the job keeps its progress and waits again
                 j = plan_a[m]
+                if on_nodes:
+                    if not _settle(j, now, run_since, run_start, work, rnum, rden, rspread, spread_ticks, type_ticks,
+                                   node_type, pl_off, pl_n, pl_c, pl_m):
+                        return OVERFLOW, finish, service, stopped, seen, best_idx, first_start, peak_service, \
+                            preemptions, now, spread_ticks, type_ticks, frag
+                    _use(st_free, st_counts, st_tot, REAL, j, pl_off, pl_n, pl_c, pl_m, 1)
                 service[j] += now - run_since[j]
                 epoch[j] += 1
                 n_run = _run_out(run, n_run, run_key, run_stamp, j)
@@ -719,23 +1149,39 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
                 free -= gpus[j]
                 status[j] = _RUNNING
                 run_since[j] = now
+                if on_nodes:
+                    _use(st_free, st_counts, st_tot, REAL, j, pl_off, pl_n, pl_c, pl_m, -1)
+                    rnum[j], rden[j], rspread[j] = _rate_of(j, pl_off, pl_n, pl_m, node_type, gpn, gpus[j], rate_tab,
+                                                            job_type)
+                    run_start[j] = now
                 if first_start[j] < 0:
                     first_start[j] = now
                 elif has_restart:  # a resume: its cost in GPU time shifts the job's checkpoints
                     overhead[j] += restart[j]
                 seq += 1
-                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, seen[j] + 1, grid, evals,
-                                        overhead, service, seq)
+                if on_nodes:
+                    size = _push_on_nodes(ht, hs, hj, he, size, epoch, now, j, seen[j] + 1, grid, evals, overhead,
+                                          work, rnum, rden, seq)
+                    if size < 0:
+                        return OVERFLOW, finish, service, stopped, seen, best_idx, first_start, peak_service, \
+                            preemptions, now, spread_ticks, type_ticks, frag
+                else:
+                    size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, seen[j] + 1, grid, evals,
+                                            overhead, service, seq)
             continue
         if size > 0 and ht[0] < at:  # on equal times the arrival goes first: its counter is lower
             t, j, e = ht[0], hj[0], he[0]
             size = _heap_pop(ht, hs, hj, he, size)
             if e != epoch[j]:
                 continue  # preempted or stopped since it was pushed
+            if on_nodes:
+                frag += _fragmented(t, now, free, demand, st_counts, st_tot, gpn, strict, total_gpus)
             now = t
             # ---- eval checkpoint of job j ----
             i = seen[j]
             base = j * evals
+            if on_nodes:   # the event fell on the first tick at which work reached the target
+                work[j] = grid[base + i] + overhead[j]
             score = obs[base + i]
             if i:
                 declines[j] = declines[j] + 1 if score < obs[base + i - 1] else 0
@@ -751,8 +1197,15 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
             ended = i == evals
             if not ended:
                 seq += 1
-                size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, i + 1, grid, evals,
-                                        overhead, service, seq)
+                if on_nodes:
+                    size = _push_on_nodes(ht, hs, hj, he, size, epoch, now, j, i + 1, grid, evals, overhead, work,
+                                          rnum, rden, seq)
+                    if size < 0:
+                        return OVERFLOW, finish, service, stopped, seen, best_idx, first_start, peak_service, \
+                            preemptions, now, spread_ticks, type_ticks, frag
+                else:
+                    size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, i + 1, grid, evals,
+                                            overhead, service, seq)
                 # (a call with many arrays is not free: the rules that need few take a call of their own)
                 if stop != NO_STOP_CODE and (
                         noise_stop(stop, j, i - 1, evals, obs, proxy, rlhf, items, pool_of, n_pools - 2, n_pools - 1,
@@ -761,6 +1214,10 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
                     stopped[j] = True
                     ended = True
             if ended:  # completed, or stopped: its GPUs are free now
+                if on_nodes:
+                    _settle(j, now, run_since, run_start, work, rnum, rden, rspread, spread_ticks, type_ticks,
+                            node_type, pl_off, pl_n, pl_c, pl_m)   # ran 0 since this checkpoint: no product
+                    _use(st_free, st_counts, st_tot, REAL, j, pl_off, pl_n, pl_c, pl_m, 1)
                 n_run = _run_out(run, n_run, run_key, run_stamp, j)
                 free += gpus[j]
                 status[j] = _ENDED
@@ -769,6 +1226,8 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
                 active -= 1
                 dirty = True
         elif at != NEVER:
+            if on_nodes:
+                frag += _fragmented(at, now, free, demand, st_counts, st_tot, gpn, strict, total_gpus)
             now = at
             j = arrivals[nxt]
             nxt += 1
@@ -780,4 +1239,5 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
             dirty = True
         else:
             code = STALLED if active else 0
-            return code, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now
+            return code, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now, \
+                spread_ticks, type_ticks, frag
