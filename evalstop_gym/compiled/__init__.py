@@ -3,11 +3,15 @@
 :func:`run_episode` is what the runners call instead of
 ``drive(Simulator(workload), policy)``: it plays the episode in compiled code
 (:mod:`.kernel`) when the policy is a supported built-in (:func:`compiled_pairs`,
-:mod:`.pairs`) and the cluster is the flat pool, and on the Python path
-otherwise, with the same :class:`~evalstop_gym.simulator.Outcome` either way
-(``tests/test_compiled.py`` compares every field, job by job). The Python
-simulator stays the reference; Gymnasium and PettingZoo episodes, a user's own
-policy and clusters of nodes always take it.
+:mod:`.pairs`), on the flat pool or on a cluster of nodes (:mod:`.nodes`: every
+placement policy, GPU types and their throughputs, spread penalties), and on
+the Python path otherwise, with the same :class:`~evalstop_gym.simulator.Outcome`
+either way (``tests/test_compiled.py`` compares every field, job by job). The
+Python simulator stays the reference; Gymnasium and PettingZoo episodes and a
+user's own policy always take it, and so does an episode the kernel cannot play
+exactly: NaN in the histories a rule sorts, more than
+:data:`~.nodes.MAX_TYPES` GPU types, or a rate whose exact arithmetic would
+leave int64 (the kernel says so and the Python path plays the episode).
 
 ``EVALSTOP_COMPILED`` (environment): ``0`` forces the Python path; ``1`` asks
 for the compiled one and says once per process, on stderr as a warning, when

@@ -1,7 +1,7 @@
 """The compiled episode: the simulator's event loop and the supported built-in policies in one numba function.
 
 It is a transcription of :class:`~evalstop_gym.simulator.Simulator` driven by
-:func:`~evalstop_gym.policy.drive` on the flat pool, for the policies listed in
+:func:`~evalstop_gym.policy.drive`, for the policies listed in
 :mod:`evalstop_gym.compiled.pairs`; the Python code stays the reference and the
 tests compare the two outcome by outcome (``tests/test_compiled.py``). What
 keeps them bit for bit equal:
@@ -18,6 +18,13 @@ keeps them bit for bit equal:
   order, running jobs before waiting ones on equal keys and among themselves
   in start order; preemptions applied before starts, in running order, and
   starts in the order the Python plan lists them.
+* on nodes, placements are :meth:`~evalstop_gym.placement.Placer.place`'s
+  general path (its fast paths equal it), preemptive plans are placed as
+  :meth:`~evalstop_gym.policy.Scheduler._place_on_nodes` places them, and a
+  run's rate is the exact fraction ``num / den`` of
+  :meth:`~evalstop_gym.placement.Placer.run_facts`: event times
+  ``ceil(work * den / num)`` and work ``ticks * num // den`` in int64, with a
+  check that the product fits (else the status OVERFLOW and the Python path).
 
 * the stop rules (the last part of this module) transcribe
   :class:`~evalstop_gym.policy.Stopper`'s warm-up and the rules of EvalStop,

@@ -92,8 +92,8 @@ def kernel_policy(policy) -> KernelPolicy | None:
 
 
 def compiled_pairs() -> list[tuple[str, str]]:
-    """``(scheduler, stopper)`` registry names the compiled path plays on the flat pool (``"none"``: no stopper),
-    under the default tie rule; every other pair, and every pair on nodes, plays the Python path."""
+    """``(scheduler, stopper)`` registry names the compiled path plays, on the flat pool and on nodes (``"none"``:
+    no stopper), under the default tie rule; every other pair plays the Python path."""
     names = {cls: name for name, cls in ALL_SCHEDULERS.items()}
     stops = {cls: name for name, cls in ALL_STOPPERS.items() if cls is not None}
     return [(names[s], st) for s in SCHEDULERS for st in ["none", *(stops[c] for c in STOPPERS)]]
