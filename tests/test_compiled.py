@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalstop_gym.baselines import FIFO, SRTFEst, EvalStop, make_policy
+from evalstop_gym.baselines import FIFO, STOPPERS, SRTFEst, EvalStop, Tiresias, make_policy
 from evalstop_gym.bench.suite import SUITES, suite
 from evalstop_gym.cluster import PLACEMENTS, ClusterSpec, two_types, uniform
 from evalstop_gym.compiled import ENV, compiled_pairs, fast_outcome, mode, run_episode
@@ -67,7 +67,8 @@ def test_the_listed_pairs_cover_the_dominant_ones():
                  ("srtf-est", "droptest"), ("srtf-est", "divergence")]:
         assert pair in pairs
     assert ("lossaware", "lossplateau") in pairs and ("max-throughput", "none") in pairs
-    assert not [p for p in pairs if p[0] == "tiresias"]
+    assert ("tiresias", "none") in pairs and ("tiresias", "cusum") in pairs
+    assert len(pairs) == 7 * 9   # every base scheduler, bare or under each of the 8 stoppers
 
 
 # every row of every suite (v3's shape row beside v2's trace row) that this machine can play
@@ -185,6 +186,26 @@ def test_random_workloads_clusters_and_worlds(w, pol):
     assert_same(python_outcome(w, make_policy(scheduler, stopper, **params)), got)
 
 
+@st.composite
+def tiresias_policies(draw):
+    """Tiresias with its parameters (thresholds low enough that jobs go down and come back up), bare or under a
+    stopper."""
+    base = Tiresias(thresholds_gpu_h=draw(st.sampled_from([(4.0, 32.0), (0.05, 0.5), (0.2,), (0.01, 0.1, 1.0)])),
+                    promote_knob=draw(st.sampled_from([None, 0.5, 2.0])))
+    stopper = draw(st.sampled_from(["none", "none", "evalstop", "cusum"]))
+    return base if stopper == "none" else STOPPERS[stopper](base)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=st.one_of(generated(), tied()), policy=tiresias_policies())
+def test_tiresias_queues_demotions_promotions_and_resumes(w, policy):
+    """Tiresias' lists, its queue jumps and its timer, with resumes that cost time (the realistic world) and on
+    nodes: compiled and Python alike, whichever its thresholds and starvation guard."""
+    got = fast_outcome(w, policy)
+    assert got is not None
+    assert_same(python_outcome(w, policy), got)   # drive() resets the policy first
+
+
 # -- where the path is taken ---------------------------------------------------------------------------------
 def small():
     return generate(WorkloadConfig(jobs=30, seed=3))
@@ -204,7 +225,7 @@ def test_a_users_policy_keeps_the_python_path():
     own_noise.noise = MyNoise()   # a noise estimate of the user's
     w = small()
     for policy in (MyFIFO(), replaced, EvalStop(MyFIFO()), make_policy("srtf-est", tie="arrival"),
-                   make_policy("tiresias"), make_policy("tiresias", "evalstop"), own_noise):
+                   Tiresias(order="arrival"), EvalStop(Tiresias(demotion_timer="reference")), own_noise):
         assert fast_outcome(w, policy) is None
     ref = python_outcome(w, FIFO())
     mine = run_episode(w, replaced)   # the Python path, with the user's key: LIFO, not FIFO

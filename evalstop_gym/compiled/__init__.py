@@ -7,8 +7,9 @@
 placement policy, GPU types and their throughputs, spread penalties), and on
 the Python path otherwise, with the same :class:`~evalstop_gym.simulator.Outcome`
 either way (``tests/test_compiled.py`` compares every field, job by job). The
-Python simulator stays the reference; Gymnasium and PettingZoo episodes and a
-user's own policy always take it, and so does an episode the kernel cannot play
+Python simulator stays the reference; Gymnasium and PettingZoo episodes, a
+user's own policy, Tiresias with ``order="arrival"`` or the reference demotion
+timer and ``tie="arrival"`` always take it, and so does an episode the kernel cannot play
 exactly: NaN in the histories a rule sorts, more than
 :data:`~.nodes.MAX_TYPES` GPU types, or a rate whose exact arithmetic would
 leave int64 (the kernel says so and the Python path plays the episode).
@@ -134,7 +135,8 @@ def _play(w, kp: KernelPolicy, c: NodeArgs) -> Outcome | None:
         pool_of.astype(np.int64).ravel(), _pool_offsets(kp, evals, sizes.size, pool_of, items, rlhf),
         np.argsort(submit, kind="stable").astype(np.int64), evals, int(w.total_gpus), kp.sched, kp.preemptive,
         kp.window, kp.stop, np.array(kp.ip, np.int64), np.array(kp.fp, np.float64), c.on_nodes, c.gpn, c.policy,
-        c.strict, c.node_type, c.n_types, c.node_rank, np.array(w.job_type, dtype=np.int64), c.rate_tab)
+        c.strict, c.node_type, c.n_types, c.node_rank, np.array(w.job_type, dtype=np.int64), c.rate_tab,
+        np.array(kp.limits, np.int64), kp.knob)
     if code == OVERFLOW:
         return None
     if code == STALLED:

@@ -33,10 +33,17 @@ keeps them bit for bit equal:
   the same operation order: sums left to right, ``max`` keeping the first of
   equal values, the pools' sorted inserts by CPython's ``insort_right``.
 
+* Tiresias keeps its own lists, heaps of due queue jumps and timer as its
+  Python class does (the Tiresias section of this module): the same list moves
+  at each scheduling point, the same walk, and its wake-up set as
+  :meth:`~evalstop_gym.simulator.Simulator.set_timer` sets it, a heap entry
+  that takes a counter as the Python path's does. Resume time
+  (:attr:`~evalstop_gym.view.JobView.restore_ticks`), which its attained
+  service leaves out, is kept per job as the views keep it.
+
 Voided checkpoints stay in the heap until popped, as in Python; when the heap
 is full they are dropped, which cannot reorder live events (their keys are
-unique). The kernel has no timers: none of the supported schedulers asks for
-a wake-up.
+unique).
 
 A job's history is read in place: its scores are ``obs[j * evals : j * evals + count]`` and its
 proxy readings ``proxy[...]`` likewise (RLHF jobs). A stopper's parameters come as ``ip`` (integers)
@@ -70,6 +77,7 @@ from .pairs import LOSSAWARE_CODE as LOSSAWARE
 from .pairs import MAX_THROUGHPUT_CODE as MAX_THROUGHPUT
 from .pairs import SJF_EST_CODE as SJF_EST
 from .pairs import SRTF_EST_CODE as SRTF_EST
+from .pairs import TIRESIAS_CODE as TIRESIAS
 
 # job states
 _NEW, _WAITING, _RUNNING, _ENDED = 0, 1, 2, 3
@@ -247,6 +255,8 @@ def _key(sched, j, now, submit, est, service, run_since, status, seen, last_att,
         out[row, 0] = float(submit[j])   # ticks: exact in float64
     elif sched == SJF_EST:
         out[row, 0], out[row, 1] = est[j] / TICKS_PER_HOUR, submit[j] / TICKS_PER_HOUR
+    elif sched == TIRESIAS:   # its own lists rank jobs (the waiting list is kept in queue order, for demand only)
+        return
     elif sched == LOSSAWARE:
         count = seen[j]
         out[row, 2] = submit[j] / TICKS_PER_HOUR
@@ -887,6 +897,430 @@ def _rate_of(j, pl_off, pl_n, pl_m, node_type, gpn, g, rate_tab, job_type):
     return rate_tab[job_type[j], mask, np.int64(spread), 0], rate_tab[job_type[j], mask, np.int64(spread), 1], spread
 
 
+
+# -- Tiresias ------------------------------------------------------------------------------------------
+# A transcription of evalstop_gym.baselines.tiresias.Tiresias with order="queue" and demotion_timer="exact".
+# Its lists are kept as linked lists over job ids: per queue the running part (in list order) and the waiting
+# part (in stamp order: a stamp taken from the "down" counter goes to the front, one from the "up" counter to
+# the back), so the walk's first fit per queue in stamp order is the Python path's best-head-per-demand-class
+# choice. Per job (``tj`` columns):
+TJ_Q, TJ_TIER, TJ_STAMP, TJ_ARR, TJ_OFF, TJ_HELD, TJ_MARK, TJ_MARKED, TJ_MINE = 0, 1, 2, 3, 4, 5, 6, 7, 8
+TJ_RNEXT, TJ_RPREV, TJ_INR, TJ_WNEXT, TJ_WPREV, TJ_INW = 9, 10, 11, 12, 13, 14
+TJ_FIELDS = 15
+# per queue (``tq`` columns): run list head / tail, its GPUs, wait list head / tail, jobs moved in at this point
+TQ_RHEAD, TQ_RTAIL, TQ_RGPUS, TQ_WHEAD, TQ_WTAIL, TQ_DEMN = 0, 1, 2, 3, 4, 5
+# counters (``tc``): list stamps, arrivals, heap sizes, and the lists of what changed since the last point
+TC_UP, TC_DOWN, TC_ARRIVED, TC_DH, TC_PH, TC_NEW, TC_CHANGED, TC_STARTED = 0, 1, 2, 3, 4, 5, 6, 7
+_RUN, _PEND, _DEMOTED = 0, 1, 2   # tiers, as baselines/tiresias.py
+
+
+@njit(cache=True)
+def _row_less(h, a, b):
+    for m in range(h.shape[1]):
+        if h[a, m] != h[b, m]:
+            return h[a, m] < h[b, m]
+    return False
+
+
+@njit(cache=True)
+def _swap_rows(h, a, b):
+    for m in range(h.shape[1]):
+        h[a, m], h[b, m] = h[b, m], h[a, m]
+
+
+@njit(cache=True)
+def _rh_push(h, size, row):
+    """Push ``row`` into the heap ``h[:size]`` of int rows compared as tuples (heapq's order); returns the size."""
+    i = size
+    h[i, :] = row
+    while i > 0:
+        p = (i - 1) >> 1
+        if not _row_less(h, i, p):
+            break
+        _swap_rows(h, i, p)
+        i = p
+    return size + 1
+
+
+@njit(cache=True)
+def _rh_pop(h, size, out):
+    """Pop the least row of ``h[:size]`` into ``out``; returns the size."""
+    out[:] = h[0]
+    size -= 1
+    if size > 0:
+        h[0, :] = h[size]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= size:
+                break
+            if c + 1 < size and _row_less(h, c + 1, c):
+                c += 1
+            if not _row_less(h, c, i):
+                break
+            _swap_rows(h, i, c)
+            i = c
+    return size
+
+
+@njit(cache=True)
+def _grown(h, need):
+    """A copy of ``h`` with room for ``need`` more rows than twice its own."""
+    out = np.empty((2 * h.shape[0] + need, h.shape[1]), np.int64)
+    out[:h.shape[0]] = h
+    return out
+
+
+@njit(cache=True)
+def _ll_remove(tj, tq, q, j, nxt, prv, head, tail):
+    p, x = tj[j, prv], tj[j, nxt]
+    if p < 0:
+        tq[q, head] = x
+    else:
+        tj[p, nxt] = x
+    if x < 0:
+        tq[q, tail] = p
+    else:
+        tj[x, prv] = p
+
+
+@njit(cache=True)
+def _ll_add(tj, tq, q, j, nxt, prv, head, tail, front):
+    if front:
+        h = tq[q, head]
+        tj[j, prv], tj[j, nxt] = -1, h
+        if h < 0:
+            tq[q, tail] = j
+        else:
+            tj[h, prv] = j
+        tq[q, head] = j
+    else:
+        t = tq[q, tail]
+        tj[j, prv], tj[j, nxt] = t, -1
+        if t < 0:
+            tq[q, head] = j
+        else:
+            tj[t, nxt] = j
+        tq[q, tail] = j
+
+
+@njit(cache=True)
+def _t_unwait(tj, tq, j):
+    if tj[j, TJ_INW]:
+        _ll_remove(tj, tq, tj[j, TJ_Q], j, TJ_WNEXT, TJ_WPREV, TQ_WHEAD, TQ_WTAIL)
+        tj[j, TJ_INW] = 0
+
+
+@njit(cache=True)
+def _t_put_waiting(tj, tq, q, stamp, j, front):
+    """Tiresias._put_waiting: rank ``(q, PEND, stamp)``, at the front (a "down" stamp) or the back of the list."""
+    _t_unwait(tj, tq, j)
+    tj[j, TJ_Q], tj[j, TJ_TIER], tj[j, TJ_STAMP] = q, _PEND, stamp
+    _ll_add(tj, tq, q, j, TJ_WNEXT, TJ_WPREV, TQ_WHEAD, TQ_WTAIL, front)
+    tj[j, TJ_INW] = 1
+
+
+@njit(cache=True)
+def _t_put_running(tj, tq, tc, q, j, gpus):
+    _t_unwait(tj, tq, j)
+    tc[TC_UP] += 1
+    tj[j, TJ_Q], tj[j, TJ_TIER], tj[j, TJ_STAMP] = q, _RUN, tc[TC_UP]
+    _ll_add(tj, tq, q, j, TJ_RNEXT, TJ_RPREV, TQ_RHEAD, TQ_RTAIL, False)
+    tj[j, TJ_INR] = 1
+    tq[q, TQ_RGPUS] += gpus[j]
+    tj[j, TJ_MINE] = 1
+
+
+@njit(cache=True)
+def _t_unrun(tj, tq, j, gpus):
+    q = tj[j, TJ_Q]
+    _ll_remove(tj, tq, q, j, TJ_RNEXT, TJ_RPREV, TQ_RHEAD, TQ_RTAIL)
+    tj[j, TJ_INR] = 0
+    tq[q, TQ_RGPUS] -= gpus[j]
+
+
+@njit(cache=True)
+def _t_forget(tj, j):
+    tj[j, TJ_ARR], tj[j, TJ_OFF], tj[j, TJ_HELD], tj[j, TJ_MARKED] = 0, 0, 0, 0
+
+
+@njit(cache=True)
+def _restore(j, now, status, run_since, r_ticks, r_until):
+    """JobView.restore_ticks: of the attained service, the ticks spent resuming, up to now."""
+    if status[j] != _RUNNING or r_until[j] <= run_since[j]:
+        return r_ticks[j]
+    return r_ticks[j] + min(now, r_until[j]) - run_since[j]
+
+
+@njit(cache=True)
+def _close_restore(j, now, run_since, r_ticks, r_until):
+    """JobView._close_restore: count the current run's resume time up to ``now``."""
+    if r_until[j] > run_since[j]:
+        r_ticks[j] += min(now, r_until[j]) - run_since[j]
+    r_until[j] = 0
+
+
+@njit(cache=True)
+def _t_push_demotion(dh, tc, tj, limits, j, q, now, since, trained, gpus, service, run_since, status, qseq, r_ticks,
+                     r_until, row):
+    """Tiresias._push_demotion (``since`` -1: a first check)."""
+    if q >= limits.shape[0]:
+        return
+    now_trained = _attained(j, now, service, run_since, status) - _restore(j, now, status, run_since, r_ticks, r_until)
+    g = gpus[j]
+    wait = max(-(-(limits[q] - (now_trained - tj[j, TJ_OFF]) * g) // g), 0)
+    if since >= 0 and now_trained == trained:   # still resuming
+        wait = max(wait, now - since)
+    else:
+        since = now
+    row[0], row[1], row[2], row[3], row[4], row[5], row[6] = now + wait, tj[j, TJ_ARR], j, qseq[j], q, since, \
+        now_trained
+    tc[TC_DH] = _rh_push(dh, tc[TC_DH], row)
+
+
+@njit(cache=True)
+def _t_promotion_in(j, now, knob, tj, submit, service, run_since, status):
+    att = _attained(j, now, service, run_since, status)
+    run = att - tj[j, TJ_HELD]
+    waited = now - submit[j] - att - tj[j, TJ_MARK]
+    return max(np.int64(math.ceil(knob * run - waited)), 0)
+
+
+@njit(cache=True)
+def _t_push_promotion(ph, tc, tj, knob, j, q, now, submit, service, run_since, status, qseq, row):
+    if not math.isnan(knob) and q > 0 and tj[j, TJ_MARKED]:
+        row[0], row[1], row[2], row[3], row[4] = now + _t_promotion_in(j, now, knob, tj, submit, service, run_since,
+                                                                       status), tj[j, TJ_ARR], j, qseq[j], q
+        row[5], row[6] = 0, 0   # one row width for both heaps: the zeros never decide
+        tc[TC_PH] = _rh_push(ph, tc[TC_PH], row)
+
+
+@njit(cache=True)
+def _t_sync(now, tj, tq, tc, tdem, dh, ph, limits, knob, gpus, submit, service, run_since, status, qseq, r_ticks,
+            r_until, news, changed, started, keys, perm, tmp, order, row):
+    """Tiresias._sync: the last point's list moves (preempted running jobs to the head of their queue's waiting
+    part, started ones to the end of its running part, moved-in ones settled), then arrivals and the queue
+    jumps due now, in arrival order."""
+    n_q = tq.shape[0]
+    # the running jobs the lists counted that left: preempted ones go to the head of their waiting part
+    n_front = 0
+    for c in range(tc[TC_CHANGED]):
+        j = changed[c]
+        if not tj[j, TJ_MINE] or status[j] == _RUNNING:
+            continue
+        tj[j, TJ_MINE] = 0
+        if tj[j, TJ_TIER] == _RUN:
+            _t_unrun(tj, tq, j, gpus)
+            if status[j] == _WAITING:
+                keys[n_front, 0], keys[n_front, 1], keys[n_front, 2] = tj[j, TJ_Q], -tj[j, TJ_STAMP], 0.0
+                order[n_front] = j
+                n_front += 1
+            else:
+                _t_forget(tj, j)
+    tc[TC_CHANGED] = 0
+    _stable_order(keys, n_front, perm, tmp)   # by queue, latest stamp first: each goes to the front
+    for i in range(n_front):
+        j = order[perm[i]]
+        tc[TC_DOWN] -= 1
+        _t_put_waiting(tj, tq, tj[j, TJ_Q], tc[TC_DOWN], j, True)
+        _t_push_promotion(ph, tc, tj, knob, j, tj[j, TJ_Q], now, submit, service, run_since, status, qseq, row)
+    # jobs the last plan started, by queue and stamp, then each queue's moved-in jobs
+    n_s = 0
+    for c in range(tc[TC_STARTED]):
+        j = started[c]
+        if status[j] == _RUNNING:
+            keys[n_s, 0], keys[n_s, 1], keys[n_s, 2] = tj[j, TJ_Q], tj[j, TJ_STAMP], 0.0
+            order[n_s] = j
+            n_s += 1
+        else:   # ended before this point: it no longer waits
+            _t_unwait(tj, tq, j)
+    tc[TC_STARTED] = 0
+    _stable_order(keys, n_s, perm, tmp)
+    i = 0
+    for q in range(n_q):
+        while i < n_s and tj[order[perm[i]], TJ_Q] == q:
+            j = order[perm[i]]
+            i += 1
+            _t_put_running(tj, tq, tc, q, j, gpus)
+            if not tj[j, TJ_MARKED]:
+                tj[j, TJ_MARK] = now - submit[j] - _attained(j, now, service, run_since, status)
+                tj[j, TJ_MARKED] = 1
+            _t_push_demotion(dh, tc, tj, limits, j, q, now, -1, 0, gpus, service, run_since, status, qseq, r_ticks,
+                             r_until, row)
+        for d in range(tq[q, TQ_DEMN]):
+            j = tdem[q, d]
+            if status[j] == _RUNNING:
+                _t_put_running(tj, tq, tc, q, j, gpus)
+            elif status[j] == _WAITING:   # moved in and preempted: the end of the waiting part
+                tc[TC_UP] += 1
+                _t_put_waiting(tj, tq, q, tc[TC_UP], j, False)
+                _t_push_promotion(ph, tc, tj, knob, j, q, now, submit, service, run_since, status, qseq, row)
+            else:
+                _t_forget(tj, j)
+        tq[q, TQ_DEMN] = 0
+    for c in range(tc[TC_NEW]):   # arrivals, in queue order
+        j = news[c]
+        tc[TC_ARRIVED] += 1
+        tj[j, TJ_ARR] = tc[TC_ARRIVED]
+        tc[TC_UP] += 1
+        _t_put_waiting(tj, tq, 0, tc[TC_UP], j, False)
+    tc[TC_NEW] = 0
+    # the queue jumps due now: (arrival rank, job, queue, demote?) in arrival order
+    n_due = 0
+    while tc[TC_DH] > 0 and dh[0, 0] <= now:
+        tc[TC_DH] = _rh_pop(dh, tc[TC_DH], row)
+        j, seq, q, since, trained = row[2], row[3], row[4], row[5], row[6]
+        if status[j] == _RUNNING and qseq[j] == seq and tj[j, TJ_Q] == q and tj[j, TJ_TIER] == _RUN and \
+                tj[j, TJ_MINE]:
+            att = _attained(j, now, service, run_since, status)
+            left = limits[q] - (att - _restore(j, now, status, run_since, r_ticks, r_until) - tj[j, TJ_OFF]) * gpus[j]
+            if left > 0:   # it spent part of the wait resuming
+                _t_push_demotion(dh, tc, tj, limits, j, q, now, since, trained, gpus, service, run_since, status,
+                                 qseq, r_ticks, r_until, row)
+            else:
+                keys[n_due, 0], keys[n_due, 1], keys[n_due, 2] = row[1], 0.0, 0.0
+                order[n_due] = j
+                n_due += 1
+    while tc[TC_PH] > 0 and ph[0, 0] <= now:
+        tc[TC_PH] = _rh_pop(ph, tc[TC_PH], row)
+        j, seq, q = row[2], row[3], row[4]
+        if status[j] == _WAITING and qseq[j] == seq and tj[j, TJ_Q] == q:
+            keys[n_due, 0], keys[n_due, 1], keys[n_due, 2] = row[1], 0.0, 1.0
+            order[n_due] = j
+            n_due += 1
+    _stable_order(keys, n_due, perm, tmp)   # by arrival rank (the flag in the third place never decides)
+    for i in range(n_due):
+        j = order[perm[i]]
+        if status[j] == _RUNNING:   # a demotion
+            q = tj[j, TJ_Q]
+            _t_unrun(tj, tq, j, gpus)
+            tc[TC_UP] += 1
+            tj[j, TJ_Q], tj[j, TJ_TIER], tj[j, TJ_STAMP] = q + 1, _DEMOTED, tc[TC_UP]
+            tdem[q + 1, tq[q + 1, TQ_DEMN]] = j
+            tq[q + 1, TQ_DEMN] += 1
+            _t_push_demotion(dh, tc, tj, limits, j, q + 1, now, -1, 0, gpus, service, run_since, status, qseq,
+                             r_ticks, r_until, row)
+        else:   # a promotion
+            att = _attained(j, now, service, run_since, status)
+            tj[j, TJ_OFF] = att - _restore(j, now, status, run_since, r_ticks, r_until)
+            tj[j, TJ_HELD] = att
+            tj[j, TJ_MARKED] = 0
+            tc[TC_UP] += 1
+            _t_put_waiting(tj, tq, 0, tc[TC_UP], j, False)
+
+
+@njit(cache=True)
+def _t_walk(tj, tq, tdem, gpus, total_gpus, preempt, start):
+    """Tiresias._walk: first fit down the lists, each queue's running part, its waiting part, its moved-in jobs.
+    Returns ``(preemptions, starts)`` in walk order (the starts in key order)."""
+    cap, n_pre, n_start = total_gpus, 0, 0
+    for q in range(tq.shape[0]):
+        if tq[q, TQ_RGPUS] <= cap:
+            cap -= tq[q, TQ_RGPUS]
+        else:
+            j = tq[q, TQ_RHEAD]
+            while j >= 0:
+                if gpus[j] <= cap:
+                    cap -= gpus[j]
+                else:
+                    preempt[n_pre] = j
+                    n_pre += 1
+                j = tj[j, TJ_RNEXT]
+        j = tq[q, TQ_WHEAD]
+        while cap > 0 and j >= 0:
+            if gpus[j] <= cap:
+                start[n_start] = j
+                n_start += 1
+                cap -= gpus[j]
+            j = tj[j, TJ_WNEXT]
+        for d in range(tq[q, TQ_DEMN]):
+            j = tdem[q, d]
+            if gpus[j] <= cap:
+                cap -= gpus[j]
+            else:
+                preempt[n_pre] = j
+                n_pre += 1
+    return n_pre, n_start
+
+
+@njit(cache=True)
+def _t_first_due(h, size, tj, status, want, qseq, leave, n_leave, leaving, row, spare):
+    """Tiresias._first_due: the earliest due time in the heap ``h`` whose job has status ``want`` (with the
+    entry's run and queue) and is not one of ``leave[:n_leave]`` (``leaving``: all False, a scratch of flags);
+    invalid entries are dropped for good. Returns ``(time or -1, size)``."""
+    for m in range(n_leave):
+        leaving[leave[m]] = True
+    best, n_held = np.int64(-1), 0
+    while size > 0:
+        j = h[0, 2]
+        if status[j] != want or qseq[j] != h[0, 3] or tj[j, TJ_Q] != h[0, 4]:
+            size = _rh_pop(h, size, row)
+        elif leaving[j]:
+            size = _rh_pop(h, size, row)
+            spare[n_held, :] = row
+            n_held += 1
+        else:
+            best = h[0, 0]
+            break
+    for i in range(n_held):
+        size = _rh_push(h, size, spare[i])
+    for m in range(n_leave):
+        leaving[leave[m]] = False
+    return best, size
+
+
+@njit(cache=True)
+def _t_wakeup(now, tj, tc, dh, ph, limits, knob, gpus, submit, service, run_since, status, qseq, r_ticks, r_until,
+              preempt, n_pre, start, n_start, leaving, row, spare):
+    """Tiresias.wakeup (exact timer): the tick of the earliest queue jump after the plan, or -1 for none."""
+    inf = np.int64(1) << 62
+    best = inf
+    for m in range(n_start):
+        j = start[m]
+        q = tj[j, TJ_Q]
+        if q < limits.shape[0]:
+            att = _attained(j, now, service, run_since, status)
+            left = limits[q] - (att - _restore(j, now, status, run_since, r_ticks, r_until) - tj[j, TJ_OFF]) * gpus[j]
+            best = min(best, now + max(-(-left // gpus[j]), 1))
+    for m in range(n_pre):
+        j = preempt[m]
+        if not math.isnan(knob) and tj[j, TJ_Q] > 0 and tj[j, TJ_MARKED]:
+            best = min(best, now + max(_t_promotion_in(j, now, knob, tj, submit, service, run_since, status), 1))
+    t, tc[TC_DH] = _t_first_due(dh, tc[TC_DH], tj, status, _RUNNING, qseq, preempt, n_pre, leaving, row, spare)
+    if t >= 0:
+        best = min(best, t)
+    t, tc[TC_PH] = _t_first_due(ph, tc[TC_PH], tj, status, _WAITING, qseq, start, n_start, leaving, row, spare)
+    if t >= 0:
+        best = min(best, t)
+    if best == inf:
+        return -1
+    return max(best, now + 1)
+
+
+@njit(cache=True)
+def _t_plan(tj, tq, tdem, gpus, total_gpus, demand, preempt, start, on_nodes, st_free, st_counts, st_tot, gpn, policy,
+            strict, node_rank, job_type, pl_off, pl_n, pl_c, pl_m, mark, nkeys, nperm, ntmp, skip, placed, lost, touched,
+            lidx, starts_k, ckeys, perm, tmp, tw, qseq):
+    """Tiresias.allocate: the walk, placed on nodes as Scheduler._place_on_nodes places it (the starts in walk
+    order, then backfilled waiting jobs in key order: queue by queue, each in list order)."""
+    n_pre, n_s = _t_walk(tj, tq, tdem, gpus, total_gpus, preempt, start)
+    if not on_nodes or (n_pre == 0 and n_s == 0):
+        return n_pre, n_s
+    for c in range(n_pre):   # the candidates' keys: their places in the lists
+        j = preempt[c]
+        ckeys[c, 0], ckeys[c, 1], ckeys[c, 2] = tj[j, TJ_Q], tj[j, TJ_TIER], tj[j, TJ_STAMP]
+    n_tw = 0   # every waiting job in key order: queue by queue, each in list order
+    for q in range(tq.shape[0]):
+        j = tq[q, TQ_WHEAD]
+        while j >= 0:
+            tw[n_tw] = j
+            n_tw += 1
+            j = tj[j, TJ_WNEXT]
+    return _place_on_nodes(preempt, n_pre, start, n_s, ckeys, tw, n_tw, False, qseq, gpus, demand, st_free,
+                           st_counts, st_tot, gpn, policy, strict, node_rank, job_type, pl_off, pl_n, pl_c, pl_m, mark,
+                           nkeys, nperm, ntmp, skip, placed, lost, touched, lidx, starts_k, perm, tmp)
+
+
 @njit(cache=True)
 def _fragmented(t, now, free, demand, st_counts, st_tot, gpn, strict, total_gpus):
     """Simulator._account_fragmentation: GPU-ticks over ``[now, t)`` of free GPUs no waiting job can be placed
@@ -921,20 +1355,34 @@ def _plan_nodes(sched, preemptive, now, submit, est, service, run_since, status,
                        preempt, start, rkey, perm, tmp, kept, False)
     if n_pre == 0 and n_s == 0:
         return 0, 0
-    starts_k[:n_s] = start[:n_s]
     for c in range(n_pre):   # the candidates' keys now, for the ones a start displaces
         _key(sched, preempt[c], now, submit, est, service, run_since, status, seen, last_att, evals, loss, window,
              rkey, c)
+    return _place_on_nodes(preempt, n_pre, start, n_s, rkey, wj, n_wait, True, qseq, gpus, demand, st_free, st_counts,
+                           st_tot, gpn, policy, strict, node_rank, job_type, pl_off, pl_n, pl_c, pl_m, mark, nkeys,
+                           nperm, ntmp, skip, placed, lost, touched, lidx, starts_k, perm, tmp)
+
+
+@njit(cache=True)
+def _place_on_nodes(preempt, n_pre, start, n_s, ckeys, order, n_order, queue_order, qseq, gpus, demand, st_free,
+                    st_counts, st_tot, gpn, policy, strict, node_rank, job_type, pl_off, pl_n, pl_c, pl_m, mark, nkeys,
+                    nperm, ntmp, skip, placed, lost, touched, lidx, starts_k, perm, tmp):
+    """Scheduler._place_on_nodes: a plan decided on the GPU count (``preempt[:n_pre]`` in start order, their keys
+    in ``ckeys``; ``start[:n_s]`` in key order) placed without moving a running job (:func:`_place_preemptive`);
+    the placed starts listed in queue order (``queue_order``) or as given, then, where a start waits, waiting
+    jobs outside the plan backfilled in key order (``order[:n_order]``: every waiting job so) on partly used
+    nodes, their state once the plan is applied. Rewrites ``preempt`` and ``start``; returns their counts."""
+    starts_k[:n_s] = start[:n_s]
     n_placed = _place_preemptive(st_free, st_counts, st_tot, gpn, policy, strict, node_rank, job_type, gpus, starts_k,
-                                 n_s, preempt, n_pre, rkey, placed, lost, touched, pl_off, pl_n, pl_c, pl_m, mark,
+                                 n_s, preempt, n_pre, ckeys, placed, lost, touched, pl_off, pl_n, pl_c, pl_m, mark,
                                  nkeys, nperm, ntmp, perm, tmp, lidx)
     count = 0
     for i in range(n_s):
         if placed[i]:
             start[count] = starts_k[i]
             count += 1
-    if count > 1:   # queue order, as the Python plan lists them
-        _reorder(start, count, qseq, rkey, perm, tmp)
+    if count > 1 and queue_order:
+        _reorder(start, count, qseq, ckeys, perm, tmp)
     if n_placed < n_s:
         cap = _partial_cap(st_counts, st_tot, FREE, gpn, strict)
         if cap:   # a start waits: backfill partly used nodes (their state once the plan is applied)
@@ -945,8 +1393,8 @@ def _plan_nodes(sched, preemptive, now, submit, est, service, run_since, status,
             for i in range(n_s):
                 skip[starts_k[i]] = True
             count = _fill_nodes(st_free, st_counts, st_tot, PARTIAL, cap, gpn, policy, strict, node_rank, job_type,
-                                gpus, wj, n_wait, skip, demand[0], start, count, pl_off, pl_n, pl_c, pl_m, mark, nkeys,
-                                nperm, ntmp)
+                                gpus, order, n_order, skip, demand[0], start, count, pl_off, pl_n, pl_c, pl_m, mark,
+                                nkeys, nperm, ntmp)
             for i in range(n_s):
                 skip[starts_k[i]] = False
     if count == 0:
@@ -992,7 +1440,7 @@ def _push_on_nodes(ht, hs, hj, he, size, epoch, now, j, c, grid, evals, overhead
 @njit(cache=True)
 def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, items, pool_of, pool_off,
             arrivals, evals, total_gpus, sched, preemptive, window, stop, ip, fp, on_nodes, gpn, policy, strict,
-            node_type, n_types, node_rank, job_type, rate_tab):
+            node_type, n_types, node_rank, job_type, rate_tab, limits, knob):
     """Play one episode. ``grid``: each job's service at each checkpoint (n * evals ticks,
     :meth:`~evalstop_gym.workload.Workload.checkpoint_ticks`, so no division per event); ``restart``
     (n ticks) is empty where resumes cost nothing; ``pool_of`` (each job's eval-size pool) and ``pool_off``
@@ -1004,6 +1452,9 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
     n_types - 1``); ``node_rank[job type, node]``: the scheduler's GPU type preference (zeros for none);
     ``rate_tab[job type, mask of the GPU types held, spread?]``: the exact speed ``(num, den)``.
 
+    Tiresias: ``limits`` (its thresholds, GPU-ticks) and ``knob`` (promote_knob, NaN for none). Its timer is
+    an entry of the checkpoint heap with job ``n``, live while ``epoch[n]`` holds its counter.
+
     Returns ``(status, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now,
     spread_ticks, type_ticks, fragmentation)`` (the last three on nodes only)."""
     n = submit.shape[0]
@@ -1012,7 +1463,9 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
     service = np.zeros(n, np.int64)
     run_since = np.zeros(n, np.int64)
     overhead = np.zeros(n, np.int64)
-    epoch = np.zeros(n, np.int64)
+    epoch = np.zeros(n + 1, np.int64)   # epoch[n]: the counter of the pending timer (-1: none)
+    epoch[n] = -1
+    timer_at = np.int64(-1)
     seen = np.zeros(n, np.int64)
     declines = np.zeros(n, np.int64)
     best_idx = np.full(n, -1, np.int64)
@@ -1093,6 +1546,27 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
     touched = np.zeros(n_nodes, np.bool_)
     lidx = np.empty(n, np.int64)
     starts_k = np.empty(n, np.int64)
+    # Tiresias' lists and heaps (one row width for both heaps), and each job's resume time (JobView.restore_ticks)
+    tiresias = sched == TIRESIAS
+    n_q = limits.shape[0] + 1 if tiresias else 0
+    tj = np.zeros((n if tiresias else 0, TJ_FIELDS), np.int64)
+    tq = np.full((n_q, 6), -1, np.int64)
+    tq[:, TQ_RGPUS] = 0
+    tq[:, TQ_DEMN] = 0
+    tdem = np.empty((n_q, n), np.int64)
+    tc = np.zeros(8, np.int64)
+    tcap = 4 * n + 64 if tiresias else 0
+    dh = np.empty((tcap, 7), np.int64)
+    ph = np.empty((tcap, 7), np.int64)
+    spare = np.empty((tcap, 7), np.int64)
+    row = np.zeros(7, np.int64)
+    news = np.empty(n, np.int64)
+    changed = np.empty(n, np.int64)
+    t_started = np.empty(n, np.int64)
+    tw = np.empty(n, np.int64)
+    leaving = np.zeros(n, np.bool_)
+    r_ticks = np.zeros(n, np.int64)
+    r_until = np.zeros(n, np.int64)
 
     arrival_ticks = np.empty(n + 1, np.int64)
     for m in range(n):
@@ -1113,7 +1587,21 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
             dirty = False
             # ---- a scheduling point: the plan, then applied (preemptions first) ----
             n_pre, n_start = np.int64(0), np.int64(0)
-            if n_wait > 0 and (preemptive or free > 0):
+            wake = np.int64(-1)
+            if tiresias:
+                if tcap - max(tc[TC_DH], tc[TC_PH]) < 3 * n + 8:   # a point pushes at most 3 entries a job
+                    dh, ph, spare = _grown(dh, 3 * n + 8), _grown(ph, 3 * n + 8), _grown(spare, 3 * n + 8)
+                    tcap = dh.shape[0]
+                _t_sync(now, tj, tq, tc, tdem, dh, ph, limits, knob, gpus, submit, service, run_since, status, qseq,
+                        r_ticks, r_until, news, changed, t_started, rkey, perm, tmp, lidx, row)
+                if n_wait > 0:
+                    n_pre, n_start = _t_plan(tj, tq, tdem, gpus, total_gpus, demand, plan_a, plan_b, on_nodes, st_free,
+                                             st_counts, st_tot, gpn, policy, strict, node_rank, job_type, pl_off, pl_n,
+                                             pl_c, pl_m, mark, nkeys, nperm, ntmp, skip, placed, lost, touched, lidx,
+                                             starts_k, rkey, perm, tmp, tw, qseq)
+                wake = _t_wakeup(now, tj, tc, dh, ph, limits, knob, gpus, submit, service, run_since, status, qseq,
+                                 r_ticks, r_until, plan_a, n_pre, plan_b, n_start, leaving, row, spare)
+            elif n_wait > 0 and (preemptive or free > 0):
                 if on_nodes:
                     n_pre, n_start = _plan_nodes(
                         sched, preemptive, now, submit, est, service, run_since, status, seen, last_att, evals, loss,
@@ -1134,6 +1622,11 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
                         return OVERFLOW, finish, service, stopped, seen, best_idx, first_start, peak_service, \
                             preemptions, now, spread_ticks, type_ticks, frag
                     _use(st_free, st_counts, st_tot, REAL, j, pl_off, pl_n, pl_c, pl_m, 1)
+                if r_until[j]:
+                    _close_restore(j, now, run_since, r_ticks, r_until)
+                if tiresias:
+                    changed[tc[TC_CHANGED]] = j
+                    tc[TC_CHANGED] += 1
                 service[j] += now - run_since[j]
                 epoch[j] += 1
                 n_run = _run_out(run, n_run, run_key, run_stamp, j)
@@ -1165,6 +1658,13 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
                     first_start[j] = now
                 elif has_restart:  # a resume: its cost in GPU time shifts the job's checkpoints
                     overhead[j] += restart[j]
+                    if restart[j] > _SAFE // rden[j]:
+                        return OVERFLOW, finish, service, stopped, seen, best_idx, first_start, peak_service, \
+                            preemptions, now, spread_ticks, type_ticks, frag
+                    r_until[j] = now - ((-restart[j] * rden[j]) // rnum[j])   # the view's clock for the resume
+                if tiresias:
+                    t_started[tc[TC_STARTED]] = j
+                    tc[TC_STARTED] += 1
                 seq += 1
                 if on_nodes:
                     size = _push_on_nodes(ht, hs, hj, he, size, epoch, now, j, seen[j] + 1, grid, evals, overhead,
@@ -1175,15 +1675,30 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
                 else:
                     size = _push_checkpoint(ht, hs, hj, he, size, epoch, now, j, seen[j] + 1, grid, evals,
                                             overhead, service, seq)
+            if tiresias:   # Simulator.set_timer: the plan's wake-up replaces the pending one
+                if epoch[n] < 0 or wake != timer_at:
+                    epoch[n] = -1
+                    if wake >= 0:
+                        seq += 1
+                        epoch[n], timer_at = seq, wake
+                        if size == ht.shape[0]:
+                            size = _drop_void(ht, hs, hj, he, size, epoch)
+                        size = _heap_push(ht, hs, hj, he, size, wake, seq, n, seq)
             continue
         if size > 0 and ht[0] < at:  # on equal times the arrival goes first: its counter is lower
             t, j, e = ht[0], hj[0], he[0]
             size = _heap_pop(ht, hs, hj, he, size)
             if e != epoch[j]:
-                continue  # preempted or stopped since it was pushed
+                continue  # preempted or stopped since it was pushed (a timer: replaced or withdrawn)
             if on_nodes:
                 frag += _fragmented(t, now, free, demand, st_counts, st_tot, gpn, strict, total_gpus)
             now = t
+            if j == n:   # the timer: a scheduling point
+                epoch[n] = -1
+                dirty = True
+                continue
+            if r_until[j]:
+                _close_restore(j, now, run_since, r_ticks, r_until)
             # ---- eval checkpoint of job j ----
             i = seen[j]
             base = j * evals
@@ -1225,6 +1740,9 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
                     _settle(j, now, run_since, run_start, work, rnum, rden, rspread, spread_ticks, type_ticks,
                             node_type, pl_off, pl_n, pl_c, pl_m)   # ran 0 since this checkpoint: no product
                     _use(st_free, st_counts, st_tot, REAL, j, pl_off, pl_n, pl_c, pl_m, 1)
+                if tiresias:
+                    changed[tc[TC_CHANGED]] = j
+                    tc[TC_CHANGED] += 1
                 n_run = _run_out(run, n_run, run_key, run_stamp, j)
                 free += gpus[j]
                 status[j] = _ENDED
@@ -1243,6 +1761,9 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
             qseq[j] = queued
             _key(sched, j, now, submit, est, service, run_since, status, seen, last_att, evals, loss, window, key, j)
             n_wait = _enqueue(wk, wq, wj, n_wait, key, queued, j, gpus[j], demand)
+            if tiresias:
+                news[tc[TC_NEW]] = j
+                tc[TC_NEW] += 1
             dirty = True
         else:
             code = STALLED if active else 0
