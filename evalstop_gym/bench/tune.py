@@ -123,8 +123,9 @@ F1 = Rule("f1", "highest mean F1 per validation episode (from its counts: 0 wher
           "ties: less mean compute waste", f1_objective)
 
 
-def _budget(budget: int | None, default: int = FAMILY_BUDGET) -> int:
-    budget = default if budget is None else budget
+def _budget(budget: int | None, default: int | None = None) -> int:
+    """``budget``, else ``default``, else :data:`FAMILY_BUDGET` (read at the call), checked."""
+    budget = (FAMILY_BUDGET if default is None else default) if budget is None else budget
     check_range("budget", budget, 1, 1000, integer=True)
     return budget
 
