@@ -116,10 +116,9 @@ def compare_budgets(rows, old: int, new: int) -> None:
     _, cpu_new, out_new = measure("after", rows, new)
     print(f"whole tunings, CPU s: before at {old} trials a family {cpu_old:.1f}, after at {new} {cpu_new:.1f} "
           f"({cpu_new / cpu_old:.2f} of it)")
-    print(f"  {'family':12s} {'best at ' + str(old):>44s} {'best at ' + str(new):>44s}")
     for fam in out_old["families"]:
         a, b = out_old["families"][fam], out_new["families"][fam]
-        print(f"  {fam:12s} {a['label'][:34]:>34s} {a['score']:.4f} {b['label'][:34]:>34s} {b['score']:.4f}")
+        print(f"  {fam}: at {old} {a['label']} ({a['score']:.4f}); at {new} {b['label']} ({b['score']:.4f})")
     print(f"  tuned best: {out_old['best']['label']} ({out_old['best']['score']:.4f}) -> "
           f"{out_new['best']['label']} ({out_new['best']['score']:.4f})")
 

@@ -43,11 +43,12 @@ from .policies import builtin
 from .space import optuna_module as _optuna
 from .suite import Row
 
-# Trials per hand-coded family and per outside policy (bench --tune). The smallest budget at which the joint search
-# of a stopper's family (its scheduler and parameters together) finds points such as srtf-progress + cusum
-# (drift 0.3, threshold 1.0) on suite v2, which the cusum family's study tries as its trial 13, with a margin:
-# 36 more trials than 12, about 1.5 min of a leaderboard run (docs/bench.md, *Fair comparators*).
-FAMILY_BUDGET = 16
+# Trials per hand-coded family and per outside policy (bench --tune). 100: with the compiled path and each
+# validation workload drawn once per process, a whole tuning of suite v3 at 100 trials a family took 0.41 of the
+# CPU that 16 trials took on the Python path drawing every workload (50.8 against 124.4 CPU s, one process;
+# benchmarks/bench_tune_cpu.py --new-budget 100; docs/bench.md, *Fair comparators*). 16 was the smallest budget
+# at which the joint search found srtf-progress + cusum (drift 0.3, threshold 1.0) on suite v2.
+FAMILY_BUDGET = 100
 # Trials of a learned family (each a training run, about 4 min) and of ``targets``' selection
 # (evalstop_gym.agents.selection), whose published figures were tuned with it.
 BUDGET = 12
