@@ -44,7 +44,8 @@ from evalstop_gym.simulator import Simulator  # noqa: E402
 # the pairs reproduce and the bench play most (docs/scale.md, "Compiled path")
 DEFAULT_PAIRS = ("fifo:none", "fifo:evalstop", "sjf-est:none", "srtf-est:none", "srtf-est:evalstop",
                  "srtf-est:patience", "srtf-est:stopat", "srtf-est:cusum", "srtf-est:smoothed", "srtf-est:droptest",
-                 "srtf-est:divergence", "srtf-est:lossplateau", "srtf-progress:evalstop", "lossaware:none")
+                 "srtf-est:divergence", "srtf-est:lossplateau", "srtf-progress:evalstop", "lossaware:none",
+                 "tiresias:none", "tiresias:evalstop")
 MIN_CPU_S = 0.02
 
 FIRST_CALL = """
