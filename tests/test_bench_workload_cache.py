@@ -55,7 +55,11 @@ def test_the_cache_keeps_the_most_recently_used(monkeypatch):
     assert list(bench_play._workloads) == [specs[0].workload_key, specs[2].workload_key]
 
 
-def test_warming_draws_every_seed_of_every_row(monkeypatch):
+def test_warming_draws_every_seed_of_every_row_and_loads_the_kernel(monkeypatch):
     monkeypatch.setattr("multiprocessing.get_start_method", lambda allow_none=False: "fork")
     warm_workloads([ROW], builtin("fifo"))
     assert list(bench_play._workloads) == [BenchSpec.make(builtin("fifo"), ROW, s).workload_key for s in ROW.seeds]
+    pytest.importorskip("numba")
+    from evalstop_gym.compiled.kernel import episode
+
+    assert episode.signatures   # machine code in this process, for the workers forked from it

@@ -175,13 +175,17 @@ def cached_workload(spec: BenchSpec):
 
 
 def warm_workloads(rows, policy: BenchPolicy) -> None:
-    """Draw every workload of ``rows`` (each seed) in this process, so that worker processes forked from it
-    find them drawn (:func:`cached_workload`); under another start method each worker draws its own."""
+    """Draw every workload of ``rows`` (each seed) in this process, and load the compiled kernel, so that worker
+    processes forked from it find both ready (:func:`cached_workload`,
+    :func:`evalstop_gym.compiled.preload`); under another start method each worker makes its own."""
     import multiprocessing
     import warnings
 
+    from ..compiled import preload
+
     if multiprocessing.get_start_method(allow_none=False) != "fork":
         return
+    preload()
     with warnings.catch_warnings():   # as BenchSpec.play
         warnings.simplefilter("ignore")
         for r in rows:
