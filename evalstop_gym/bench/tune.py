@@ -45,7 +45,7 @@ from .suite import Row
 
 # Trials per hand-coded family and per outside policy (bench --tune). 100: with the compiled path and each
 # validation workload drawn once per process, a whole tuning of suite v3 at 100 trials a family took 0.41 of the
-# CPU that 16 trials took on the Python path drawing every workload (50.8 against 124.4 CPU s, one process;
+# CPU that 16 trials took on the Python path drawing every workload (52.9 against 130.4 CPU s, one process;
 # benchmarks/bench_tune_cpu.py --new-budget 100; docs/bench.md, *Fair comparators*). 16 was the smallest budget
 # at which the joint search found srtf-progress + cusum (drift 0.3, threshold 1.0) on suite v2.
 FAMILY_BUDGET = 100
