@@ -5,8 +5,9 @@ drawing each validation workload once, as a ratio within one run; and what that 
 This runs the same tuner (:func:`evalstop_gym.bench.tune.tune_families`, every family, one process, a fresh
 store each time) twice per repeat, interleaved:
 
-* ``before``: ``EVALSTOP_COMPILED=0`` (the Python simulator) and every run draws its workload afresh (the
-  tuner before workloads were kept per process);
+* ``before``: ``EVALSTOP_COMPILED=0`` (the Python simulator on every row) and every run draws its workload
+  afresh (the tuner before workloads were kept per process, but without the compiled flat-pool rows it
+  already had: an upper bound on that tuner's CPU, not its measure);
 * ``after``: the compiled path where it applies, and each validation workload drawn once per process.
 
 Each prints its CPU seconds for the reference arms (played once per tuning) and per trial (the rest over
