@@ -31,7 +31,7 @@ keeps them bit for bit equal:
   Patience, StopAtProgress, CUSUM, SmoothedDecline, DropTest and Divergence
   with their pooled noise estimates (:mod:`evalstop_gym.baselines.noise`) in
   the same operation order: sums left to right, ``max`` keeping the first of
-  equal values, the pools' sorted inserts by CPython's ``insort_right``.
+  equal values, the pools' medians those of CPython's sorted lists (kept as two heaps).
 
 * Tiresias keeps its own lists, heaps of due queue jumps and timer as its
   Python class does (the Tiresias section of this module): the same list moves
@@ -48,9 +48,11 @@ unique).
 A job's history is read in place: its scores are ``obs[j * evals : j * evals + count]`` and its
 proxy readings ``proxy[...]`` likewise (RLHF jobs). A stopper's parameters come as ``ip`` (integers)
 and ``fp`` (floats), laid out by the ``I_*`` / ``F_*`` positions of :mod:`.pairs`. The noise pools
-hold sorted absolute second differences in one flat array ``pool`` (pool ``q`` in
-``pool[off[q]:off[q] + cnt[q]]``): one pool per eval-set size, then the pool of scores in units of
-their size's largest sampling error, then the proxy pool.
+hold absolute second differences as two heaps per pool whose tops are its middle values (pool ``q``:
+its lower half negated in ``pool[0, off[q]:off[q] + cnt[q, 0]]``, its upper half in ``pool[1, off[q]:
+off[q] + cnt[q, 1]]``; :func:`_insort`), so the median is the one Python's sorted list gives: one pool per
+eval-set size, then the pool of scores in units of their size's largest sampling error, then the proxy
+pool.
 
 Everything compiled is in this one module on purpose: numba's cache
 (``cache=True``) is keyed on the source file of each function, not on the
