@@ -8,11 +8,16 @@ Prints CPU microseconds per simulated job (min and median over the repeats) and 
 compiled (of the mins, and of the medians), then the same for a whole run as ``reproduce`` plays it
 (generate + simulate + metrics). Every compiled outcome is checked equal to the Python one first.
 
+``--clusters`` plays each size on the flat pool and on clusters of nodes of 8 GPUs (as many as the size's
+GPUs fill): ``consolidate``, ``first-fit``, ``spread`` (their placement policy, the default spread penalties)
+or ``two-types`` (half of the nodes an older GPU generation).
+
 Compile time is shown apart: the CPU seconds of importing the kernel and playing one 200-job episode in
 a fresh process, first with an empty numba cache (compiling) and then with the cache that run left
 (loading the machine code), both in a temporary ``NUMBA_CACHE_DIR``.
 
     python benchmarks/bench_compiled.py [--sizes 200,2000] [--repeat 5] [--pairs fifo:none,srtf-est:evalstop]
+                                        [--clusters flat,consolidate,spread,two-types]
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ sys.path.insert(0, ROOT)  # this checkout's code
 
 from evalstop_gym import WorkloadConfig, generate  # noqa: E402
 from evalstop_gym.baselines import make_policy  # noqa: E402
+from evalstop_gym.cluster import PLACEMENTS, ClusterSpec, two_types, uniform  # noqa: E402
 from evalstop_gym.compiled import compiled_pairs, fast_outcome  # noqa: E402
 from evalstop_gym.metrics import compute_metrics, job_results  # noqa: E402
 from evalstop_gym.policy import drive  # noqa: E402
@@ -38,7 +44,8 @@ from evalstop_gym.simulator import Simulator  # noqa: E402
 # the pairs reproduce and the bench play most (docs/scale.md, "Compiled path")
 DEFAULT_PAIRS = ("fifo:none", "fifo:evalstop", "sjf-est:none", "srtf-est:none", "srtf-est:evalstop",
                  "srtf-est:patience", "srtf-est:stopat", "srtf-est:cusum", "srtf-est:smoothed", "srtf-est:droptest",
-                 "srtf-est:divergence", "srtf-est:lossplateau", "srtf-progress:evalstop", "lossaware:none")
+                 "srtf-est:divergence", "srtf-est:lossplateau", "srtf-progress:evalstop", "lossaware:none",
+                 "tiresias:none", "tiresias:evalstop")
 MIN_CPU_S = 0.02
 
 FIRST_CALL = """
@@ -111,22 +118,41 @@ def main(argv=None) -> None:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--pairs", default=",".join(DEFAULT_PAIRS), help="SCHEDULER:STOPPER,... ('all': every "
                                                                         "compiled pair)")
+    p.add_argument("--clusters", default="flat,consolidate",
+                   help=f"flat and/or nodes of 8 GPUs: {', '.join(PLACEMENTS)}, two-types")
     a = p.parse_args(argv)
     pairs = (compiled_pairs() if a.pairs == "all" else [tuple(x.split(":")) for x in a.pairs.split(",")])
     cold, warm = first_call_cpu_s()
     print("load average", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(f"first compiled episode in a fresh process (CPU s): {cold:.2f} with an empty cache (compiling), "
           f"{warm:.2f} with a warm cache")
-    print(f"{'pair':>24} {'jobs':>6} | {'sim us/job: python':>18} {'compiled':>9} {'ratio':>6} {'(median)':>8} | "
-          f"{'whole run: python':>17} {'compiled':>9} {'ratio':>6}")
+    print(f"{'pair':>24} {'cluster':>11} {'jobs':>6} | {'sim us/job: python':>18} {'compiled':>9} {'ratio':>6} "
+          f"{'(median)':>8} | {'whole run: python':>17} {'compiled':>9} {'ratio':>6}")
     for jobs in map(int, a.sizes.split(",")):
-        cfg = WorkloadConfig(jobs=jobs, gpus=64 * jobs // 200, seed=1)
-        for r in measure(cfg, pairs, a.repeat):
-            s, w = r["sim"], r["run"]
-            med = statistics.median(s["python"]) / statistics.median(s["compiled"])
-            print(f"{r['pair']:>24} {r['jobs']:>6} | {min(s['python']) * 1e6:>18.2f} {min(s['compiled']) * 1e6:>9.2f} "
-                  f"{min(s['python']) / min(s['compiled']):>6.1f} {med:>8.1f} | {min(w['python']) * 1e6:>17.2f} "
-                  f"{min(w['compiled']) * 1e6:>9.2f} {min(w['python']) / min(w['compiled']):>6.1f}")
+        gpus = 64 * jobs // 200
+        for name in a.clusters.split(","):
+            cfg = WorkloadConfig(jobs=jobs, gpus=gpus, seed=1, cluster=cluster(name, gpus))
+            for r in measure(cfg, pairs, a.repeat):
+                report(r, name)
+
+
+def cluster(name: str, gpus: int) -> ClusterSpec:
+    """``--clusters``' names: the flat pool, or nodes of 8 GPUs."""
+    if name == "flat":
+        return ClusterSpec.flat(gpus)
+    if name == "two-types":
+        return two_types(gpus // 8, 8)
+    if name not in PLACEMENTS:
+        raise SystemExit(f"--clusters {name}: must be flat, two-types or one of {', '.join(PLACEMENTS)}")
+    return uniform(gpus // 8, 8, name)
+
+
+def report(r: dict, name: str) -> None:
+    s, w = r["sim"], r["run"]
+    med = statistics.median(s["python"]) / statistics.median(s["compiled"])
+    print(f"{r['pair']:>24} {name:>11} {r['jobs']:>6} | {min(s['python']) * 1e6:>18.2f} {min(s['compiled']) * 1e6:>9.2f} "
+          f"{min(s['python']) / min(s['compiled']):>6.1f} {med:>8.1f} | {min(w['python']) * 1e6:>17.2f} "
+          f"{min(w['compiled']) * 1e6:>9.2f} {min(w['python']) / min(w['compiled']):>6.1f}")
 
 
 if __name__ == "__main__":

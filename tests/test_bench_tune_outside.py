@@ -9,7 +9,8 @@ import pytest
 from evalstop_gym.bench import suite as suite_mod
 from evalstop_gym.bench.suite import Row, suite_hash
 from evalstop_gym.bench.space import declared_space
-from evalstop_gym.bench.tune import FAMILY_BUDGET as BUDGET, VALIDATION_SEEDS
+from evalstop_gym.bench import tune
+from evalstop_gym.bench.tune import VALIDATION_SEEDS
 from evalstop_gym.config import ConfigError
 
 pytest.importorskip("optuna")
@@ -44,9 +45,14 @@ def outside(tmp_path, monkeypatch):
     suite_hash.cache_clear()
 
 
+BUDGET = 6   # the families' default budget while this test runs (the shipped one would take minutes here)
+
+
 @pytest.mark.parametrize("in_process", [False, True])
-def test_an_outside_policy_is_tuned_with_the_families_budget_seeds_and_rule(outside, in_process):
+def test_an_outside_policy_is_tuned_with_the_families_budget_seeds_and_rule(outside, in_process, monkeypatch):
     from evalstop_gym.bench.run import run_bench
+
+    monkeypatch.setattr(tune, "FAMILY_BUDGET", BUDGET)
 
     result = run_bench(["declines43:Declines"], suite_name="toy", out=outside / f"out{in_process}", tune=True,
                        progress=False, echo=lambda _t: None, in_process=in_process)

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evalstop_gym.baselines import FIFO, SRTFEst, EvalStop, make_policy
+from evalstop_gym.baselines import FIFO, STOPPERS, SRTFEst, EvalStop, Tiresias, make_policy
 from evalstop_gym.bench.suite import SUITES, suite
-from evalstop_gym.cluster import ClusterSpec, uniform
+from evalstop_gym.cluster import PLACEMENTS, ClusterSpec, two_types, uniform
 from evalstop_gym.compiled import ENV, compiled_pairs, fast_outcome, mode, run_episode
 from evalstop_gym.config import ConfigError, WorkloadConfig
 from evalstop_gym.metrics import compute_metrics, job_results
@@ -67,26 +67,34 @@ def test_the_listed_pairs_cover_the_dominant_ones():
                  ("srtf-est", "droptest"), ("srtf-est", "divergence")]:
         assert pair in pairs
     assert ("lossaware", "lossplateau") in pairs and ("max-throughput", "none") in pairs
-    assert not [p for p in pairs if p[0] == "tiresias"]
+    assert ("tiresias", "none") in pairs and ("tiresias", "cusum") in pairs
+    assert len(pairs) == 7 * 9   # every base scheduler, bare or under each of the 8 stoppers
 
 
 # every row of every suite (v3's shape row beside v2's trace row) that this machine can play
 PLAYABLE = list({r.name: r for name in SUITES for r in suite(name) if r.missing() is None}.values())
 
 
+@pytest.mark.parametrize("seed", range(3), ids=lambda i: f"seed{i}")
 @pytest.mark.parametrize("row", PLAYABLE, ids=lambda r: r.name)
-def test_every_suite_row_every_pair_three_seeds(row):
-    """On the flat rows the compiled path plays and equals Python; on nodes it steps aside (None)."""
-    flat = row.config(row.seeds[0]).cluster is None or row.config(row.seeds[0]).cluster.trivial
-    for seed in row.seeds[:3]:
-        w = generate(row.config(seed))
-        for scheduler, stopper in compiled_pairs():
-            got = fast_outcome(w, make_policy(scheduler, stopper))
-            if not flat:
-                assert got is None
-                continue
-            assert got is not None
-            assert_same(python_outcome(w, make_policy(scheduler, stopper)), got)
+def test_every_suite_row_every_pair_three_seeds(row, seed):
+    """Every row, the flat pools and the clusters of nodes alike, plays compiled and equals Python."""
+    w = generate(row.config(row.seeds[seed]))
+    for scheduler, stopper in compiled_pairs():
+        got = fast_outcome(w, make_policy(scheduler, stopper))
+        assert got is not None
+        assert_same(python_outcome(w, make_policy(scheduler, stopper)), got)
+
+
+def test_the_suite_plays_every_placement_and_both_gpu_generations():
+    """What the row test above covers on nodes: each placement policy, two GPU types, spread jobs."""
+    specs = [r.config(r.seeds[0]).cluster for r in PLAYABLE]
+    nodes = [c for c in specs if c is not None and not c.trivial]
+    assert {c.placement for c in nodes} == {"consolidate", "first-fit", "spread"}
+    assert any(len(c.gpu_types) == 2 for c in nodes)
+    row = next(r for r in PLAYABLE if r.name == "paper-8x8-spread")
+    out = fast_outcome(generate(row.config(row.seeds[0])), make_policy("srtf-est"))
+    assert out.spread_ticks.any() and out.fragmentation_gpu_ticks is not None
 
 
 PARAMS = {"none": st.just({}),
@@ -123,11 +131,27 @@ def policies(draw):
 
 
 @st.composite
+def clusters(draw, gpus: int):
+    """A flat pool of ``gpus``, or nodes of them: every placement policy, one or two GPU types (with or without
+    spread penalties), or one node with a throughput matrix (the node code path on a single node)."""
+    kind = draw(st.sampled_from(["flat", "flat", "uniform", "two-types", "one-node"]))
+    placement = draw(st.sampled_from(PLACEMENTS))
+    if kind == "flat":
+        return ClusterSpec.flat(gpus)
+    if kind == "one-node":
+        return ClusterSpec(nodes=1, gpus_per_node=gpus, throughput=(("gpu", (("rlhf", 0.7),)),), placement=placement)
+    per_node = draw(st.sampled_from([g for g in (1, 2, 4, 8) if gpus % g == 0 and gpus // g >= 2]))
+    if kind == "uniform":
+        return uniform(gpus // per_node, per_node, placement,
+                       spread_penalty=draw(st.sampled_from([None, {}, {"rlhf": 0.5, "lora": 0.9}])))
+    return two_types(gpus // per_node, per_node, placement)
+
+
+@st.composite
 def generated(draw):
-    """Random worlds on random flat pools (and some clusters of nodes, where the Python path must be kept)."""
+    """Random worlds on random flat pools and clusters of nodes."""
     gpus = draw(st.sampled_from([16, 24, 40, 64]))
-    nodes = draw(st.sampled_from([None, None, None, 2]))
-    cluster = ClusterSpec.flat(gpus) if nodes is None else uniform(nodes, gpus // nodes)
+    cluster = draw(clusters(gpus))
     return generate(WorkloadConfig(
         calibration=draw(st.sampled_from(["paper", "realistic", "grounded"])), jobs=draw(st.integers(1, 80)),
         gpus=gpus, cluster=cluster, load=draw(st.sampled_from([0.5, 1.0, 2.0])),
@@ -141,6 +165,7 @@ def tied(draw):
     """Hand-written jobs on a coarse grid: equal submit times, lengths, estimates and scores everywhere."""
     evals = draw(st.integers(1, 5))
     gpus = draw(st.sampled_from([2, 4, 8]))
+    cluster = draw(clusters(gpus))
     jobs, t = [], 0.0
     for _ in range(draw(st.integers(1, 25))):
         t += draw(st.sampled_from([0.0, 0.0, 0.5, 1.0]))
@@ -149,7 +174,7 @@ def tied(draw):
                      "est_length_h": draw(st.sampled_from([length, 1.0, 2.0, 0.0])),
                      "job_type": draw(st.sampled_from(["rlhf", "dpo", "lora"])),
                      "observed": draw(st.lists(st.sampled_from([0.1, 0.2, 0.3]), min_size=evals, max_size=evals))})
-    return workload_from_jobs(jobs, gpus, evals_per_job=evals)
+    return workload_from_jobs(jobs, gpus, evals_per_job=evals, cluster=cluster)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -157,11 +182,28 @@ def tied(draw):
 def test_random_workloads_clusters_and_worlds(w, pol):
     scheduler, stopper, params = pol
     got = fast_outcome(w, make_policy(scheduler, stopper, **params))
-    if not w.spec.trivial:
-        assert got is None
-        return
     assert got is not None
     assert_same(python_outcome(w, make_policy(scheduler, stopper, **params)), got)
+
+
+@st.composite
+def tiresias_policies(draw):
+    """Tiresias with its parameters (thresholds low enough that jobs go down and come back up), bare or under a
+    stopper."""
+    base = Tiresias(thresholds_gpu_h=draw(st.sampled_from([(4.0, 32.0), (0.05, 0.5), (0.2,), (0.01, 0.1, 1.0)])),
+                    promote_knob=draw(st.sampled_from([None, 0.5, 2.0])))
+    stopper = draw(st.sampled_from(["none", "none", "evalstop", "cusum"]))
+    return base if stopper == "none" else STOPPERS[stopper](base)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=st.one_of(generated(), tied()), policy=tiresias_policies())
+def test_tiresias_queues_demotions_promotions_and_resumes(w, policy):
+    """Tiresias' lists, its queue jumps and its timer, with resumes that cost time (the realistic world) and on
+    nodes: compiled and Python alike, whichever its thresholds and starvation guard."""
+    got = fast_outcome(w, policy)
+    assert got is not None
+    assert_same(python_outcome(w, policy), got)   # drive() resets the policy first
 
 
 # -- where the path is taken ---------------------------------------------------------------------------------
@@ -183,7 +225,7 @@ def test_a_users_policy_keeps_the_python_path():
     own_noise.noise = MyNoise()   # a noise estimate of the user's
     w = small()
     for policy in (MyFIFO(), replaced, EvalStop(MyFIFO()), make_policy("srtf-est", tie="arrival"),
-                   make_policy("tiresias"), make_policy("tiresias", "evalstop"), own_noise):
+                   Tiresias(order="arrival"), EvalStop(Tiresias(demotion_timer="reference")), own_noise):
         assert fast_outcome(w, policy) is None
     ref = python_outcome(w, FIFO())
     mine = run_episode(w, replaced)   # the Python path, with the user's key: LIFO, not FIFO
@@ -300,3 +342,33 @@ def test_an_attribute_another_class_reads_keeps_the_python_path(stopper, attr, v
     assert kernel_policy(p) is not None
     setattr(p, attr, value)
     assert kernel_policy(p) is None
+
+
+# -- where clusters of nodes step aside ------------------------------------------------------------------------
+def test_many_gpu_types_keep_the_python_path():
+    from evalstop_gym.compiled.nodes import MAX_TYPES
+
+    spec = ClusterSpec(nodes=MAX_TYPES + 1, gpus_per_node=2, node_types=tuple(f"t{i}" for i in range(MAX_TYPES + 1)))
+    w = generate(WorkloadConfig(jobs=20, gpus=spec.total_gpus, cluster=spec, seed=1))
+    assert fast_outcome(w, FIFO()) is None
+    fewer = dataclasses.replace(spec, node_types=spec.node_types[:-2] + ("t0", "t0"))
+    w = generate(WorkloadConfig(jobs=20, gpus=fewer.total_gpus, cluster=fewer, seed=1))
+    assert_same(python_outcome(w, FIFO()), fast_outcome(w, FIFO()))
+
+
+def test_a_rate_beyond_int64_keeps_the_python_path():
+    """A spread job at 0.9999 x 0.9999 of its speed reaches a checkpoint ``ceil(work * 10**8 / 99980001)`` ticks
+    ahead: for a job of 10**5 hours (work 1.8e11 ticks to its first eval) the product passes 2**62. The kernel
+    says so and the Python path, whose ints are unbounded, plays."""
+    spec = ClusterSpec(nodes=2, gpus_per_node=2, throughput=(("gpu", (("rlhf", 0.9999),)),),
+                       spread_penalty=(("rlhf", 0.9999),), placement="spread")
+    # worst fit puts the two 1-GPU jobs on different nodes, so the 2-GPU one is spread over both
+    jobs = [{"submit_h": 0.0, "gpus": 1, "length_h": 1.0}, {"submit_h": 0.0, "gpus": 1, "length_h": 1.0},
+            {"submit_h": 0.0, "gpus": 2, "length_h": 1e5}]
+    w = workload_from_jobs(jobs, 4, evals_per_job=2, cluster=spec)
+    assert fast_outcome(w, FIFO()) is None
+    ref = python_outcome(w, FIFO())
+    assert ref.spread_ticks[2] > 0
+    assert_same(ref, run_episode(w, FIFO()))
+    short = workload_from_jobs([{**j, "length_h": 1.0} for j in jobs], 4, evals_per_job=2, cluster=spec)
+    assert_same(python_outcome(short, FIFO()), fast_outcome(short, FIFO()))   # 1.8e6 ticks x 10**8: it fits

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,18 @@ class BenchSpec(RunSpec):
             key.append("in-process")
         return hashlib.sha1(json.dumps(key).encode()).hexdigest()[:16]
 
+    @property
+    def workload_key(self) -> str:
+        """What the workload depends on: the config (as the run id reads it) and the replayed files' hashes."""
+        return json.dumps([repr(self.config), self.trace_sha, self.trace and self.trace.jobs, self.curves,
+                           self.curves_sha])
+
     def workload(self):
+        """The row's workload for this seed: drawn once per process (:func:`cached_workload`), read-only."""
+        return cached_workload(self)
+
+    def draw_workload(self):
+        """The workload drawn afresh (what :meth:`workload` caches)."""
         if self.trace is None:
             from ..workload import generate
 
@@ -134,6 +146,63 @@ class BenchSpec(RunSpec):
             out["source"] = self.source
             out["process"] = "in-process" if self.in_process else "isolated"
         return out
+
+
+# Workloads a process keeps (:func:`cached_workload`): every validation workload of a suite (2 seeds x 18 rows)
+# with room to spare; one of 600 jobs x 10 evals holds about 0.5 MB.
+WORKLOAD_CACHE = 64
+_workloads: "OrderedDict[str, Any]" = OrderedDict()
+
+
+def cached_workload(spec: BenchSpec):
+    """``spec``'s workload, drawn the first time this process asks for it (keyed by
+    :attr:`BenchSpec.workload_key`, least recently used dropped beyond :data:`WORKLOAD_CACHE`).
+
+    Every arm and every tuning trial plays the same few workloads, and drawing one costs most of a compiled
+    episode's CPU, so a trial costs simulation only. The workload is shared between runs, so its arrays are
+    made read-only: a run that tried to change one would raise instead of changing the next run's input.
+    Worker processes forked after :func:`warm_workloads` inherit the cache.
+    """
+    key = spec.workload_key
+    w = _workloads.get(key)
+    if w is None:
+        w = _workloads[key] = _read_only(spec.draw_workload())
+        if len(_workloads) > WORKLOAD_CACHE:
+            _workloads.popitem(last=False)
+    else:
+        _workloads.move_to_end(key)
+    return w
+
+
+def warm_workloads(rows, policy: BenchPolicy) -> None:
+    """Draw every workload of ``rows`` (each seed) in this process, and load the compiled kernel, so that worker
+    processes forked from it find both ready (:func:`cached_workload`,
+    :func:`evalstop_gym.compiled.preload`); under another start method each worker makes its own."""
+    import multiprocessing
+    import warnings
+
+    from ..compiled import preload
+
+    if multiprocessing.get_start_method(allow_none=False) != "fork":
+        return
+    preload()
+    with warnings.catch_warnings():   # as BenchSpec.play
+        warnings.simplefilter("ignore")
+        for r in rows:
+            for s in r.seeds:
+                BenchSpec.make(policy, r, s).workload()
+
+
+def _read_only(w):
+    """``w`` with every array it holds (its curves' too) made read-only, in place; returns ``w``."""
+    import numpy as np
+
+    for holder in (w, w.curves, *([w.curves.setup] if w.curves.setup else [])):
+        values = holder.values() if isinstance(holder, dict) else vars(holder).values()
+        for a in values:
+            if isinstance(a, np.ndarray):
+                a.flags.writeable = False
+    return w
 
 
 @dataclass(frozen=True)

@@ -43,11 +43,12 @@ from .policies import builtin
 from .space import optuna_module as _optuna
 from .suite import Row
 
-# Trials per hand-coded family and per outside policy (bench --tune). The smallest budget at which the joint search
-# of a stopper's family (its scheduler and parameters together) finds points such as srtf-progress + cusum
-# (drift 0.3, threshold 1.0) on suite v2, which the cusum family's study tries as its trial 13, with a margin:
-# 36 more trials than 12, about 1.5 min of a leaderboard run (docs/bench.md, *Fair comparators*).
-FAMILY_BUDGET = 16
+# Trials per hand-coded family and per outside policy (bench --tune). 100: with the compiled path and each
+# validation workload drawn once per process, a whole tuning of suite v3 at 100 trials a family took 0.41 of the
+# CPU that 16 trials took on the Python path drawing every workload (52.9 against 130.4 CPU s, one process;
+# benchmarks/bench_tune_cpu.py --new-budget 100; docs/bench.md, *Fair comparators*). 16 was the smallest budget
+# at which the joint search found srtf-progress + cusum (drift 0.3, threshold 1.0) on suite v2.
+FAMILY_BUDGET = 100
 # Trials of a learned family (each a training run, about 4 min) and of ``targets``' selection
 # (evalstop_gym.agents.selection), whose published figures were tuned with it.
 BUDGET = 12
@@ -123,17 +124,24 @@ F1 = Rule("f1", "highest mean F1 per validation episode (from its counts: 0 wher
           "ties: less mean compute waste", f1_objective)
 
 
-def _budget(budget: int | None, default: int = FAMILY_BUDGET) -> int:
-    budget = default if budget is None else budget
+def _budget(budget: int | None, default: int | None = None) -> int:
+    """``budget``, else ``default``, else :data:`FAMILY_BUDGET` (read at the call), checked."""
+    budget = (FAMILY_BUDGET if default is None else default) if budget is None else budget
     check_range("budget", budget, 1, 1000, integer=True)
     return budget
 
 
 def _references(val: Sequence[Row], store: ResultStore, kw: dict) -> tuple:
-    """``(no stopper, EvalStop k=2, their runs on val)``: the arms the rule scores a trial against."""
+    """``(no stopper, EvalStop k=2, their runs on val)``: the arms the rule scores a trial against.
+
+    Every trial plays the same validation workloads: they are drawn here once, in this process, so the local
+    pool's workers (forked from it at every round) find them drawn (:func:`~.play.warm_workloads`)."""
     from .arms import play
+    from .play import warm_workloads
 
     none, evalstop = builtin("srtf-est"), builtin("srtf-est", "evalstop", k=2)
+    if kw["backend"] == "local":
+        warm_workloads(val, none)
     return none, evalstop, play([none, evalstop], val, store, **kw)
 
 

@@ -35,7 +35,7 @@ def add_parser(sub) -> None:
     p.add_argument("--per-scheduler", action="store_true",
                    help="with --tune or --leaderboard-run: tune each scheduler and stopper pair on its own, with the "
                         "whole budget (7 times the trials), instead of searching the scheduler with the parameters")
-    p.add_argument("--budget", type=int, default=None, metavar="N", help="trials per family with --tune (default 16; a learned family's in "
+    p.add_argument("--budget", type=int, default=None, metavar="N", help="trials per family with --tune (default 100; a learned family's in "
                         "--leaderboard-run: 12, each a training run)")
     p.add_argument("--tuned", default=None, metavar="RESULTS_JSON",
                    help="take the tuned-best reference from an earlier `bench --tune` results file")

@@ -3,11 +3,16 @@
 :func:`run_episode` is what the runners call instead of
 ``drive(Simulator(workload), policy)``: it plays the episode in compiled code
 (:mod:`.kernel`) when the policy is a supported built-in (:func:`compiled_pairs`,
-:mod:`.pairs`) and the cluster is the flat pool, and on the Python path
-otherwise, with the same :class:`~evalstop_gym.simulator.Outcome` either way
-(``tests/test_compiled.py`` compares every field, job by job). The Python
-simulator stays the reference; Gymnasium and PettingZoo episodes, a user's own
-policy and clusters of nodes always take it.
+:mod:`.pairs`), on the flat pool or on a cluster of nodes (:mod:`.nodes`: every
+placement policy, GPU types and their throughputs, spread penalties), and on
+the Python path otherwise, with the same :class:`~evalstop_gym.simulator.Outcome`
+either way (``tests/test_compiled.py`` compares every field, job by job). The
+Python simulator stays the reference; Gymnasium and PettingZoo episodes, a
+user's own policy, Tiresias with ``order="arrival"`` or the reference demotion
+timer and ``tie="arrival"`` always take it, and so does an episode the kernel cannot play
+exactly: NaN in the histories a rule sorts, more than
+:data:`~.nodes.MAX_TYPES` GPU types, or a rate whose exact arithmetic would
+leave int64 (the kernel says so and the Python path plays the episode).
 
 ``EVALSTOP_COMPILED`` (environment): ``0`` forces the Python path; ``1`` asks
 for the compiled one and says once per process, on stderr as a warning, when
@@ -29,6 +34,7 @@ import numpy as np
 from ..checks import JOB_TYPES, ConfigError
 from ..simulator import Outcome, SimulationError, Simulator
 from ..timebase import MAX_HOURS, TICKS_PER_HOUR, to_ticks
+from .nodes import NodeArgs, flat_args, node_args
 from .pairs import (CUSUM_CODE, DIVERGENCE_CODE, DROPTEST_CODE, LOSSAWARE_CODE, LOSSPLATEAU_CODE, SMOOTHED_CODE,
                     KernelPolicy, compiled_pairs, kernel_policy)
 
@@ -36,7 +42,8 @@ ENV = "EVALSTOP_COMPILED"
 MODES = {"": "auto", "0": "off", "1": "on"}
 NOISE_AWARE = (CUSUM_CODE, SMOOTHED_CODE, DROPTEST_CODE, DIVERGENCE_CODE)   # stoppers that pool noise estimates
 
-__all__ = ["ENV", "compiled_pairs", "fast_outcome", "kernel_policy", "mode", "numba_available", "run_episode"]
+__all__ = ["ENV", "compiled_pairs", "fast_outcome", "kernel_policy", "mode", "numba_available", "preload",
+           "run_episode"]
 
 
 def mode() -> str:
@@ -67,10 +74,14 @@ def _say_python_path() -> None:
 def fast_outcome(workload, policy) -> Outcome | None:
     """The outcome of ``policy`` on ``workload`` from the compiled path, or None where it does not apply."""
     m = mode()
-    if m == "off" or not workload.spec.trivial:
+    if m == "off":
         return None
     kp = kernel_policy(policy)
     if kp is None:
+        return None
+    spec = workload.spec
+    cluster = flat_args() if spec.trivial else node_args(spec, getattr(policy, "base", policy))
+    if cluster is None:
         return None
     if not numba_available():
         if m == "on":
@@ -80,13 +91,24 @@ def fast_outcome(workload, policy) -> Outcome | None:
             (kp.sched == LOSSAWARE_CODE or kp.stop == LOSSPLATEAU_CODE) and not np.isfinite(workload.curves.loss).all():
         return None   # the kernel's pools and sorted keys order values by comparisons, which NaN would defeat
     policy.reset()   # as drive() does: a built-in policy holds no state the kernel would need
-    return _play(workload, kp)
+    return _play(workload, kp, cluster)
 
 
 def _finite_histories(w) -> bool:
     """Every eval score finite, and every RLHF job's proxy readings (what the noise pools hold)."""
     rlhf = w.job_type == JOB_TYPES.index("rlhf")
     return bool(np.isfinite(w.observed).all() and np.isfinite(w.curves.proxy[rlhf]).all())
+
+
+@functools.lru_cache(maxsize=1)
+def preload() -> None:
+    """Load the kernel's machine code into this process now (compiling it if numba's cache has none), where the
+    compiled path applies: worker processes forked from this one then inherit it instead of each loading it
+    (about 0.7 CPU s a process). Once per process; nothing without numba or under ``EVALSTOP_COMPILED=0``."""
+    from ..baselines import FIFO
+    from ..workload import workload_from_jobs
+
+    fast_outcome(workload_from_jobs([{"submit_h": 0.0, "gpus": 1, "length_h": 1.0}], 1), FIFO())
 
 
 def run_episode(workload, policy) -> Outcome:
@@ -99,35 +121,46 @@ def run_episode(workload, policy) -> Outcome:
     return drive(Simulator(workload), policy)
 
 
-def _play(w, kp: KernelPolicy) -> Outcome:
-    from .kernel import STALLED, episode
+def _play(w, kp: KernelPolicy, c: NodeArgs) -> Outcome | None:
+    """The kernel's outcome, or None where its exact rate arithmetic would leave int64 (the Python path's ints
+    are unbounded)."""
+    from .kernel import OVERFLOW, STALLED, episode
 
-    n, evals = w.n, w.evals_per_job
+    evals = w.evals_per_job
     # the simulator's own inputs (Simulator.__init__), as int64 ticks and float64 scores
     submit = to_ticks(w.submit_h)
     empty = np.empty(0, np.int64)
     rlhf = w.job_type == JOB_TYPES.index("rlhf")   # only RLHF jobs report proxy rewards
-    items = np.ascontiguousarray(w.items, dtype=np.int64)
+    items = np.array(w.items, dtype=np.int64)
     sizes, pool_of = np.unique(items, return_inverse=True)
-    code, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now = episode(
-        submit, to_ticks(np.minimum(w.est_length_h, MAX_HOURS)), np.ascontiguousarray(w.gpus, dtype=np.int64),
+    # copies where an input array could be the workload's own: a cached workload's arrays are read-only, which
+    # numba would type (and compile) apart
+    (code, finish, service, stopped, seen, best_idx, first_start, peak_service, preemptions, now, spread, type_ticks,
+     frag) = episode(
+        submit, to_ticks(np.minimum(w.est_length_h, MAX_HOURS)), np.array(w.gpus, dtype=np.int64),
         np.ascontiguousarray(w.checkpoint_ticks().ravel()),   # length * i // evals without a grid: the same ints
         to_ticks(w.restart_h) if w.restart_h is not None else empty,
         np.ascontiguousarray(w.observed, dtype=np.float64).ravel(),
-        np.ascontiguousarray(w.curves.proxy, dtype=np.float64).ravel(),
-        np.ascontiguousarray(w.curves.loss, dtype=np.float64).ravel(),
+        np.array(w.curves.proxy, dtype=np.float64).ravel(),
+        np.array(w.curves.loss, dtype=np.float64).ravel(),
         np.argmax(w.curves.gold, axis=1).astype(np.int64), np.ascontiguousarray(rlhf), items,
         pool_of.astype(np.int64).ravel(), _pool_offsets(kp, evals, sizes.size, pool_of, items, rlhf),
         np.argsort(submit, kind="stable").astype(np.int64), evals, int(w.total_gpus), kp.sched, kp.preemptive,
-        kp.window, kp.stop, np.array(kp.ip, np.int64), np.array(kp.fp, np.float64))
+        kp.window, kp.stop, np.array(kp.ip, np.int64), np.array(kp.fp, np.float64), c.on_nodes, c.gpn, c.policy,
+        c.strict, c.node_type, c.n_types, c.node_rank, np.array(w.job_type, dtype=np.int64), c.rate_tab,
+        np.array(kp.limits, np.int64), kp.knob)
+    if code == OVERFLOW:
+        return None
     if code == STALLED:
         raise SimulationError(f"stalled at t={now / TICKS_PER_HOUR:.4f} h: jobs wait, none runs and no event is "
                               "pending; the scheduler must start a job")
     return Outcome(
         workload=w, submit_ticks=submit, finish_ticks=finish, service_ticks=service, stopped=stopped,
         evals_seen=seen, delivered_ckpt=np.where(stopped, best_idx, seen - 1), first_start_ticks=first_start,
-        preemptions=int(preemptions), peak_service_ticks=peak_service, spread_ticks=np.zeros(n, np.int64),
-        type_gpu_ticks={w.spec.gpu_types[0]: int(np.sum(service * w.gpus))}, fragmentation_gpu_ticks=None)
+        preemptions=int(preemptions), peak_service_ticks=peak_service, spread_ticks=spread,
+        type_gpu_ticks=({t: int(x) for t, x in zip(w.spec.gpu_types, type_ticks)} if c.rated
+                        else {w.spec.gpu_types[0]: int(np.sum(service * w.gpus))}),
+        fragmentation_gpu_ticks=int(frag) if c.on_nodes else None)
 
 
 def _pool_offsets(kp: KernelPolicy, evals: int, n_sizes: int, pool_of, items, rlhf) -> np.ndarray:

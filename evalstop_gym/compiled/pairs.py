@@ -7,7 +7,9 @@ set (a subclass, or an instance with a method or its noise estimate replaced,
 is a user's policy and keeps the Python path). Preemptive schedulers are
 compiled under the default tie rule only (``tie="running"``); ``tie="arrival"``
 wraps them in :class:`~evalstop_gym.baselines.ties.ArrivalTies`, which is not
-compiled. Anything else falls back to the Python path, silently: that is
+compiled. Tiresias is compiled with its reference list order and exact demotion
+timer (``order="queue"``, ``demotion_timer="exact"``, the defaults), any
+thresholds and starvation guard. Anything else falls back to the Python path, silently: that is
 correct, not an error. This module does not import numba.
 """
 
@@ -18,16 +20,17 @@ import math
 from typing import NamedTuple
 
 from ..baselines import (CUSUM, FIFO, SJFEst, SRTFEst, SRTFProgress, Divergence, DropTest, EvalStop, LossAware,
-                         LossPlateau, MaxThroughput, Patience, SmoothedDecline, StopAtProgress)
+                         LossPlateau, MaxThroughput, Patience, SmoothedDecline, StopAtProgress, Tiresias)
 from ..baselines import SCHEDULERS as ALL_SCHEDULERS, STOPPERS as ALL_STOPPERS
 from ..baselines.noise import NoiseBySize, PooledNoise
 
 # the kernel's codes
 FIFO_CODE, SJF_EST_CODE, SRTF_EST_CODE, SRTF_PROGRESS_CODE, LOSSAWARE_CODE, MAX_THROUGHPUT_CODE = 0, 1, 2, 3, 4, 5
+TIRESIAS_CODE = 6
 NO_STOP_CODE, EVALSTOP_CODE, PATIENCE_CODE, STOPAT_CODE, LOSSPLATEAU_CODE = 0, 1, 2, 3, 8
 CUSUM_CODE, SMOOTHED_CODE, DROPTEST_CODE, DIVERGENCE_CODE = 4, 5, 6, 7
 SCHEDULERS = {FIFO: FIFO_CODE, SJFEst: SJF_EST_CODE, SRTFEst: SRTF_EST_CODE, SRTFProgress: SRTF_PROGRESS_CODE,
-              LossAware: LOSSAWARE_CODE, MaxThroughput: MAX_THROUGHPUT_CODE}
+              LossAware: LOSSAWARE_CODE, MaxThroughput: MAX_THROUGHPUT_CODE, Tiresias: TIRESIAS_CODE}
 STOPPERS = {EvalStop: EVALSTOP_CODE, Patience: PATIENCE_CODE, StopAtProgress: STOPAT_CODE, CUSUM: CUSUM_CODE,
             SmoothedDecline: SMOOTHED_CODE, DropTest: DROPTEST_CODE, Divergence: DIVERGENCE_CODE,
             LossPlateau: LOSSPLATEAU_CODE}
@@ -42,9 +45,13 @@ _RUNTIME = {"_queue", "_running", "_ranks"}   # what a base scheduler sets on it
 
 @functools.lru_cache(maxsize=None)
 def _own(cls) -> frozenset:
-    """The instance attributes a default instance of ``cls`` sets (a stopper over FIFO): an attribute of a
-    policy beyond its own class's is a user's change (another class's ``k`` on a LossPlateau included)."""
-    return frozenset(vars(cls(FIFO()) if cls in STOPPERS else cls()))
+    """The instance attributes a default instance of ``cls`` sets (a stopper over FIFO; Tiresias with the state it
+    builds at an episode's first scheduling point): an attribute of a policy beyond its own class's is a user's
+    change (another class's ``k`` on a LossPlateau included)."""
+    policy = cls(FIFO()) if cls in STOPPERS else cls()
+    if cls is Tiresias:
+        policy._begin(None)
+    return frozenset(vars(policy))
 
 
 class KernelPolicy(NamedTuple):
@@ -56,6 +63,8 @@ class KernelPolicy(NamedTuple):
     stop: int = NO_STOP_CODE
     ip: tuple = (0, 0, 0)
     fp: tuple = (0.0,) * F_X
+    limits: tuple = ()          # Tiresias' thresholds, GPU-ticks
+    knob: float = math.nan      # Tiresias' promote_knob (NaN: none)
 
 
 def _stopper_numbers(policy) -> tuple[tuple, tuple]:
@@ -88,12 +97,18 @@ def kernel_policy(policy) -> KernelPolicy | None:
     sched = SCHEDULERS.get(type(policy))
     if sched is None or not set(vars(policy)) <= _own(type(policy)) | _RUNTIME:
         return None
+    if sched == TIRESIAS_CODE:   # the reference's list order and the exact demotion timer only
+        if policy.order != "queue" or policy.demotion_timer != "exact":
+            return None
+        knob = policy.promote_knob
+        return KernelPolicy(sched, True, limits=tuple(int(x) for x in policy._limits),
+                            knob=math.nan if knob is None else float(knob))
     return KernelPolicy(sched, bool(type(policy).preemptive), int(getattr(policy, "window", 0)))
 
 
 def compiled_pairs() -> list[tuple[str, str]]:
-    """``(scheduler, stopper)`` registry names the compiled path plays on the flat pool (``"none"``: no stopper),
-    under the default tie rule; every other pair, and every pair on nodes, plays the Python path."""
+    """``(scheduler, stopper)`` registry names the compiled path plays, on the flat pool and on nodes (``"none"``:
+    no stopper), under the default tie rule; every other pair plays the Python path."""
     names = {cls: name for name, cls in ALL_SCHEDULERS.items()}
     stops = {cls: name for name, cls in ALL_STOPPERS.items() if cls is not None}
     return [(names[s], st) for s in SCHEDULERS for st in ["none", *(stops[c] for c in STOPPERS)]]
