@@ -52,9 +52,34 @@ from .curves import Curves, gao_normalized, progress_grid
 from .label import overoptimised
 
 
-def log_uniform(rng: np.random.Generator, bounds: tuple[float, float], n: int) -> np.ndarray:
+def log_uniform(rng: np.random.Generator, bounds: tuple[float, float], n: int,
+                q: np.ndarray | None = None) -> np.ndarray:
+    """``n`` log-uniform draws over ``bounds``; at the quantiles ``q`` (in [0, 1)) if given, else drawn from ``rng``."""
     lo, hi = bounds
-    return np.exp(rng.uniform(np.log(lo), np.log(hi), size=n))
+    if q is None:
+        return np.exp(rng.uniform(np.log(lo), np.log(hi), size=n))
+    return np.exp(at_quantile((np.log(lo), np.log(hi)), q))
+
+
+def at_quantile(bounds: tuple[float, float], q: np.ndarray) -> np.ndarray:
+    """The uniform over ``bounds`` at quantiles ``q``: ``low + q (high - low)`` (as ``Generator.uniform`` maps its
+    draws, so ``at_quantile(b, rng.random(n))`` is ``rng.uniform(*b, size=n)`` draw for draw)."""
+    lo, hi = bounds
+    return lo + (hi - lo) * q
+
+
+def task_quantile(rng: np.random.Generator, task: np.ndarray | None, loading: float) -> np.ndarray | None:
+    """Quantiles of a quantity tied to each run's task (``task``: the task's quantile, uniform on [0, 1)) by
+    ``loading`` in [-1, 1]: with probability ``|loading|`` the task's own quantile (``1 - task`` where the loading is
+    negative), else an independent one. The quantity is uniform whatever the loading, and its Spearman correlation
+    with the task (so with anything at the task's quantile, the gold floor) is the loading (Spearman's rho is linear
+    in the copula: ``|loading|`` of the comonotone or countermonotone copula's +-1, the rest the independent one's 0).
+    Draws two uniforms per run; None (nothing drawn) without a task latent (``task`` None)."""
+    if task is None:
+        return None
+    follows = rng.random(task.shape[0]) < abs(loading)
+    own = rng.random(task.shape[0])
+    return np.where(follows, task if loading >= 0 else 1.0 - task, own)
 
 
 def kl_path(x: np.ndarray, g: np.ndarray, p: np.ndarray, d_sat: np.ndarray) -> np.ndarray:
@@ -134,20 +159,28 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     d = kl_path(x, g, p, d_sat)
     if model.kl_ceiling is not None:   # drawn only then: a world without a ceiling keeps every later draw
         d = np.minimum(d, log_uniform(rng, model.kl_ceiling, n)[:, None])
-    d_star = np.where(exploitable, log_uniform(rng, model.d_star_exploitable, n),
+    # the task's quantile, drawn only then: a world without a task latent keeps every later draw
+    task = None if model.task_loadings is None else rng.random(n)
+    loading_d_star, loading_gain = model.task_loadings or (0.0, 0.0)
+    d_star = np.where(exploitable, log_uniform(rng, model.d_star_exploitable, n,
+                                               task_quantile(rng, task, loading_d_star)),
                       log_uniform(rng, model.d_star_robust, n))
     if model.hack_peak is not None:   # place an exploitable run's optimum at a chosen progress instead
         d_star = np.where(exploitable, g * rng.uniform(*model.hack_peak, size=n) ** p, d_star)
-    gain = np.where(exploitable, rng.uniform(*model.peak_gain_exploitable, size=n),
+    gain_q = rng.random(n) if task is None else task_quantile(rng, task, loading_gain)
+    gain = np.where(exploitable, at_quantile(model.peak_gain_exploitable, gain_q),
                     rng.uniform(*model.peak_gain_robust, size=n))
     base = rng.uniform(*model.base, size=n)
     gold = gold_of_d(d, base, gain, d_star)
     if model.gold_floor is not None:   # drawn only then: a world without a floor keeps every later draw
-        gold = np.maximum(gold, rng.uniform(*model.gold_floor, size=n)[:, None])
+        low = at_quantile(model.gold_floor, rng.random(n) if task is None else task)   # the task's floor
+        gold = np.maximum(gold, low[:, None])
     if model.gold_lag is not None:   # drawn only then: a world without the lag keeps every later draw
         gold = base[:, None] + lagged(x, gold - base[:, None], rng.uniform(*model.gold_lag, size=n))
     if model.drift > 0:
         sd = model.drift if model.dpo_drift is None else np.where(dpo, model.dpo_drift, model.drift)[:, None]
+        if model.drift_spread is not None:   # drawn only then: a world without it keeps every later draw
+            sd = sd * np.exp(model.drift_spread * rng.standard_normal(n))[:, None]
         gold = gold + drift_walk(rng, n, evals, sd, model.drift_autocorr, model.drift_reversion)
     gold = np.clip(gold, 0.0, 1.0)
 
