@@ -184,6 +184,11 @@ class LatentModel:
     # proxy's d* and gain follow it with these loadings (d*, gain) in [-1, 1], each its Spearman correlation with the
     # floor (latent.task_quantile). Needs gold_floor. None: floor, d* and gain drawn independently
     task_loadings: tuple[float, float] | None = None
+    # if set, this share of runs with an exploitable proxy collapses when its d meets the KL ceiling: from that
+    # checkpoint its gold is the floor (the TRL runs without a penalty fall to their floor as their KL runs to its
+    # ceiling, whatever their gain; Gao's form alone falls by gain x its shape, slowly for a small gain). Needs
+    # kl_ceiling and gold_floor. None: gold past d* follows Gao's form down to the floor
+    collapse_share: float | None = None
     dpo_exploitable: float = 0.0                        # DPO runs whose preference data is exploitable
     drift: float = 0.0                                  # sd of each step of the true score's plateau drift
     # DPO runs' step sd, if set (a DPO run's gold wanders about twice as much as an RL run's in the TRL runs);
@@ -208,9 +213,10 @@ class LatentModel:
     loss_noise: float = 0.01                            # multiplicative
 
     _LOG_PAIRS = ("lr", "kl_coef", "dpo_kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
-    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion")
+    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion", "collapse_share")
     _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "dpo_kl_coef", "gold_lag", "gold_floor",
-                 "dpo_drift", "proxy_exponent", "task_loadings", "drift_spread")   # None: the knob off
+                 "dpo_drift", "proxy_exponent", "task_loadings", "drift_spread",
+                 "collapse_share")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
     # runs: d up to about 10 sqrt-nats, losses under 10, rewards under 100), and small enough that d, KL (d^2),
     # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
@@ -221,7 +227,8 @@ class LatentModel:
               "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4), "hack_peak": (0.0, 1.0),
               "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
               "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0), "drift": (0.0, 1.0),
-              "dpo_drift": (0.0, 1.0), "drift_spread": (0.0, 3.0), "task_loadings": (-1.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
+              "dpo_drift": (0.0, 1.0), "drift_spread": (0.0, 3.0), "task_loadings": (-1.0, 1.0),
+              "collapse_share": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
               "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0), "proxy_noise": (0.0, 1e4),
               "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0), "loss_tau": (1e-6, 1e3),
               "loss_noise": (0.0, 10.0)}
@@ -251,6 +258,9 @@ class LatentModel:
                             lo_open=f.name in ("kl_scale", "kl_saturation"))
         if self.base[1] > 1.0:
             raise ConfigError("curves.base", self.base, "must lie within [0, 1]")
+        if self.collapse_share is not None and (self.kl_ceiling is None or self.gold_floor is None):
+            raise ConfigError("curves.collapse_share", self.collapse_share,
+                              "needs curves.kl_ceiling and curves.gold_floor: a run collapses at its ceiling, to its floor")
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,8 @@ FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "
           "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling",
           "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
           "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable",
-          "curves.task_loadings", "curves.drift", "curves.dpo_drift", "curves.drift_spread", "curves.drift_autocorr",
-          "curves.drift_reversion",
+          "curves.task_loadings", "curves.collapse_share", "curves.drift", "curves.dpo_drift", "curves.drift_spread",
+          "curves.drift_autocorr", "curves.drift_reversion",
           "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start",
           "curves.loss_floor_frac", "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items",
           "world.seed_noise_factor")
@@ -334,6 +334,14 @@ def reversion_of(fits) -> float | None:
     return float(np.clip(-sum(float(lv @ st) for lv, st in pairs) / max(den, 1e-300), 0.0, 1.0))
 
 
+def collapse_share(fits, penalised: np.ndarray, collapsed: np.ndarray) -> float | None:
+    """The share of runs with an exploitable proxy that collapsed (:func:`kl_regimes`) among those no penalty held
+    (collapsed, or grown past the lowest ceiling): :attr:`LatentModel.collapse_share`; None without a collapsed run
+    (no ceiling)."""
+    free = [c for f, k, c in zip(fits, penalised, collapsed) if f.exploitable and not k]
+    return round(float(np.mean(free)), 4) if free and any(free) else None
+
+
 def cliff_floored(floored) -> list:
     """The runs of ``floored`` (runs whose gold met a floor) other than DPO: the cliff's runs, a policy collapsed onto
     the answers its proxy rates highest. A DPO run that levels off low has had its KL held by beta."""
@@ -555,6 +563,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
               gold_floor=(span(floors, hi=1.0) if len(floors) >= 2
                           else keep("curves.gold_floor", "fewer than 2 runs fell to a floor")),
               task_loadings=task_loadings(cliff_floored(floored)),
+              collapse_share=collapse_share(fits, penalised, collapsed) if len(floors) >= 2 else None,
               peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
               dpo_exploitable=(exploitable_share(dpo, d_expl) if dpo

@@ -157,8 +157,11 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     d_sat = np.where(penalised, model.kl_saturation / kappa, np.inf)
     g = model.kl_scale * lr
     d = kl_path(x, g, p, d_sat)
+    at_ceiling = np.zeros(d.shape, dtype=bool)
     if model.kl_ceiling is not None:   # drawn only then: a world without a ceiling keeps every later draw
-        d = np.minimum(d, log_uniform(rng, model.kl_ceiling, n)[:, None])
+        ceiling = log_uniform(rng, model.kl_ceiling, n)[:, None]
+        at_ceiling = d >= ceiling
+        d = np.minimum(d, ceiling)
     # the task's quantile, drawn only then: a world without a task latent keeps every later draw
     task = None if model.task_loadings is None else rng.random(n)
     loading_d_star, loading_gain = model.task_loadings or (0.0, 0.0)
@@ -175,6 +178,11 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     if model.gold_floor is not None:   # drawn only then: a world without a floor keeps every later draw
         low = at_quantile(model.gold_floor, rng.random(n) if task is None else task)   # the task's floor
         gold = np.maximum(gold, low[:, None])
+        if model.collapse_share is not None:   # drawn only then: a world without it keeps every later draw
+            # a policy whose KL has met its ceiling has collapsed onto the answers its exploitable proxy rates
+            # highest: they score the task's floor, however little gold Gao's form would have lost by then
+            collapses = exploitable & (rng.random(n) < model.collapse_share)
+            gold = np.where(collapses[:, None] & at_ceiling, low[:, None], gold)
     if model.gold_lag is not None:   # drawn only then: a world without the lag keeps every later draw
         gold = base[:, None] + lagged(x, gold - base[:, None], rng.uniform(*model.gold_lag, size=n))
     if model.drift > 0:
