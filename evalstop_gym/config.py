@@ -558,8 +558,8 @@ _REALISTIC_WORLD = WorldModel(
     storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27), segment_jitter=0.06)
 
 
-# the grounded world, fitted to the TRL library; regenerate (from the repository root) with
-#   evalstop-gym calibrate --curves evalstop_gym/data/trl_library.csv.gz --out evalstop_gym/data/grounded.yaml \
+# the grounded world, fitted to the varied TRL library; regenerate (from the repository root) with
+#   evalstop-gym calibrate --curves evalstop_gym/data/trl_library_varied.csv.gz --out evalstop_gym/data/grounded.yaml \
 #       --base realistic
 GROUNDED_WORLD = os.path.join(os.path.dirname(__file__), "data", "grounded.yaml")
 
