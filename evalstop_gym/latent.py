@@ -24,8 +24,13 @@ an unpenalised run's ``d`` runs past an exploitable proxy's ``d*`` to the ceilin
 floor (``gold_floor``) and stays, while the proxy holds at its top (the cliff); a penalty holds ``d`` near
 or short of ``d*`` and gold climbs and levels off (the plateau). Gold may lag Gao's form (``gold_lag``,
 :func:`lagged`), the proxy may bend in ``d`` (``proxy_exponent``: ``slope d**q``), and DPO may have its
-own penalty share, coefficient and drift (``dpo_penalty_share``, ``dpo_kl_coef``, ``dpo_drift``). Each of
-these knobs is off by default and drawn only when set, so a world without them draws what it drew before.
+own penalty share, coefficient and drift (``dpo_penalty_share``, ``dpo_kl_coef``, ``dpo_drift``). A **task**
+latent (``task_loadings``) puts each run's floor at its task's quantile and ties an exploitable proxy's ``d*``
+and gain to it (:func:`task_quantile`): runs of one task share where they fall to and from how high. A share
+``collapse_share`` of exploitable runs **collapse** when their ``d`` meets the ceiling: gold is the floor from
+there, whatever the gain. ``drift_spread`` gives each run its own drift level (log-normal about the fitted
+one). Each of these knobs is off by default and drawn only when set, so a world without them draws what it
+drew before.
 The true score adds *plateau drift* (``drift``): a random walk whose steps have lag-1
 autocorrelation ``drift_autocorr`` (training stochasticity that persists across checkpoints). A run is
 **hacking** iff its gold and proxy meet the label rule of logged runs (:func:`evalstop_gym.label.overoptimised`:
