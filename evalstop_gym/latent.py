@@ -101,6 +101,19 @@ def gold_of_d(d: np.ndarray, base: np.ndarray, gain: np.ndarray, d_star: np.ndar
     return base[:, None] + gain[:, None] * gao_normalized(np.maximum(d / d_star[:, None], 1e-300))
 
 
+def _recur(keep: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``y_i = keep_i * y_{i-1} + x_i`` along the last axis from ``y_{-1} = 0`` (``keep``: one factor per column,
+    shape ``(m,)``, or per row and column, shape ``(n, m)``): the first-order recurrence of a lag, an AR(1)
+    walk and a reverting level."""
+    keep = np.broadcast_to(keep, x.shape)
+    out = np.empty_like(x, dtype=float)
+    prev = np.zeros(x.shape[0])
+    for i in range(x.shape[1]):
+        prev = keep[:, i] * prev + x[:, i]
+        out[:, i] = prev
+    return out
+
+
 def lagged(x: np.ndarray, target: np.ndarray, tau: np.ndarray) -> np.ndarray:
     """``target`` (shape ``(n, m)``, at progress ``x``, 0 at ``x = 0``) followed with an exponential lag of
     ``tau`` (progress units, shape ``(n,)``; 0: no lag): ``s_i = s_{i-1} + (target_i - s_{i-1}) (1 - exp(-(x_i -
@@ -110,12 +123,7 @@ def lagged(x: np.ndarray, target: np.ndarray, tau: np.ndarray) -> np.ndarray:
     dx = np.diff(np.concatenate([[0.0], np.asarray(x, dtype=float)]))
     with np.errstate(divide="ignore"):
         keep = np.where(tau[:, None] > 0, np.exp(-dx[None, :] / np.where(tau > 0, tau, 1.0)[:, None]), 0.0)
-    out = np.empty_like(target, dtype=float)
-    prev = np.zeros(target.shape[0])
-    for i in range(target.shape[1]):
-        prev = keep[:, i] * prev + (1.0 - keep[:, i]) * target[:, i]
-        out[:, i] = prev
-    return out
+    return _recur(keep, (1.0 - keep) * target)
 
 
 def drift_walk(rng: np.random.Generator, n: int, evals: int, sd, rho: float, reversion: float = 0.0) -> np.ndarray:
@@ -123,21 +131,12 @@ def drift_walk(rng: np.random.Generator, n: int, evals: int, sd, rho: float, rev
     into a walk that gives back ``reversion`` of its level at each checkpoint (``w_i = (1 - reversion)
     w_{i-1} + step_i``; 0: a random walk, 1: the steps themselves), shape ``(n, evals)``."""
     eps = rng.standard_normal((n, evals))
-    steps = np.empty((n, evals))
-    prev = eps[:, 0]
-    steps[:, 0] = prev
-    scale = np.sqrt(1.0 - rho ** 2)
-    for i in range(1, evals):
-        prev = rho * prev + scale * eps[:, i]
-        steps[:, i] = prev
-    if reversion == 0.0:
+    innovations = np.sqrt(1.0 - rho ** 2) * eps
+    innovations[:, 0] = eps[:, 0]                   # the first step is a standard normal itself
+    steps = _recur(np.full(evals, rho), innovations)
+    if reversion == 0.0:                            # a random walk: the same sums, at NumPy's speed
         return sd * np.cumsum(steps, axis=1)
-    level = np.empty((n, evals))
-    w = np.zeros(n)
-    for i in range(evals):
-        w = (1.0 - reversion) * w + steps[:, i]
-        level[:, i] = w
-    return sd * level
+    return sd * _recur(np.full(evals, 1.0 - reversion), steps)
 
 
 def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_type: np.ndarray,
