@@ -179,6 +179,16 @@ class LatentModel:
     # if set, gold's fall past d* stops at a floor ~ U(gold_floor) (score): the score of the answers a collapsed
     # policy gives (the TRL runs without a KL penalty stay at 0.08-0.2). None: Gao's form falls on, clipped at 0
     gold_floor: tuple[float, float] | None = None
+    # if set, a task latent per run: the task's quantile t ~ U(0, 1) places the run's gold floor (a task's collapsed
+    # answers score alike: the TRL copy task's runs fall to 0.1-0.2, the add task's to 0.24-0.37), and an exploitable
+    # proxy's d* and gain follow it with these loadings (d*, gain) in [-1, 1], each its Spearman correlation with the
+    # floor (latent.task_quantile). Needs gold_floor. None: floor, d* and gain drawn independently
+    task_loadings: tuple[float, float] | None = None
+    # if set, this share of runs with an exploitable proxy collapses when its d meets the KL ceiling: from that
+    # checkpoint its gold is the floor (the TRL runs without a penalty fall to their floor as their KL runs to its
+    # ceiling, whatever their gain; Gao's form alone falls by gain x its shape, slowly for a small gain). Needs
+    # kl_ceiling and gold_floor. None: gold past d* follows Gao's form down to the floor
+    collapse_share: float | None = None
     dpo_exploitable: float = 0.0                        # DPO runs whose preference data is exploitable
     drift: float = 0.0                                  # sd of each step of the true score's plateau drift
     # DPO runs' step sd, if set (a DPO run's gold wanders about twice as much as an RL run's in the TRL runs);
@@ -188,6 +198,10 @@ class LatentModel:
     # share of its level the drift gives back at each checkpoint (0: a random walk; 1: no memory of the level): the
     # TRL runs' gold wanders about a level rather than away from it
     drift_reversion: float = 0.0
+    # if set, each run's drift sd is drift (or dpo_drift) times exp(drift_spread * N(0, 1)): a log-normal level per
+    # run around the fitted one (the TRL runs' gold noise spans a factor of about 8 between runs: a collapsed policy
+    # hardly moves, a penalised one keeps wandering). None: every run of a job type wanders alike
+    drift_spread: float | None = None
     proxy_slope: tuple[float, float] = (0.25, 0.5)      # proxy reward per unit d (log-uniform)
     # if set, the proxy is proxy_slope * d ** q with q ~ U(proxy_exponent): a learned reward model's score
     # saturates (the TRL runs' proxies rise with about sqrt(d) and hold near their top once d is large). None: q = 1
@@ -199,9 +213,10 @@ class LatentModel:
     loss_noise: float = 0.01                            # multiplicative
 
     _LOG_PAIRS = ("lr", "kl_coef", "dpo_kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
-    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion")
+    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion", "collapse_share")
     _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "dpo_kl_coef", "gold_lag", "gold_floor",
-                 "dpo_drift", "proxy_exponent")   # None: the knob off
+                 "dpo_drift", "proxy_exponent", "task_loadings", "drift_spread",
+                 "collapse_share")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
     # runs: d up to about 10 sqrt-nats, losses under 10, rewards under 100), and small enough that d, KL (d^2),
     # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
@@ -212,7 +227,8 @@ class LatentModel:
               "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4), "hack_peak": (0.0, 1.0),
               "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
               "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0), "drift": (0.0, 1.0),
-              "dpo_drift": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
+              "dpo_drift": (0.0, 1.0), "drift_spread": (0.0, 3.0), "task_loadings": (-1.0, 1.0),
+              "collapse_share": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
               "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0), "proxy_noise": (0.0, 1e4),
               "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0), "loss_tau": (1e-6, 1e3),
               "loss_noise": (0.0, 10.0)}
@@ -228,6 +244,11 @@ class LatentModel:
                     raise ConfigError(name, v, "must lie within (0, 1]")
             elif f.name in self._OPTIONAL and v is None:
                 continue
+            elif f.name == "task_loadings":   # two loadings in [-1, 1] (RANGES), not a (low, high) pair
+                if not isinstance(v, tuple) or len(v) != 2:
+                    raise ConfigError(name, v, "must be a (d_star, gain) pair of loadings in [-1, 1]")
+                if self.gold_floor is None:
+                    raise ConfigError(name, v, "needs curves.gold_floor: the task latent places the floor")
             elif isinstance(v, tuple):
                 check_pair(name, v, lo_open=f.name in self._LOG_PAIRS or f.name in ("kl_exponent", "loss_tau"))
             elif f.name == "drift_autocorr":
@@ -237,6 +258,9 @@ class LatentModel:
                             lo_open=f.name in ("kl_scale", "kl_saturation"))
         if self.base[1] > 1.0:
             raise ConfigError("curves.base", self.base, "must lie within [0, 1]")
+        if self.collapse_share is not None and (self.kl_ceiling is None or self.gold_floor is None):
+            raise ConfigError("curves.collapse_share", self.collapse_share,
+                              "needs curves.kl_ceiling and curves.gold_floor: a run collapses at its ceiling, to its floor")
 
 
 @dataclass(frozen=True)
@@ -534,8 +558,8 @@ _REALISTIC_WORLD = WorldModel(
     storage_gbps=(1.0, 10.0), warmup_s=(15.0, 250.0), straggler_excess=(0.085, 0.27), segment_jitter=0.06)
 
 
-# the grounded world, fitted to the TRL library; regenerate (from the repository root) with
-#   evalstop-gym calibrate --curves evalstop_gym/data/trl_library.csv.gz --out evalstop_gym/data/grounded.yaml \
+# the grounded world, fitted to the varied TRL library; regenerate (from the repository root) with
+#   evalstop-gym calibrate --curves evalstop_gym/data/trl_library_varied.csv.gz --out evalstop_gym/data/grounded.yaml \
 #       --base realistic
 GROUNDED_WORLD = os.path.join(os.path.dirname(__file__), "data", "grounded.yaml")
 

@@ -67,12 +67,16 @@ REACH = 2.0          # a run tells an exploitable proxy from a robust one when i
 MIN_SAMPLE = 60      # runs per job type sampled to debias: medians of 60 runs are within about 5%
 DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorrelation
 REVERSION_GRID = np.linspace(0.0, 1.0, 3)   # drift reversions tried when matching the logged runs' own
+MIN_TASK_RUNS = 5     # runs with a floor and an exploitable proxy needed to fit the task latent's loadings
+NOISE_FLOOR = 1e-4    # gold noise (score units) below this counts as this in its log (log_noise_spread)
+IQR_TO_SD = 1.349     # interquartile range of a normal over its sd
 FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples the world on other seeds
 FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
           "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling",
           "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
           "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable",
-          "curves.drift", "curves.dpo_drift", "curves.drift_autocorr", "curves.drift_reversion",
+          "curves.task_loadings", "curves.collapse_share", "curves.drift", "curves.dpo_drift", "curves.drift_spread",
+          "curves.drift_autocorr", "curves.drift_reversion",
           "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start",
           "curves.loss_floor_frac", "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items",
           "world.seed_noise_factor")
@@ -330,6 +334,69 @@ def reversion_of(fits) -> float | None:
     return float(np.clip(-sum(float(lv @ st) for lv, st in pairs) / max(den, 1e-300), 0.0, 1.0))
 
 
+def collapse_share(fits, penalised: np.ndarray, collapsed: np.ndarray) -> float | None:
+    """The share of runs with an exploitable proxy that collapsed (:func:`kl_regimes`) among those no penalty held
+    (collapsed, or grown past the lowest ceiling): :attr:`LatentModel.collapse_share`; None without a collapsed run
+    (no ceiling)."""
+    free = [c for f, k, c in zip(fits, penalised, collapsed) if f.exploitable and not k]
+    return round(float(np.mean(free)), 4) if free and any(free) else None
+
+
+def cliff_floored(floored) -> list:
+    """The runs of ``floored`` (runs whose gold met a floor) other than DPO: the cliff's runs, a policy collapsed onto
+    the answers its proxy rates highest. A DPO run that levels off low has had its KL held by beta."""
+    return [f for f in floored if f.job_type != "dpo"]
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation of two samples (Pearson's on ranks; the fitted values are continuous, so ties
+    do not arise)."""
+    ra, rb = (np.argsort(np.argsort(np.asarray(v, dtype=float))).astype(float) for v in (a, b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def task_loadings(floored) -> tuple[float, float] | None:
+    """The loadings ``(d*, gain)`` of an exploitable proxy on the task latent (:attr:`LatentModel.task_loadings`):
+    their Spearman correlations with the floor over the ``floored`` runs with an exploitable proxy (the world's
+    floor is the task's quantile, so those correlations are the loadings); None under :data:`MIN_TASK_RUNS`."""
+    runs = [f for f in floored if f.exploitable]
+    if len(runs) < MIN_TASK_RUNS:
+        return None
+    floor = [f.floor for f in runs]
+    return (round(spearman(floor, [f.d_star for f in runs]), 4), round(spearman(floor, [f.gain for f in runs]), 4))
+
+
+def log_noise_spread(fits) -> float | None:
+    """The spread between runs of their gold noise (:attr:`RunFit.gold_noise`): the IQR / 1.349 of its log (the
+    sd of a normal), each run's log taken from its own group's median (DPO, the rest: :func:`median_noise`), so
+    the two groups' levels do not count as spread; None under 4 runs. Noise under :data:`NOISE_FLOOR` counts as
+    that (a run held at its floor logs hardly any)."""
+    logs = []
+    for dpo in (False, True):
+        group = np.log([max(f.gold_noise, NOISE_FLOOR) for f in fits if (f.job_type == "dpo") == dpo])
+        if group.size:
+            logs.append(group - np.median(group))
+    v = np.concatenate(logs) if logs else np.empty(0)
+    if v.size < 4:
+        return None
+    q25, q75 = np.quantile(v, [0.25, 0.75])
+    return float((q75 - q25) / IQR_TO_SD)
+
+
+def solve_drift_spread(cal, fits, share: float, ref_evals: int, seed: int = FIT_SEED):
+    """``cal`` with the per-run drift spread (:attr:`LatentModel.drift_spread`) whose samples' gold noise spreads
+    as the logged runs' does (:func:`log_noise_spread`): sampled and refitted without it, the world's runs already
+    spread by the noise estimate's own error and by their trends; the rest, ``sqrt(logged^2 - sampled^2)``, is the
+    runs' own levels (log-normal: log variances add). None (the knob off) if the samples spread as much already."""
+    want = log_noise_spread(fits)
+    off = dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, drift_spread=None))
+    got = log_noise_spread(refit_sample(off, fits, share, ref_evals, seed))
+    if want is None or got is None or want <= got:
+        return off
+    return dataclasses.replace(cal, curves=dataclasses.replace(cal.curves,
+                                                               drift_spread=round(math.sqrt(want ** 2 - got ** 2), 4)))
+
+
 def drift_by_type(fits, ref_evals: int) -> tuple[float | None, float, float | None]:
     """``(step sd, lag-1 autocorrelation, DPO step sd)`` (:func:`drift_moments`): the first two of the runs
     other than DPO (all runs if there are none), the last of the DPO runs (None without them)."""
@@ -467,7 +534,9 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     rev = reversion_of(fits) or 0.0
     d_expl = span([f.d_star for f in expl], log=True) if len(expl) >= 2 else c0.d_star_exploitable
     share = exploitable_share(rlhf, d_expl)
-    floors = [f.floor for f in fits if math.isfinite(f.floor)]
+    # the floor of a collapsed policy: DPO runs that level off low have their KL held by beta, not collapsed
+    floored = [f for f in fits if math.isfinite(f.floor)]
+    floors = [f.floor for f in (cliff_floored(floored) or floored)]
     prox = [f for f in rlhf if math.isfinite(f.slope)]
     loss = [(f, lr) for f, lr in zip(fits, lr_run) if f.loss is not None]
     kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([gp[f.name][0] / kl_scale for f in free], log=True),
@@ -493,6 +562,8 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
               gold_lag=span([f.lag for f in fits]) if any(f.lag > 0 for f in fits) else None,
               gold_floor=(span(floors, hi=1.0) if len(floors) >= 2
                           else keep("curves.gold_floor", "fewer than 2 runs fell to a floor")),
+              task_loadings=task_loadings(cliff_floored(floored)),
+              collapse_share=collapse_share(fits, penalised, collapsed) if len(floors) >= 2 else None,
               peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
               dpo_exploitable=(exploitable_share(dpo, d_expl) if dpo
@@ -548,8 +619,12 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
         notes.append("eval noise: the base's (no eval score logged beside the gold)")
     cal = Calibration(description or f"fitted to {len(fits)} logged runs", noise=noise, curves=curves,
                       world=world, gpus_per_node=base.gpus_per_node)
+    if cal.curves.task_loadings is None:
+        notes.append(f"curves.task_loadings: off (fewer than {MIN_TASK_RUNS} runs of a type other than DPO fell to "
+                     "a floor with an exploitable proxy)")
     if steps and curves.drift > 0:
         cal = solve_reversion(cal, fits, rev, share, ref_evals)
+        cal = solve_drift_spread(cal, fits, share, ref_evals)
         for _ in range(DEBIAS_STEPS):
             cal = debias_drift(cal, fits, lag, ref_evals, share)
     cal.curves.validate()

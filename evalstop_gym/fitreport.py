@@ -87,19 +87,27 @@ def _values(shapes: list[dict], name: str) -> np.ndarray:
     return v[np.isfinite(v)]
 
 
-def shape_table(library: dict, world: dict) -> list[ShapeRow]:
-    """Per job type of :data:`REPORT_TYPES` present in both (the type from a run's name,
-    :func:`evalstop_gym.fit.job_type_of`) and statistic: a :class:`ShapeRow`."""
-    from scipy.stats import ks_2samp
-
+def measure(library: dict, world: dict) -> dict[str, tuple[list[dict], list[dict]]]:
+    """Each run's :func:`run_shape`, per job type of :data:`REPORT_TYPES` present in both (the type from a run's
+    name, :func:`evalstop_gym.fit.job_type_of`): ``{type: (library's, world's)}``, measured once for the table
+    and the figure."""
     from .fit import job_type_of
 
-    rows = []
+    out = {}
     for t in REPORT_TYPES:
         a = [run_shape(r) for n, r in library.items() if job_type_of(n) == t]
         b = [run_shape(r) for n, r in world.items() if job_type_of(n) == t]
-        if not a or not b:
-            continue
+        if a and b:
+            out[t] = (a, b)
+    return out
+
+
+def shape_table(shapes: dict[str, tuple[list[dict], list[dict]]]) -> list[ShapeRow]:
+    """Per job type of :func:`measure`'s ``shapes`` and statistic: a :class:`ShapeRow`."""
+    from scipy.stats import ks_2samp
+
+    rows = []
+    for t, (a, b) in shapes.items():
         for name in STATISTICS:
             va, vb = _values(a, name), _values(b, name)
             if va.size == 0 or vb.size == 0:
@@ -147,7 +155,7 @@ def format_report(rows: list[ShapeRow]) -> str:
     return "\n".join(lines)
 
 
-def plot_shapes(library: dict, world: dict, rows: list[ShapeRow], path: str) -> None:
+def plot_shapes(shapes: dict[str, tuple[list[dict], list[dict]]], rows: list[ShapeRow], path: str) -> None:
     """A figure of :func:`shape_table`: per job type (rows) and statistic (columns), the library's and the world's
     empirical CDFs (the hacking shares as bars), each panel titled with its KS p-value (matplotlib)."""
     import matplotlib
@@ -155,14 +163,11 @@ def plot_shapes(library: dict, world: dict, rows: list[ShapeRow], path: str) -> 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .fit import job_type_of
-
-    types = [t for t in REPORT_TYPES if any(r.job_type == t for r in rows)]
+    types = [t for t in shapes if any(r.job_type == t for r in rows)]
     fig, axes = plt.subplots(len(types), len(STATISTICS), figsize=(2.3 * len(STATISTICS), 2.2 * len(types)),
                              squeeze=False)
     for i, t in enumerate(types):
-        shapes = {side: [run_shape(r) for n, r in runs.items() if job_type_of(n) == t]
-                  for side, runs in (("library", library), ("world", world))}
+        sides = dict(zip(("library", "world"), shapes[t]))
         by_name = {r.statistic: r for r in rows if r.job_type == t}
         for j, name in enumerate(STATISTICS):
             ax = axes[i][j]
@@ -171,7 +176,7 @@ def plot_shapes(library: dict, world: dict, rows: list[ShapeRow], path: str) -> 
                 ax.bar(["library", "world"], [row.library_mean, row.world_mean], color=["C0", "C1"])
                 ax.set_ylim(0, 1)
             else:
-                for (side, feats), style in zip(shapes.items(), ("-", "--")):
+                for (side, feats), style in zip(sides.items(), ("-", "--")):
                     v = np.sort(_values(feats, name))
                     if v.size:
                         ax.step(v, np.arange(1, v.size + 1) / v.size, style, where="post", label=side)

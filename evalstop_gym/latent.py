@@ -24,8 +24,13 @@ an unpenalised run's ``d`` runs past an exploitable proxy's ``d*`` to the ceilin
 floor (``gold_floor``) and stays, while the proxy holds at its top (the cliff); a penalty holds ``d`` near
 or short of ``d*`` and gold climbs and levels off (the plateau). Gold may lag Gao's form (``gold_lag``,
 :func:`lagged`), the proxy may bend in ``d`` (``proxy_exponent``: ``slope d**q``), and DPO may have its
-own penalty share, coefficient and drift (``dpo_penalty_share``, ``dpo_kl_coef``, ``dpo_drift``). Each of
-these knobs is off by default and drawn only when set, so a world without them draws what it drew before.
+own penalty share, coefficient and drift (``dpo_penalty_share``, ``dpo_kl_coef``, ``dpo_drift``). A **task**
+latent (``task_loadings``) puts each run's floor at its task's quantile and ties an exploitable proxy's ``d*``
+and gain to it (:func:`task_quantile`): runs of one task share where they fall to and from how high. A share
+``collapse_share`` of exploitable runs **collapse** when their ``d`` meets the ceiling: gold is the floor from
+there, whatever the gain. ``drift_spread`` gives each run its own drift level (log-normal about the fitted
+one). Each of these knobs is off by default and drawn only when set, so a world without them draws what it
+drew before.
 The true score adds *plateau drift* (``drift``): a random walk whose steps have lag-1
 autocorrelation ``drift_autocorr`` (training stochasticity that persists across checkpoints). A run is
 **hacking** iff its gold and proxy meet the label rule of logged runs (:func:`evalstop_gym.label.overoptimised`:
@@ -52,9 +57,34 @@ from .curves import Curves, gao_normalized, progress_grid
 from .label import overoptimised
 
 
-def log_uniform(rng: np.random.Generator, bounds: tuple[float, float], n: int) -> np.ndarray:
+def log_uniform(rng: np.random.Generator, bounds: tuple[float, float], n: int,
+                q: np.ndarray | None = None) -> np.ndarray:
+    """``n`` log-uniform draws over ``bounds``; at the quantiles ``q`` (in [0, 1)) if given, else drawn from ``rng``."""
     lo, hi = bounds
-    return np.exp(rng.uniform(np.log(lo), np.log(hi), size=n))
+    if q is None:
+        return np.exp(rng.uniform(np.log(lo), np.log(hi), size=n))
+    return np.exp(at_quantile((np.log(lo), np.log(hi)), q))
+
+
+def at_quantile(bounds: tuple[float, float], q: np.ndarray) -> np.ndarray:
+    """The uniform over ``bounds`` at quantiles ``q``: ``low + q (high - low)`` (as ``Generator.uniform`` maps its
+    draws, so ``at_quantile(b, rng.random(n))`` is ``rng.uniform(*b, size=n)`` draw for draw)."""
+    lo, hi = bounds
+    return lo + (hi - lo) * q
+
+
+def task_quantile(rng: np.random.Generator, task: np.ndarray | None, loading: float) -> np.ndarray | None:
+    """Quantiles of a quantity tied to each run's task (``task``: the task's quantile, uniform on [0, 1)) by
+    ``loading`` in [-1, 1]: with probability ``|loading|`` the task's own quantile (``1 - task`` where the loading is
+    negative), else an independent one. The quantity is uniform whatever the loading, and its Spearman correlation
+    with the task (so with anything at the task's quantile, the gold floor) is the loading (Spearman's rho is linear
+    in the copula: ``|loading|`` of the comonotone or countermonotone copula's +-1, the rest the independent one's 0).
+    Draws two uniforms per run; None (nothing drawn) without a task latent (``task`` None)."""
+    if task is None:
+        return None
+    follows = rng.random(task.shape[0]) < abs(loading)
+    own = rng.random(task.shape[0])
+    return np.where(follows, task if loading >= 0 else 1.0 - task, own)
 
 
 def kl_path(x: np.ndarray, g: np.ndarray, p: np.ndarray, d_sat: np.ndarray) -> np.ndarray:
@@ -71,6 +101,19 @@ def gold_of_d(d: np.ndarray, base: np.ndarray, gain: np.ndarray, d_star: np.ndar
     return base[:, None] + gain[:, None] * gao_normalized(np.maximum(d / d_star[:, None], 1e-300))
 
 
+def _recur(keep: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``y_i = keep_i * y_{i-1} + x_i`` along the last axis from ``y_{-1} = 0`` (``keep``: one factor per column,
+    shape ``(m,)``, or per row and column, shape ``(n, m)``): the first-order recurrence of a lag, an AR(1)
+    walk and a reverting level."""
+    keep = np.broadcast_to(keep, x.shape)
+    out = np.empty_like(x, dtype=float)
+    prev = np.zeros(x.shape[0])
+    for i in range(x.shape[1]):
+        prev = keep[:, i] * prev + x[:, i]
+        out[:, i] = prev
+    return out
+
+
 def lagged(x: np.ndarray, target: np.ndarray, tau: np.ndarray) -> np.ndarray:
     """``target`` (shape ``(n, m)``, at progress ``x``, 0 at ``x = 0``) followed with an exponential lag of
     ``tau`` (progress units, shape ``(n,)``; 0: no lag): ``s_i = s_{i-1} + (target_i - s_{i-1}) (1 - exp(-(x_i -
@@ -80,12 +123,7 @@ def lagged(x: np.ndarray, target: np.ndarray, tau: np.ndarray) -> np.ndarray:
     dx = np.diff(np.concatenate([[0.0], np.asarray(x, dtype=float)]))
     with np.errstate(divide="ignore"):
         keep = np.where(tau[:, None] > 0, np.exp(-dx[None, :] / np.where(tau > 0, tau, 1.0)[:, None]), 0.0)
-    out = np.empty_like(target, dtype=float)
-    prev = np.zeros(target.shape[0])
-    for i in range(target.shape[1]):
-        prev = keep[:, i] * prev + (1.0 - keep[:, i]) * target[:, i]
-        out[:, i] = prev
-    return out
+    return _recur(keep, (1.0 - keep) * target)
 
 
 def drift_walk(rng: np.random.Generator, n: int, evals: int, sd, rho: float, reversion: float = 0.0) -> np.ndarray:
@@ -93,21 +131,12 @@ def drift_walk(rng: np.random.Generator, n: int, evals: int, sd, rho: float, rev
     into a walk that gives back ``reversion`` of its level at each checkpoint (``w_i = (1 - reversion)
     w_{i-1} + step_i``; 0: a random walk, 1: the steps themselves), shape ``(n, evals)``."""
     eps = rng.standard_normal((n, evals))
-    steps = np.empty((n, evals))
-    prev = eps[:, 0]
-    steps[:, 0] = prev
-    scale = np.sqrt(1.0 - rho ** 2)
-    for i in range(1, evals):
-        prev = rho * prev + scale * eps[:, i]
-        steps[:, i] = prev
-    if reversion == 0.0:
+    innovations = np.sqrt(1.0 - rho ** 2) * eps
+    innovations[:, 0] = eps[:, 0]                   # the first step is a standard normal itself
+    steps = _recur(np.full(evals, rho), innovations)
+    if reversion == 0.0:                            # a random walk: the same sums, at NumPy's speed
         return sd * np.cumsum(steps, axis=1)
-    level = np.empty((n, evals))
-    w = np.zeros(n)
-    for i in range(evals):
-        w = (1.0 - reversion) * w + steps[:, i]
-        level[:, i] = w
-    return sd * level
+    return sd * _recur(np.full(evals, 1.0 - reversion), steps)
 
 
 def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_type: np.ndarray,
@@ -132,22 +161,38 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     d_sat = np.where(penalised, model.kl_saturation / kappa, np.inf)
     g = model.kl_scale * lr
     d = kl_path(x, g, p, d_sat)
+    at_ceiling = np.zeros(d.shape, dtype=bool)
     if model.kl_ceiling is not None:   # drawn only then: a world without a ceiling keeps every later draw
-        d = np.minimum(d, log_uniform(rng, model.kl_ceiling, n)[:, None])
-    d_star = np.where(exploitable, log_uniform(rng, model.d_star_exploitable, n),
+        ceiling = log_uniform(rng, model.kl_ceiling, n)[:, None]
+        at_ceiling = d >= ceiling
+        d = np.minimum(d, ceiling)
+    # the task's quantile, drawn only then: a world without a task latent keeps every later draw
+    task = None if model.task_loadings is None else rng.random(n)
+    loading_d_star, loading_gain = model.task_loadings or (0.0, 0.0)
+    d_star = np.where(exploitable, log_uniform(rng, model.d_star_exploitable, n,
+                                               task_quantile(rng, task, loading_d_star)),
                       log_uniform(rng, model.d_star_robust, n))
     if model.hack_peak is not None:   # place an exploitable run's optimum at a chosen progress instead
         d_star = np.where(exploitable, g * rng.uniform(*model.hack_peak, size=n) ** p, d_star)
-    gain = np.where(exploitable, rng.uniform(*model.peak_gain_exploitable, size=n),
+    gain_q = rng.random(n) if task is None else task_quantile(rng, task, loading_gain)
+    gain = np.where(exploitable, at_quantile(model.peak_gain_exploitable, gain_q),
                     rng.uniform(*model.peak_gain_robust, size=n))
     base = rng.uniform(*model.base, size=n)
     gold = gold_of_d(d, base, gain, d_star)
     if model.gold_floor is not None:   # drawn only then: a world without a floor keeps every later draw
-        gold = np.maximum(gold, rng.uniform(*model.gold_floor, size=n)[:, None])
+        low = at_quantile(model.gold_floor, rng.random(n) if task is None else task)   # the task's floor
+        gold = np.maximum(gold, low[:, None])
+        if model.collapse_share is not None:   # drawn only then: a world without it keeps every later draw
+            # a policy whose KL has met its ceiling has collapsed onto the answers its exploitable proxy rates
+            # highest: they score the task's floor, however little gold Gao's form would have lost by then
+            collapses = exploitable & (rng.random(n) < model.collapse_share)
+            gold = np.where(collapses[:, None] & at_ceiling, low[:, None], gold)
     if model.gold_lag is not None:   # drawn only then: a world without the lag keeps every later draw
         gold = base[:, None] + lagged(x, gold - base[:, None], rng.uniform(*model.gold_lag, size=n))
     if model.drift > 0:
         sd = model.drift if model.dpo_drift is None else np.where(dpo, model.dpo_drift, model.drift)[:, None]
+        if model.drift_spread is not None:   # drawn only then: a world without it keeps every later draw
+            sd = sd * np.exp(model.drift_spread * rng.standard_normal(n))[:, None]
         gold = gold + drift_walk(rng, n, evals, sd, model.drift_autocorr, model.drift_reversion)
     gold = np.clip(gold, 0.0, 1.0)
 

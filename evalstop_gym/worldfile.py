@@ -79,7 +79,8 @@ def _model(cls, section: str, data: Any):
                 raise ConfigError(name, v, f"must be a list of {len(default)} numbers (lora, dpo, rlhf)")
             kw[key] = tuple(_number(name, x) for x in v)
         elif default is None:   # an optional knob: null leaves it off
-            kw[key] = None if v is None else _number(name, v) if key in ("dpo_penalty_share", "dpo_drift") \
+            kw[key] = None if v is None else _number(name, v) if key in ("dpo_penalty_share", "dpo_drift", "drift_spread",
+                                                                                  "collapse_share") \
                 else _pair(name, v)
         elif isinstance(default, tuple):
             kw[key] = _pair(name, v)

@@ -1,5 +1,9 @@
 """The leak audit: its AUC against a reference, and every shipped world checked for an early giveaway."""
 
+import functools
+import hashlib
+import os
+
 import numpy as np
 import pytest
 
@@ -7,27 +11,46 @@ from evalstop_gym import audit as au
 from evalstop_gym.api import simulate
 from evalstop_gym.cli import main
 from evalstop_gym.config import CALIBRATIONS, WorkloadConfig
-from evalstop_gym.data import trl_library
+from evalstop_gym.data import TRL_LIBRARY, TRL_LIBRARY_VARIED, trl_library
 
 LEAK_CEILING = 0.80       # best early AUC a synthetic world may show, whatever the real runs show
 LIBRARY_MARGIN = 0.05     # ... and at most this much above the real TRL library's (issue 25)
 SEEDS = range(700, 716)   # audit seeds: the package tunes nothing on 700-739
 
 
-@pytest.fixture(scope="module")
-def library_rows():
-    """Audit rows of the shipped TRL library (classifier included: 48 runs, a second or two idle)."""
-    return au.audit(au.logged_runs(trl_library()))
+# the real runs a world is held to: the library it is fitted to (a world file's provenance.source), the shipped
+# 48-run library for the worlds set by hand
+FITTED_TO = {"grounded": TRL_LIBRARY_VARIED}
 
 
-@pytest.fixture(scope="module")
-def library_rlhf_auc():
-    """Best early AUC over all of the library's RLHF runs (GRPO and RLOO, the job type of the worlds' largest
+@functools.lru_cache(maxsize=None)
+def library_rows(path: str = TRL_LIBRARY):
+    """Audit rows of a TRL library (classifier included: 48 or 96 runs, a few seconds)."""
+    return au.audit(au.logged_runs(trl_library(path)))
+
+
+@functools.lru_cache(maxsize=None)
+def library_rlhf_auc(path: str = TRL_LIBRARY):
+    """Best early AUC over all of a library's RLHF runs (GRPO and RLOO, the job type of the worlds' largest
     audited rows; single features and classifier)."""
     from evalstop_gym.fit import job_type_of
 
-    return au.best_early_auc(au.audit(au.logged_runs({n: r for n, r in trl_library().items()
+    return au.best_early_auc(au.audit(au.logged_runs({n: r for n, r in trl_library(path).items()
                                                       if job_type_of(n) == "rlhf"})))
+
+
+def reference(calibration: str) -> str:
+    return FITTED_TO.get(calibration, TRL_LIBRARY)
+
+
+def test_each_world_is_held_to_the_library_it_is_fitted_to():
+    from evalstop_gym.config import GROUNDED_WORLD
+    from evalstop_gym.files import load_yaml
+
+    prov = load_yaml(GROUNDED_WORLD)["provenance"]
+    with open(FITTED_TO["grounded"], "rb") as f:
+        assert prov["sha256"] == hashlib.sha256(f.read()).hexdigest()
+    assert os.path.basename(prov["source"]) == os.path.basename(FITTED_TO["grounded"])
 
 
 def detection_bar(library_rlhf_auc):
@@ -94,28 +117,29 @@ def test_peak_checkpoint_is_the_first_maximum_from_the_start():
 
 
 @pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
-def test_no_world_reads_the_label_before_the_peak_better_than_real_runs(calibration, library_rows):
+def test_no_world_reads_the_label_before_the_peak_better_than_real_runs(calibration):
     # the leak figure: readability among runs that have not peaked yet, against the same figure of real runs
-    library = au.best_pre_peak_auc(library_rows)
-    assert np.isfinite(library), au.table(library_rows)
+    library = au.best_pre_peak_auc(library_rows(reference(calibration)))
+    assert np.isfinite(library), au.table(library_rows(reference(calibration)))
     rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS), classifier=False)
     assert au.best_pre_peak_auc(rows) <= min(LEAK_CEILING, library + LIBRARY_MARGIN), (library, au.table(rows))
 
 
 @pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
-def test_no_single_public_feature_gives_the_label_away_early(calibration, library_rlhf_auc):
+def test_no_single_public_feature_gives_the_label_away_early(calibration):
     rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS), classifier=False)
     assert rows, "every shipped world has hacking and healthy runs to audit"
-    assert max(r.best_feature_auc for r in rows) <= detection_bar(library_rlhf_auc), (library_rlhf_auc,
-                                                                                      au.table(rows))
+    auc = library_rlhf_auc(reference(calibration))
+    assert max(r.best_feature_auc for r in rows) <= detection_bar(auc), (auc, au.table(rows))
 
 
 @pytest.mark.slow   # measured 10-22 s per world (load average 3 on 2 cores; scikit-learn CV), 3 worlds;
 #                     183 s for the paper world alone at load average 15
 @pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
-def test_no_classifier_reads_the_label_early(calibration, library_rlhf_auc):
+def test_no_classifier_reads_the_label_early(calibration):
     rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS))
-    assert au.best_early_auc(rows) <= detection_bar(library_rlhf_auc), (library_rlhf_auc, au.table(rows))
+    auc = library_rlhf_auc(reference(calibration))
+    assert au.best_early_auc(rows) <= detection_bar(auc), (auc, au.table(rows))
 
 
 def test_the_library_reference_is_the_shipped_library():

@@ -19,6 +19,7 @@ from evalstop_gym.curvelog import read_curve_log, write_curve_log
 from evalstop_gym.worldfile import dump_world, world_key
 
 RUNS_PER_TYPE = 120   # x 2 job types: quartiles of 240 draws, sd about 0.03 of a range's width
+LIBRARY_EVALS = 18    # evals after the start of each run of the varied TRL library, grounded's source
 
 
 def sampled_log(tmp_path, name: str, seed: int = 1):
@@ -71,14 +72,23 @@ def test_round_trip_realistic(tmp_path):
 
 @pytest.mark.slow
 def test_round_trip_grounded(tmp_path):
-    """Measured 12 s under load; slow to keep this file's default run near 20 s. The grounded world's two
-    regimes split its runs in two (each range comes from about half of them), and a robust proxy's optimum
-    lies far beyond the ceiling, so it is identified loosely. The ceiling and the floor come from the collapsed
-    runs alone (a quarter of the sample). The fitted drift gives back all of its level at each checkpoint
-    (reversion 1: stationary AR(1) noise about the trend); the autocorrelation of such noise, after each run's
-    own trend fit on 10 evals, is identified only to 0.5 (measured: 0.12 true, -0.35 refitted)."""
+    """Measured 8-12 s under load; slow to keep this file's default run near 20 s. The grounded world sampled as
+    its library was logged (18 evals, every RLHF proxy exploitable: provenance.rlhf_exploitable), 120 runs per
+    type. Its two regimes split the runs in two (each range comes from about half of them), and a robust
+    proxy's optimum lies far beyond the ceiling, so it is identified loosely. The ceiling and the floor come
+    from the collapsed RLHF runs alone, about 60, whose floors span a wide uniform (0.1). The drift's reversion
+    and autocorrelation trade off on stationary-looking noise (0.25 and 0.6); the proxy's exponent comes from
+    the runs whose d spans a factor 2 (0.2). The task latent's loadings are Spearman correlations over the
+    collapsed runs' fitted d* and gain, which a per-run fit of a cliff blurs: identified only loosely (0.45;
+    measured on seeds 1-3: off by 0.19, 0.08 and 0.38 at worst); a collapse in the last two evals shows no floor
+    to the fit, so the collapse share comes back low (0.25; measured 0.72-0.80 of 0.94); the drift spread is the
+    log spread left after the refit's own (0.15)."""
     true = CALIBRATIONS["grounded"]
-    got = fit.fit_world(sampled_log(tmp_path, "grounded"), CALIBRATIONS["realistic"]).calibration
+    runs = fit.sample_runs(fit.at_evals(true, LIBRARY_EVALS, 10), {"dpo": RUNS_PER_TYPE, "rlhf": RUNS_PER_TYPE},
+                           LIBRARY_EVALS, 1, 1.0)
+    path = tmp_path / "grounded.csv"
+    write_curve_log(path, fit.log_rows(runs))
+    got = fit.fit_world(read_curve_log(path), CALIBRATIONS["realistic"]).calibration
     t, c = true.curves, got.curves
     close_pair(c.base, t.base, 0.01)
     close_pair((c.kl_scale * c.lr[0], c.kl_scale * c.lr[1]), (t.kl_scale * t.lr[0], t.kl_scale * t.lr[1]), 0.3,
@@ -90,12 +100,15 @@ def test_round_trip_grounded(tmp_path):
     close_pair(c.d_star_exploitable, t.d_star_exploitable, 0.5, log=True)
     close_pair(c.peak_gain_exploitable, t.peak_gain_exploitable, 0.12)
     assert abs(c.dpo_exploitable - t.dpo_exploitable) <= 0.15
-    close_pair(c.gold_floor, t.gold_floor, 0.03)
+    close_pair(c.gold_floor, t.gold_floor, 0.1)
     assert abs(c.gold_lag[1] - t.gold_lag[1]) <= 0.1
+    close_pair(c.task_loadings, t.task_loadings, 0.45)
+    assert abs(c.collapse_share - t.collapse_share) <= 0.25
     assert abs(c.drift / t.drift - 1) <= 0.2 and abs(c.dpo_drift / t.dpo_drift - 1) <= 0.2
-    assert abs(c.drift_autocorr - t.drift_autocorr) <= 0.5 and abs(c.drift_reversion - t.drift_reversion) <= 0.25
+    assert abs(c.drift_autocorr - t.drift_autocorr) <= 0.6 and abs(c.drift_reversion - t.drift_reversion) <= 0.25
+    assert abs(c.drift_spread - t.drift_spread) <= 0.15
     close_pair(c.proxy_slope, t.proxy_slope, 0.2, log=True)
-    assert abs(c.proxy_exponent[1] - t.proxy_exponent[1]) <= 0.15
+    assert abs(c.proxy_exponent[1] - t.proxy_exponent[1]) <= 0.2
     assert got.world.eval_items == (100,)
     close_pair(got.world.seed_noise_factor, true.world.seed_noise_factor, 0.1)
 
@@ -126,15 +139,16 @@ def test_world_file_round_trip(tmp_path, name):
     assert load_world(path) == cal
 
 
-def test_shipped_grounded_is_a_fit_of_the_trl_library():
-    from evalstop_gym.data import TRL_LIBRARY
+def test_shipped_grounded_is_a_fit_of_the_varied_trl_library():
+    from evalstop_gym.data import TRL_LIBRARY_VARIED
     from evalstop_gym.files import load_yaml
 
     data = load_yaml(GROUNDED_WORLD)
     prov = data["provenance"]
-    with open(TRL_LIBRARY, "rb") as f:
+    with open(TRL_LIBRARY_VARIED, "rb") as f:
         assert prov["sha256"] == hashlib.sha256(f.read()).hexdigest(), "grounded.yaml is stale: rerun its command"
-    assert prov["command"].startswith("evalstop-gym calibrate --curves evalstop_gym/data/trl_library.csv.gz")
+    assert prov["command"] == ("evalstop-gym calibrate --curves evalstop_gym/data/trl_library_varied.csv.gz "
+                               "--out evalstop_gym/data/grounded.yaml --base realistic")
     assert "world.checkpoint_gb" in prov["from_base"] and "curves.drift" in prov["fitted"]
 
 
@@ -147,7 +161,7 @@ def test_grounded_regenerates_byte_for_byte(tmp_path, monkeypatch, capsys):
     root = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(root)
     out = tmp_path / "grounded.yaml"
-    assert main(["calibrate", "--curves", "evalstop_gym/data/trl_library.csv.gz", "--out", str(out),
+    assert main(["calibrate", "--curves", "evalstop_gym/data/trl_library_varied.csv.gz", "--out", str(out),
                  "--base", "realistic"]) == 0
     from evalstop_gym.files import load_yaml
 

@@ -60,7 +60,7 @@ def _library_end_minus_start(job_type):
 def report():
     lib = trl_library()
     world = fitreport.world_runs(CALIBRATIONS["grounded"], lib, 0.6, 10, per_type=100)
-    return lib, world, fitreport.shape_table(lib, world)
+    return lib, world, fitreport.shape_table(fitreport.measure(lib, world))
 
 
 def test_report_on_the_shipped_library_has_every_statistic_per_job_type(report):

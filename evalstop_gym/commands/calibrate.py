@@ -148,13 +148,14 @@ def run(args: argparse.Namespace) -> int:
           f"(hacking share: the gold rule on {args.evals} checkpoints)")
     print(fit.format_table(rows))
     world = fitreport.world_runs(result.calibration, library, share, args.evals, args.samples, args.seed)
-    shape = fitreport.shape_table(library, world)
+    shapes = fitreport.measure(library, world)
+    shape = fitreport.shape_table(shapes)
     evals = int(np.median([r.series("gold")[1].size - 1 for r in library.values()]))
     print(f"\nFit report: the logged runs against {args.samples} runs per job type of the world (seed {args.seed}, "
           f"{evals} checkpoints); KS p > {fitreport.KS_BAR} on {sum(r.matches for r in shape)} of {len(shape)}")
     print(fitreport.format_report(shape))
     if args.figure:
-        fitreport.plot_shapes(library, world, shape, args.figure)
+        fitreport.plot_shapes(shapes, shape, args.figure)
         print(f"wrote {args.figure}")
     return 0
 
