@@ -105,10 +105,12 @@ def preload() -> None:
     """Load the kernel's machine code into this process now (compiling it if numba's cache has none), where the
     compiled path applies: worker processes forked from this one then inherit it instead of each loading it
     (about 0.7 CPU s a process). Once per process; nothing without numba or under ``EVALSTOP_COMPILED=0``."""
-    from ..baselines import FIFO
+    from ..baselines import FIFO, Tiresias
     from ..workload import workload_from_jobs
 
-    fast_outcome(workload_from_jobs([{"submit_h": 0.0, "gpus": 1, "length_h": 1.0}], 1), FIFO())
+    one_job = workload_from_jobs([{"submit_h": 0.0, "gpus": 1, "length_h": 1.0}], 1)
+    for policy in (FIFO(), Tiresias()):   # Tiresias' queues are functions of their own
+        fast_outcome(one_job, policy)
 
 
 def run_episode(workload, policy) -> Outcome:
