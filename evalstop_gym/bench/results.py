@@ -180,10 +180,9 @@ def same_results(entries: list) -> tuple[list, dict[str, list[str]]]:
 def clone_rows(result: Mapping[str, Any]) -> list[str]:
     """The rows of ``result`` that a clone plays: those that replay no file outside the package (a trace; a
     trace's shape ships in it)."""
-    from ..traces import SHAPE
     from .suite import SUITES
 
-    outside = {r.name for r in SUITES.get(result["suite"], ()) if r.trace is not None and r.trace.format != SHAPE}
+    outside = {r.name for r in SUITES.get(result["suite"], ()) if r.trace is not None and not r.trace.shipped}
     return [r for r in result["rows"] if r not in outside]
 
 

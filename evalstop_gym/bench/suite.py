@@ -47,11 +47,16 @@ class Trace:
     format: str = "philly"
     jobs: int = 300
 
-    def path(self) -> Path | None:
-        """The trace file, or ``None`` if it is not on this machine (a shape ships in the package's data)."""
+    @property
+    def shipped(self) -> bool:
+        """Whether the file ships in the package's data (a trace's shape) rather than in the traces folder."""
         from ..traces import SHAPE
 
-        if self.format == SHAPE:
+        return self.format == SHAPE
+
+    def path(self) -> Path | None:
+        """The trace file, or ``None`` if it is not on this machine (a shipped shape is always there)."""
+        if self.shipped:
             from ..data import DATA_DIR
 
             return Path(DATA_DIR) / self.file
