@@ -438,11 +438,12 @@ def test_generalisation_rows_with_tiny_models(models, tmp_path):
     # the stop-policy sees only its job's features and is judged there too
     assert big.a is None and "cannot run on it" in big.a_note and "16 node(s)" in big.a_note
     assert big.b is not None and big.pair_jct is not None
-    # the wiring, recomputed another way: the test seeds 0-1, the chosen pair by `simulate`, the stop-policy
-    # through its own env
+    # the wiring, recomputed another way: the test seeds 0-1, the chosen pair (its tuned parameters included) by
+    # `simulate`, the stop-policy through its own env
     pair = report.arms.pair
     assert ref.pair_jct == pytest.approx(np.mean([
-        simulate(pair.scheduler, pair.stopper, config=REALISTIC.replace(seed=s))["avg_jct_h"] for s in (0, 1)]))
+        simulate(make_policy(pair.scheduler, pair.stopper, **dict(pair.params)),
+                 config=REALISTIC.replace(seed=s))["avg_jct_h"] for s in (0, 1)]))
     pol = LearnedPolicy.load(stop)
     assert ref.learned_waste == pytest.approx(np.mean([
         pol.run(scheduler="srtf-est", workload=generate(REALISTIC.replace(seed=s)))["compute_waste_gpu_h"]
