@@ -94,7 +94,7 @@ def test_a_learned_scheduler_decides_the_same_with_its_model_in_another_process(
 CHEAT = '''
 """Stands for code that a loader bug would run in a saved scheduler's process: when its model loads and when it
 first predicts, it looks up the call stack and through the garbage collector for the simulator or the workload,
-and erases the hidden labels of whatever it finds (so no missed hacking run counts against it)."""
+and erases the hidden labels of whatever it finds and can write (so no missed hacking run counts against it)."""
 import gc
 import sys
 
@@ -109,7 +109,9 @@ def look(where, report):
         frame = frame.f_back
     found += [o for o in gc.get_objects() if type(o).__name__ in HIDDEN]
     for o in found:
-        (o._w if type(o).__name__ == "Simulator" else o).hacking[:] = False
+        labels = (o._w if type(o).__name__ == "Simulator" else o).hacking
+        if labels.flags.writeable:   # a workload the bench keeps drawn for its process is read-only: left alone
+            labels[:] = False
     with open(report, "a") as f:
         f.write(f"{where}: {' '.join(sorted({type(o).__name__ for o in found})) or 'nothing'}\\n")
 
