@@ -26,10 +26,16 @@ class FakeTime:
         return self.now
 
 
-def test_a_nested_part_is_charged_to_itself_only(prof, monkeypatch):
+@pytest.fixture
+def timed(prof, monkeypatch):
+    """``(a fresh Clock, the fake time it reads)``."""
     fake = FakeTime()
     monkeypatch.setattr(prof, "time", fake)
-    clock = prof.Clock()
+    return prof.Clock(), fake
+
+
+def test_a_nested_part_is_charged_to_itself_only(timed):
+    clock, fake = timed
 
     def inner():
         fake.now += 2.0
@@ -51,10 +57,8 @@ def test_a_nested_part_is_charged_to_itself_only(prof, monkeypatch):
     assert clock.spent == {"outer": 10.0, "inner": 8.0}
 
 
-def test_a_part_that_raises_is_still_charged(prof, monkeypatch):
-    fake = FakeTime()
-    monkeypatch.setattr(prof, "time", fake)
-    clock = prof.Clock()
+def test_a_part_that_raises_is_still_charged(timed):
+    clock, fake = timed
 
     def fails():
         fake.now += 3.0
