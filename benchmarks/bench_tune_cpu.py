@@ -20,6 +20,9 @@ With ``--new-budget N`` it then plays both whole tunings, ``before`` at ``--old-
 ``N`` (the sampler's own cost grows with a study's history, which the per-trial figure at a small budget
 leaves out), and prints their CPU and every family's best trial under each: what the budget changes.
 
+Both arms here are today's code. The whole ``bench --tune`` command of an earlier commit against today's,
+each at the budget it ships, workers included, is ``benchmarks/bench_cli_cpu.py``'s to measure.
+
     python benchmarks/bench_tune_cpu.py [--budget 3] [--repeat 2] [--suite v3] [--old-budget 16] [--new-budget 100]
 """
 
