@@ -103,3 +103,11 @@ def test_the_index_names_the_current_bench_suite():
     named = set(re.findall(r"suite (v\d+)", index))
     assert named == {DEFAULT_SUITE}, named
     assert DEFAULT_SUITE == list(SUITES)[-1]           # the newest suite is the default the pages describe
+
+
+def test_bench_help_names_the_current_default_suite():
+    from evalstop_gym.bench.suite import DEFAULT_SUITE
+
+    out = subprocess.run([sys.executable, "-m", "evalstop_gym.cli", "bench", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert f"(default: the newest, {DEFAULT_SUITE})" in " ".join(out.split())

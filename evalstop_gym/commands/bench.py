@@ -21,7 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("verify", nargs="*", metavar="verify RESULTS_JSON",
                    help="play the policies of a results file again from nothing and compare every cell (exit 1 "
                         "if any differs)")
-    p.add_argument("--suite", default=None, metavar="NAME", help="suite version (default: the newest, v2)")
+    p.add_argument("--suite", default=None, metavar="NAME", help="suite version (default: the newest, v3)")
     p.add_argument("--policy", action="append", default=[], metavar="POLICY",
                    help="SCHEDULER+STOPPER[:k=v,...], STOPPER, SCHEDULER, module:Class, or a saved model folder; "
                         "repeat for several")
