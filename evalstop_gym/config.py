@@ -151,6 +151,11 @@ class LatentModel:
     lr: tuple[float, float] = (0.85, 1.18)              # relative learning rate (log-uniform)
     kl_scale: float = 2.0                               # d reached at the end at lr 1 without a penalty
     kl_exponent: tuple[float, float] = (1.0, 1.6)       # d grows as x**p (p = 1: KL quadratic in steps)
+    # if set, p follows the learning rate's quantile with this loading in [-1, 1] (its Spearman correlation with lr,
+    # so with g = kl_scale * lr: latent.task_quantile): a run whose KL grows faster over the run also starts slower
+    # (the TRL runs without a penalty reach d about 1 by the first evals whatever their g, then run to their
+    # ceiling). None: p drawn independently of lr
+    kl_growth_loading: float | None = None
     penalty_share: float = 0.0                          # runs with a KL penalty
     # DPO runs with one, if set (DPO's beta is a KL coefficient, so every DPO run of a grid has one, while an RL
     # grid may leave it out); None: penalty_share, as for every other job type
@@ -216,7 +221,7 @@ class LatentModel:
     _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion", "collapse_share")
     _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "dpo_kl_coef", "gold_lag", "gold_floor",
                  "dpo_drift", "proxy_exponent", "task_loadings", "drift_spread",
-                 "collapse_share")   # None: the knob off
+                 "collapse_share", "kl_growth_loading")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
     # runs: d up to about 10 sqrt-nats, losses under 10, rewards under 100), and small enough that d, KL (d^2),
     # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
@@ -228,7 +233,8 @@ class LatentModel:
               "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
               "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0), "drift": (0.0, 1.0),
               "dpo_drift": (0.0, 1.0), "drift_spread": (0.0, 3.0), "task_loadings": (-1.0, 1.0),
-              "collapse_share": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
+              "collapse_share": (0.0, 1.0), "kl_growth_loading": (-1.0, 1.0), "drift_autocorr": (-0.99, 0.99),
+              "drift_reversion": (0.0, 1.0),
               "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0), "proxy_noise": (0.0, 1e4),
               "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0), "loss_tau": (1e-6, 1e3),
               "loss_noise": (0.0, 10.0)}
@@ -251,8 +257,8 @@ class LatentModel:
                     raise ConfigError(name, v, "needs curves.gold_floor: the task latent places the floor")
             elif isinstance(v, tuple):
                 check_pair(name, v, lo_open=f.name in self._LOG_PAIRS or f.name in ("kl_exponent", "loss_tau"))
-            elif f.name == "drift_autocorr":
-                check_range(name, v, -0.99, 0.99)
+            elif f.name in ("drift_autocorr", "kl_growth_loading"):   # signed: correlations
+                check_range(name, v, *self.RANGES[f.name])
             else:
                 check_range(name, v, 0.0, 1.0 if f.name in self._FRACTIONS else None,
                             lo_open=f.name in ("kl_scale", "kl_saturation"))

@@ -63,6 +63,8 @@ MAX_GAIN = 1.0       # A bound: a score on 0..1 cannot gain more at its optimum
 MAX_REACH = 10.0     # d* at most this many times the run's largest d: beyond, gold over the logged range is a line
 REF_EVALS = 10       # the drift is stored per checkpoint of a run of this many evals (WorkloadConfig's default)
 MIN_RUNS = 3         # runs with KL and gold needed to fit anything
+# a run's d nears where it levels off above this share of it: its growth before is its rise (RunFit.rise)
+RISE_SHARE = 0.9
 REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
 MIN_SAMPLE = 60      # runs per job type sampled to debias: medians of 60 runs are within about 5%
 DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorrelation
@@ -75,7 +77,7 @@ FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "
           "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling",
           "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
           "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable",
-          "curves.task_loadings", "curves.collapse_share", "curves.drift", "curves.dpo_drift", "curves.drift_spread",
+          "curves.task_loadings", "curves.collapse_share", "curves.kl_growth_loading", "curves.drift", "curves.dpo_drift", "curves.drift_spread",
           "curves.drift_autocorr", "curves.drift_reversion",
           "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start",
           "curves.loss_floor_frac", "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items",
@@ -120,6 +122,9 @@ class RunFit:
     eval_z: np.ndarray      # standardised eval errors (binomial sd), empty without gold and eval_items
     eval_err: np.ndarray    # eval_score - gold, empty without gold
     eval_items: int         # 0: not logged
+    # (g, p) of the free form on the evals before d nears where it levels off (below RISE_SHARE of d_sat, or of the
+    # largest d without one): a collapsed run's growth before its ceiling; None under 3 such evals
+    rise: tuple[float, float] | None = None
 
 
 def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarray, tuple[float, float]]:
@@ -229,6 +234,8 @@ def fit_run(run) -> RunFit | None:
     x, gold = x_all[pts], gold_col[pts]
     d = np.sqrt(np.maximum(run.extra["kl"][pts], 0.0))
     g, p, d_sat, d_hat, growth = kl_fit(x, d)
+    below = d < RISE_SHARE * (d_sat if math.isfinite(d_sat) else float(d_hat.max()))
+    rise = kl_fit(x[below], d[below])[4] if below.sum() >= 3 else None
     base = float(gold_col[first])
     # a score clipped at 0 or 1, or held at the run's floor, says only that the curve passed the bound
     floor, floored = floor_points(np.r_[base, gold])
@@ -270,7 +277,7 @@ def fit_run(run) -> RunFit | None:
     return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain, lag, floor, noise,
                   bool(d_star <= d_hat.max()), float(d_hat.max()), growth,
                   np.diff(np.concatenate([[0.0], resid])), slope, proxy_q, proxy_resid,
-                  None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items)
+                  None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items, rise)
 
 
 def curve_noise_of(curves: list[np.ndarray]) -> np.ndarray:
@@ -364,6 +371,17 @@ def task_loadings(floored) -> tuple[float, float] | None:
         return None
     floor = [f.floor for f in runs]
     return (round(spearman(floor, [f.d_star for f in runs]), 4), round(spearman(floor, [f.gain for f in runs]), 4))
+
+
+def growth_loading(growth) -> float | None:
+    """The loading of the KL-growth exponent on the learning rate (:attr:`LatentModel.kl_growth_loading`): the
+    Spearman correlation of ``log g`` and ``p`` over the free runs' ``growth`` pairs ``(g, p)`` (their rise to the
+    ceiling: a run's ``g`` and ``p`` trade off on the evals before it, so they are drawn together); None under
+    :data:`MIN_TASK_RUNS` pairs."""
+    if len(growth) < MIN_TASK_RUNS:
+        return None
+    g, p = np.array(growth, dtype=float).T
+    return round(spearman(np.log(g), p), 4)
 
 
 def log_noise_spread(fits) -> float | None:
@@ -522,6 +540,9 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     # penalty that saturates early, hardly at all
     free = [f for f, k in zip(fits, penalised) if not k] or list(fits)
     gp = {f.name: f.growth if c else (f.g, f.p) for f, c in zip(fits, collapsed)}
+    if ceiling:   # with a ceiling, a free run's KL growth is its rise to it (growth_loading)
+        free = [f for f in free if f.rise is not None] or free
+        gp.update({f.name: f.rise for f in free if f.rise is not None})
     kl_scale = float(np.exp(np.median(np.log([max(gp[f.name][0], 1e-6) for f in free]))))
     lr_run = np.array([max(gp[f.name][0], 1e-6) / kl_scale if not k or len(free) == len(fits) else 1.0
                        for f, k in zip(fits, penalised)])
@@ -563,6 +584,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
               gold_floor=(span(floors, hi=1.0) if len(floors) >= 2
                           else keep("curves.gold_floor", "fewer than 2 runs fell to a floor")),
               task_loadings=task_loadings(cliff_floored(floored)),
+              kl_growth_loading=growth_loading([gp[f.name] for f in free]) if ceiling else None,
               collapse_share=collapse_share(fits, penalised, collapsed) if len(floors) >= 2 else None,
               peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),

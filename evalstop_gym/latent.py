@@ -151,8 +151,13 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     rlhf, dpo = job_type == JOB_TYPES.index("rlhf"), job_type == JOB_TYPES.index("dpo")
     share = np.where(rlhf, hacking_fraction, np.where(dpo, model.dpo_exploitable, 0.0))
     exploitable = rng.random(n) < share
-    lr = log_uniform(rng, model.lr, n)
-    p = rng.uniform(*model.kl_exponent, size=n)
+    if model.kl_growth_loading is None:
+        lr = log_uniform(rng, model.lr, n)
+        p = rng.uniform(*model.kl_exponent, size=n)
+    else:   # drawn only then: a world without it keeps every later draw (the same lr, draw for draw)
+        lr_q = rng.random(n)
+        lr = log_uniform(rng, model.lr, n, lr_q)
+        p = at_quantile(model.kl_exponent, task_quantile(rng, lr_q, model.kl_growth_loading))
     penalised = rng.random(n) < (model.penalty_share if model.dpo_penalty_share is None
                                  else np.where(dpo, model.dpo_penalty_share, model.penalty_share))
     kappa = log_uniform(rng, model.kl_coef, n)
