@@ -77,7 +77,8 @@ FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "
           "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling",
           "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
           "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable",
-          "curves.task_loadings", "curves.collapse_share", "curves.kl_growth_loading", "curves.drift", "curves.dpo_drift", "curves.drift_spread",
+          "curves.task_loadings", "curves.collapse_share", "curves.collapse_drift",
+          "curves.kl_growth_loading", "curves.drift", "curves.dpo_drift", "curves.drift_spread",
           "curves.drift_autocorr", "curves.drift_reversion",
           "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start",
           "curves.loss_floor_frac", "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items",
@@ -125,6 +126,7 @@ class RunFit:
     # (g, p) of the free form on the evals before d nears where it levels off (below RISE_SHARE of d_sat, or of the
     # largest d without one): a collapsed run's growth before its ceiling; None under 3 such evals
     rise: tuple[float, float] | None = None
+    floor_steps: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))   # gold's steps at its floor
 
 
 def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarray, tuple[float, float]]:
@@ -277,7 +279,8 @@ def fit_run(run) -> RunFit | None:
     return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain, lag, floor, noise,
                   bool(d_star <= d_hat.max()), float(d_hat.max()), growth,
                   np.diff(np.concatenate([[0.0], resid])), slope, proxy_q, proxy_resid,
-                  None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items, rise)
+                  None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items, rise,
+                  np.diff(gold[floored]) if floored.sum() >= 2 else np.empty(0))
 
 
 def curve_noise_of(curves: list[np.ndarray]) -> np.ndarray:
@@ -345,8 +348,22 @@ def collapse_share(fits, penalised: np.ndarray, collapsed: np.ndarray) -> float 
     """The share of runs with an exploitable proxy that collapsed (:func:`kl_regimes`) among those no penalty held
     (collapsed, or grown past the lowest ceiling): :attr:`LatentModel.collapse_share`; None without a collapsed run
     (no ceiling)."""
-    free = [c for f, k, c in zip(fits, penalised, collapsed) if f.exploitable and not k]
+    free = [c for f, k, c in zip(fits, penalised, collapsed) if f.exploitable and not k and f.job_type != "dpo"]
     return round(float(np.mean(free)), 4) if free and any(free) else None
+
+
+def floor_drift(fits) -> float | None:
+    """The share of its drift a collapsed run keeps at its floor (:attr:`LatentModel.collapse_drift`): the robust sd
+    (MAD) of the cliff runs' gold steps at their floor (:attr:`RunFit.floor_steps`) over that of the drift steps of
+    the runs other than DPO (their gold residuals' steps), within [0, 1]; None under :data:`MIN_TASK_RUNS` runs at a
+    floor."""
+    rest = [f for f in fits if f.job_type != "dpo"]
+    at_floor = [f.floor_steps for f in rest if f.floor_steps.size]
+    if len(at_floor) < MIN_TASK_RUNS:
+        return None
+    walk = np.concatenate([f.drift_steps for f in rest])
+    return round(min(float(np.median(np.abs(np.concatenate(at_floor))) / max(np.median(np.abs(walk)), 1e-300)),
+                     1.0), 4)
 
 
 def cliff_floored(floored) -> list:
@@ -384,12 +401,14 @@ def growth_loading(growth) -> float | None:
     return round(spearman(np.log(g), p), 4)
 
 
-def log_noise_spread(fits) -> float | None:
+def log_noise_spread(fits, floorless: bool = False) -> float | None:
     """The spread between runs of their gold noise (:attr:`RunFit.gold_noise`): the IQR / 1.349 of its log (the
     sd of a normal), each run's log taken from its own group's median (DPO, the rest: :func:`median_noise`), so
     the two groups' levels do not count as spread; None under 4 runs. Noise under :data:`NOISE_FLOOR` counts as
     that (a run held at its floor logs hardly any)."""
     logs = []
+    if floorless:
+        fits = [f for f in fits if not math.isfinite(f.floor)]
     for dpo in (False, True):
         group = np.log([max(f.gold_noise, NOISE_FLOOR) for f in fits if (f.job_type == "dpo") == dpo])
         if group.size:
@@ -406,9 +425,10 @@ def solve_drift_spread(cal, fits, share: float, ref_evals: int, seed: int = FIT_
     as the logged runs' does (:func:`log_noise_spread`): sampled and refitted without it, the world's runs already
     spread by the noise estimate's own error and by their trends; the rest, ``sqrt(logged^2 - sampled^2)``, is the
     runs' own levels (log-normal: log variances add). None (the knob off) if the samples spread as much already."""
-    want = log_noise_spread(fits)
+    floorless = cal.curves.collapse_drift is not None   # the floors' own drift is no part of the levels' spread
+    want = log_noise_spread(fits, floorless)
     off = dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, drift_spread=None))
-    got = log_noise_spread(refit_sample(off, fits, share, ref_evals, seed))
+    got = log_noise_spread(refit_sample(off, fits, share, ref_evals, seed), floorless)
     if want is None or got is None or want <= got:
         return off
     return dataclasses.replace(cal, curves=dataclasses.replace(cal.curves,
@@ -424,9 +444,13 @@ def drift_by_type(fits, ref_evals: int) -> tuple[float | None, float, float | No
     return sd, lag, drift_moments(dpo, ref_evals)[0] if dpo else None
 
 
-def median_noise(fits, dpo: bool) -> float | None:
-    """Median gold noise (:attr:`RunFit.gold_noise`) of the DPO runs (``dpo``) or of the others (all if none)."""
+def median_noise(fits, dpo: bool, floorless: bool = False) -> float | None:
+    """Median gold noise (:attr:`RunFit.gold_noise`) of the DPO runs (``dpo``) or of the others (all if none);
+    ``floorless``: of those whose gold met no floor only (where a collapsed run's floor has a drift of its own,
+    :attr:`LatentModel.collapse_drift`, the drift is what the other runs show)."""
     chosen = [f for f in fits if (f.job_type == "dpo") == dpo] or ([] if dpo else list(fits))
+    if floorless:
+        chosen = [f for f in chosen if not math.isfinite(f.floor)] or chosen
     return float(np.median([f.gold_noise for f in chosen])) if chosen else None
 
 
@@ -483,7 +507,8 @@ def debias_drift(cal, fits, measured_lag: float, ref_evals: int, share: float, s
     c = cal.curves
 
     def scaled(sd, dpo: bool):
-        want, got = median_noise(fits, dpo), median_noise(again, dpo)
+        floorless = c.collapse_drift is not None
+        want, got = median_noise(fits, dpo, floorless), median_noise(again, dpo, floorless)
         return sd * want / got if sd is not None and want and got else sd
 
     curves = dataclasses.replace(c, drift=scaled(c.drift, False), dpo_drift=scaled(c.dpo_drift, True),
@@ -586,6 +611,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
               task_loadings=task_loadings(cliff_floored(floored)),
               kl_growth_loading=growth_loading([gp[f.name] for f in free]) if ceiling else None,
               collapse_share=collapse_share(fits, penalised, collapsed) if len(floors) >= 2 else None,
+              collapse_drift=floor_drift(fits) if len(floors) >= 2 else None,
               peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
               dpo_exploitable=(exploitable_share(dpo, d_expl) if dpo

@@ -190,15 +190,19 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
         if model.collapse_share is not None:   # drawn only then: a world without it keeps every later draw
             # a policy whose KL has met its ceiling has collapsed onto the answers its exploitable proxy rates
             # highest: they score the task's floor, however little gold Gao's form would have lost by then
-            collapses = exploitable & (rng.random(n) < model.collapse_share)
-            gold = np.where(collapses[:, None] & at_ceiling, low[:, None], gold)
+            # (a DPO run's KL is held by its beta: one that meets the ceiling declines, it does not collapse)
+            collapsed = (exploitable & (rng.random(n) < model.collapse_share) & ~dpo)[:, None] & at_ceiling
+            gold = np.where(collapsed, low[:, None], gold)
     if model.gold_lag is not None:   # drawn only then: a world without the lag keeps every later draw
         gold = base[:, None] + lagged(x, gold - base[:, None], rng.uniform(*model.gold_lag, size=n))
     if model.drift > 0:
         sd = model.drift if model.dpo_drift is None else np.where(dpo, model.dpo_drift, model.drift)[:, None]
         if model.drift_spread is not None:   # drawn only then: a world without it keeps every later draw
             sd = sd * np.exp(model.drift_spread * rng.standard_normal(n))[:, None]
-        gold = gold + drift_walk(rng, n, evals, sd, model.drift_autocorr, model.drift_reversion)
+        walk = drift_walk(rng, n, evals, sd, model.drift_autocorr, model.drift_reversion)
+        if model.collapse_drift is not None:   # a collapsed policy's answers hardly change: it keeps this share
+            walk = np.where(collapsed, model.collapse_drift * walk, walk)
+        gold = gold + walk
     gold = np.clip(gold, 0.0, 1.0)
 
     slope = log_uniform(rng, model.proxy_slope, n)

@@ -34,7 +34,8 @@ TOP_KEYS = ("format", "description", "noise", "gpus_per_node", "curves", "world"
 WORLD_SUFFIXES = (".yaml", ".yml")
 MAX_WORLD_BYTES = 2**20   # a world file is about 2 KB; its provenance may hold a long command
 # the optional knobs (None: off) that are one number, not a (low, high) pair
-SCALAR_KNOBS = ("dpo_penalty_share", "dpo_drift", "drift_spread", "collapse_share", "kl_growth_loading")
+SCALAR_KNOBS = ("dpo_penalty_share", "dpo_drift", "drift_spread", "collapse_share", "kl_growth_loading",
+                "collapse_drift")
 
 
 def is_world_path(value: Any) -> bool:
