@@ -507,7 +507,7 @@ def debias_drift(cal, fits, measured_lag: float, ref_evals: int, share: float, s
     c = cal.curves
 
     def scaled(sd, dpo: bool):
-        floorless = c.collapse_drift is not None
+        floorless = c.collapse_drift is not None and not dpo   # a DPO run never collapses: all of them
         want, got = median_noise(fits, dpo, floorless), median_noise(again, dpo, floorless)
         return sd * want / got if sd is not None and want and got else sd
 
