@@ -195,8 +195,8 @@ class LatentModel:
     # kl_ceiling and gold_floor. None: gold past d* follows Gao's form down to the floor
     collapse_share: float | None = None
     # if set, a collapsed run (collapse_share) keeps this share of its drift at its floor: a policy collapsed onto a
-    # few answers scores them alike at every checkpoint (the TRL cliff runs' gold at their floor moves a quarter as
-    # much as the other runs'). Needs collapse_share. None: the floor wanders as the rest of the run
+    # few answers scores them alike at every checkpoint (the TRL cliff runs' gold at their floor moves about a tenth
+    # as much as the other runs'). Needs collapse_share. None: the floor wanders as the rest of the run
     collapse_drift: float | None = None
     dpo_exploitable: float = 0.0                        # DPO runs whose preference data is exploitable
     drift: float = 0.0                                  # sd of each step of the true score's plateau drift
@@ -239,8 +239,7 @@ class LatentModel:
               "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0), "drift": (0.0, 1.0),
               "dpo_drift": (0.0, 1.0), "drift_spread": (0.0, 3.0), "task_loadings": (-1.0, 1.0),
               "collapse_share": (0.0, 1.0), "kl_growth_loading": (-1.0, 1.0), "collapse_drift": (0.0, 1.0),
-              "drift_autocorr": (-0.99, 0.99),
-              "drift_reversion": (0.0, 1.0),
+              "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
               "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0), "proxy_noise": (0.0, 1e4),
               "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0), "loss_tau": (1e-6, 1e3),
               "loss_noise": (0.0, 10.0)}

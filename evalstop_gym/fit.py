@@ -25,7 +25,9 @@ The method (docs/calibration.md, "Fitting a world to a curve log", gives every c
    logs; shares are means; drift and noise are pooled over runs. **KL regimes** (:func:`kl_regimes`): a
    run whose KL levelled off and whose gold fell to a floor has met the policy's ceiling, the others' KL a
    penalty holds, so a log of runs with and without a KL penalty gives a world with both regimes, the
-   plateau and the cliff; penalty shares, coefficients and drift are kept per job type where DPO differs.
+   plateau and the cliff; penalty shares, coefficients and drift are kept per job type where DPO differs. With
+   a ceiling, a free run's KL growth is fitted on its rise to it and its ``g`` and ``p`` are drawn together
+   (:func:`growth_loading`); the collapsed runs' quiet floors give the drift they keep there (:func:`floor_drift`).
 3. **One step of indirect inference** (:func:`debias_drift`): the fitted world sampled like the log and
    refitted; the drift scaled so its gold is as noisy as the label sees the logged runs'.
 
@@ -584,6 +586,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     floored = [f for f in fits if math.isfinite(f.floor)]
     floors = [f.floor for f in (cliff_floored(floored) or floored)]
     prox = [f for f in rlhf if math.isfinite(f.slope)]
+    collapses = collapse_share(fits, penalised, collapsed) if len(floors) >= 2 else None
     loss = [(f, lr) for f, lr in zip(fits, lr_run) if f.loss is not None]
     kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([gp[f.name][0] / kl_scale for f in free], log=True),
               kl_scale=kl_scale,
@@ -610,8 +613,8 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
                           else keep("curves.gold_floor", "fewer than 2 runs fell to a floor")),
               task_loadings=task_loadings(cliff_floored(floored)),
               kl_growth_loading=growth_loading([gp[f.name] for f in free]) if ceiling else None,
-              collapse_share=collapse_share(fits, penalised, collapsed) if len(floors) >= 2 else None,
-              collapse_drift=floor_drift(fits) if len(floors) >= 2 else None,
+              collapse_share=collapses,
+              collapse_drift=floor_drift(fits) if collapses is not None else None,
               peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
               dpo_exploitable=(exploitable_share(dpo, d_expl) if dpo

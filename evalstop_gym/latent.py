@@ -29,8 +29,10 @@ latent (``task_loadings``) puts each run's floor at its task's quantile and ties
 and gain to it (:func:`task_quantile`): runs of one task share where they fall to and from how high. A share
 ``collapse_share`` of exploitable runs **collapse** when their ``d`` meets the ceiling: gold is the floor from
 there, whatever the gain. ``drift_spread`` gives each run its own drift level (log-normal about the fitted
-one). Each of these knobs is off by default and drawn only when set, so a world without them draws what it
-drew before.
+one). ``kl_growth_loading`` draws each run's KL-growth exponent ``p`` with its learning rate (a run reaching a larger
+``d`` by the end starts slower), and ``collapse_drift`` is the share of its drift a collapsed run keeps at its floor
+(a DPO run, its KL held by its beta, never collapses). Each of these knobs is off by default and drawn only when
+set, so a world without them draws what it drew before.
 The true score adds *plateau drift* (``drift``): a random walk whose steps have lag-1
 autocorrelation ``drift_autocorr`` (training stochasticity that persists across checkpoints). A run is
 **hacking** iff its gold and proxy meet the label rule of logged runs (:func:`evalstop_gym.label.overoptimised`:
