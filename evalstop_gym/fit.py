@@ -374,11 +374,21 @@ def cliff_floored(floored) -> list:
     return [f for f in floored if f.job_type != "dpo"]
 
 
+def average_ranks(values) -> np.ndarray:
+    """Ranks from 0 of ``values``, tied values sharing the mean of the ranks they span, so the ranks do not depend
+    on the order of the input (the fitted ``p`` and ``d*`` come from grids, so ties are common)."""
+    v = np.asarray(values, dtype=float)
+    order = np.argsort(v, kind="stable")
+    _, first, counts = np.unique(v[order], return_index=True, return_counts=True)
+    ranks = np.empty(len(v))
+    ranks[order] = np.repeat(first + (counts - 1) / 2.0, counts)
+    return ranks
+
+
 def spearman(a, b) -> float:
-    """Spearman's rank correlation of two samples (Pearson's on ranks; the fitted values are continuous, so ties
-    do not arise)."""
-    ra, rb = (np.argsort(np.argsort(np.asarray(v, dtype=float))).astype(float) for v in (a, b))
-    return float(np.corrcoef(ra, rb)[0, 1])
+    """Spearman's rank correlation of two samples: Pearson's on average ranks (ties share their mean rank), so
+    reordering the runs leaves it unchanged."""
+    return float(np.corrcoef(average_ranks(a), average_ranks(b))[0, 1])
 
 
 def task_loadings(floored) -> tuple[float, float] | None:
