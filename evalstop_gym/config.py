@@ -151,6 +151,11 @@ class LatentModel:
     lr: tuple[float, float] = (0.85, 1.18)              # relative learning rate (log-uniform)
     kl_scale: float = 2.0                               # d reached at the end at lr 1 without a penalty
     kl_exponent: tuple[float, float] = (1.0, 1.6)       # d grows as x**p (p = 1: KL quadratic in steps)
+    # if set, p follows the learning rate's quantile with this loading in [-1, 1] (its Spearman correlation with lr,
+    # so with g = kl_scale * lr: latent.task_quantile): a run whose KL grows faster over the run also starts slower
+    # (the TRL runs without a penalty reach d about 1 by the first evals whatever their g, then run to their
+    # ceiling). None: p drawn independently of lr
+    kl_growth_loading: float | None = None
     penalty_share: float = 0.0                          # runs with a KL penalty
     # DPO runs with one, if set (DPO's beta is a KL coefficient, so every DPO run of a grid has one, while an RL
     # grid may leave it out); None: penalty_share, as for every other job type
@@ -189,6 +194,10 @@ class LatentModel:
     # ceiling, whatever their gain; Gao's form alone falls by gain x its shape, slowly for a small gain). Needs
     # kl_ceiling and gold_floor. None: gold past d* follows Gao's form down to the floor
     collapse_share: float | None = None
+    # if set, a collapsed run (collapse_share) keeps this share of its drift at its floor: a policy collapsed onto a
+    # few answers scores them alike at every checkpoint (the TRL cliff runs' gold at their floor moves about a tenth
+    # as much as the other runs'). Needs collapse_share. None: the floor wanders as the rest of the run
+    collapse_drift: float | None = None
     dpo_exploitable: float = 0.0                        # DPO runs whose preference data is exploitable
     drift: float = 0.0                                  # sd of each step of the true score's plateau drift
     # DPO runs' step sd, if set (a DPO run's gold wanders about twice as much as an RL run's in the TRL runs);
@@ -213,10 +222,11 @@ class LatentModel:
     loss_noise: float = 0.01                            # multiplicative
 
     _LOG_PAIRS = ("lr", "kl_coef", "dpo_kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
-    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion", "collapse_share")
+    _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion", "collapse_share",
+                  "collapse_drift")
     _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "dpo_kl_coef", "gold_lag", "gold_floor",
                  "dpo_drift", "proxy_exponent", "task_loadings", "drift_spread",
-                 "collapse_share")   # None: the knob off
+                 "collapse_share", "kl_growth_loading", "collapse_drift")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
     # runs: d up to about 10 sqrt-nats, losses under 10, rewards under 100), and small enough that d, KL (d^2),
     # every score and loss stay finite in float64 without a warning: d = kl_scale * lr * x^p <= 1e6.
@@ -228,7 +238,8 @@ class LatentModel:
               "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
               "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0), "drift": (0.0, 1.0),
               "dpo_drift": (0.0, 1.0), "drift_spread": (0.0, 3.0), "task_loadings": (-1.0, 1.0),
-              "collapse_share": (0.0, 1.0), "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
+              "collapse_share": (0.0, 1.0), "kl_growth_loading": (-1.0, 1.0), "collapse_drift": (0.0, 1.0),
+              "drift_autocorr": (-0.99, 0.99), "drift_reversion": (0.0, 1.0),
               "proxy_slope": (1e-6, 1e4), "proxy_exponent": (0.01, 10.0), "proxy_noise": (0.0, 1e4),
               "loss_start": (0.0, 1e6), "loss_floor_frac": (0.0, 1.0), "loss_tau": (1e-6, 1e3),
               "loss_noise": (0.0, 10.0)}
@@ -251,8 +262,8 @@ class LatentModel:
                     raise ConfigError(name, v, "needs curves.gold_floor: the task latent places the floor")
             elif isinstance(v, tuple):
                 check_pair(name, v, lo_open=f.name in self._LOG_PAIRS or f.name in ("kl_exponent", "loss_tau"))
-            elif f.name == "drift_autocorr":
-                check_range(name, v, -0.99, 0.99)
+            elif f.name in ("drift_autocorr", "kl_growth_loading"):   # signed: correlations
+                check_range(name, v, *self.RANGES[f.name])
             else:
                 check_range(name, v, 0.0, 1.0 if f.name in self._FRACTIONS else None,
                             lo_open=f.name in ("kl_scale", "kl_saturation"))
@@ -261,6 +272,9 @@ class LatentModel:
         if self.collapse_share is not None and (self.kl_ceiling is None or self.gold_floor is None):
             raise ConfigError("curves.collapse_share", self.collapse_share,
                               "needs curves.kl_ceiling and curves.gold_floor: a run collapses at its ceiling, to its floor")
+        if self.collapse_drift is not None and self.collapse_share is None:
+            raise ConfigError("curves.collapse_drift", self.collapse_drift,
+                              "needs curves.collapse_share: it is the drift a collapsed run keeps")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ The method (docs/calibration.md, "Fitting a world to a curve log", gives every c
    logs; shares are means; drift and noise are pooled over runs. **KL regimes** (:func:`kl_regimes`): a
    run whose KL levelled off and whose gold fell to a floor has met the policy's ceiling, the others' KL a
    penalty holds, so a log of runs with and without a KL penalty gives a world with both regimes, the
-   plateau and the cliff; penalty shares, coefficients and drift are kept per job type where DPO differs.
+   plateau and the cliff; penalty shares, coefficients and drift are kept per job type where DPO differs. With
+   a ceiling, a free run's KL growth is fitted on its rise to it and its ``g`` and ``p`` are drawn together
+   (:func:`growth_loading`); the collapsed runs' quiet floors give the drift they keep there (:func:`floor_drift`).
 3. **One step of indirect inference** (:func:`debias_drift`): the fitted world sampled like the log and
    refitted; the drift scaled so its gold is as noisy as the label sees the logged runs'.
 
@@ -63,6 +65,8 @@ MAX_GAIN = 1.0       # A bound: a score on 0..1 cannot gain more at its optimum
 MAX_REACH = 10.0     # d* at most this many times the run's largest d: beyond, gold over the logged range is a line
 REF_EVALS = 10       # the drift is stored per checkpoint of a run of this many evals (WorkloadConfig's default)
 MIN_RUNS = 3         # runs with KL and gold needed to fit anything
+# a run's d nears where it levels off above this share of it: its growth before is its rise (RunFit.rise)
+RISE_SHARE = 0.9
 REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
 MIN_SAMPLE = 60      # runs per job type sampled to debias: medians of 60 runs are within about 5%
 DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorrelation
@@ -75,7 +79,8 @@ FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "
           "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling",
           "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
           "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable",
-          "curves.task_loadings", "curves.collapse_share", "curves.drift", "curves.dpo_drift", "curves.drift_spread",
+          "curves.task_loadings", "curves.collapse_share", "curves.collapse_drift",
+          "curves.kl_growth_loading", "curves.drift", "curves.dpo_drift", "curves.drift_spread",
           "curves.drift_autocorr", "curves.drift_reversion",
           "curves.proxy_slope", "curves.proxy_exponent", "curves.proxy_noise", "curves.loss_start",
           "curves.loss_floor_frac", "curves.loss_tau", "curves.loss_noise", "noise", "world.eval_items",
@@ -120,6 +125,10 @@ class RunFit:
     eval_z: np.ndarray      # standardised eval errors (binomial sd), empty without gold and eval_items
     eval_err: np.ndarray    # eval_score - gold, empty without gold
     eval_items: int         # 0: not logged
+    # (g, p) of the free form on the evals before d nears where it levels off (below RISE_SHARE of d_sat, or of the
+    # largest d without one): a collapsed run's growth before its ceiling; None under 3 such evals
+    rise: tuple[float, float] | None = None
+    floor_steps: np.ndarray = dataclasses.field(default_factory=lambda: np.empty(0))   # gold's steps at its floor
 
 
 def kl_fit(x: np.ndarray, d: np.ndarray) -> tuple[float, float, float, np.ndarray, tuple[float, float]]:
@@ -229,6 +238,8 @@ def fit_run(run) -> RunFit | None:
     x, gold = x_all[pts], gold_col[pts]
     d = np.sqrt(np.maximum(run.extra["kl"][pts], 0.0))
     g, p, d_sat, d_hat, growth = kl_fit(x, d)
+    below = d < RISE_SHARE * (d_sat if math.isfinite(d_sat) else float(d_hat.max()))
+    rise = kl_fit(x[below], d[below])[4] if below.sum() >= 3 else None
     base = float(gold_col[first])
     # a score clipped at 0 or 1, or held at the run's floor, says only that the curve passed the bound
     floor, floored = floor_points(np.r_[base, gold])
@@ -270,7 +281,8 @@ def fit_run(run) -> RunFit | None:
     return RunFit(run.name, job_type, int(pts.sum()), base, g, p, d_sat, d_star, gain, lag, floor, noise,
                   bool(d_star <= d_hat.max()), float(d_hat.max()), growth,
                   np.diff(np.concatenate([[0.0], resid])), slope, proxy_q, proxy_resid,
-                  None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items)
+                  None if lf is None else lf[0], np.empty(0) if lf is None else lf[1], eval_z, eval_err, n_items, rise,
+                  np.diff(gold[floored]) if floored.sum() >= 2 else np.empty(0))
 
 
 def curve_noise_of(curves: list[np.ndarray]) -> np.ndarray:
@@ -338,8 +350,22 @@ def collapse_share(fits, penalised: np.ndarray, collapsed: np.ndarray) -> float 
     """The share of runs with an exploitable proxy that collapsed (:func:`kl_regimes`) among those no penalty held
     (collapsed, or grown past the lowest ceiling): :attr:`LatentModel.collapse_share`; None without a collapsed run
     (no ceiling)."""
-    free = [c for f, k, c in zip(fits, penalised, collapsed) if f.exploitable and not k]
+    free = [c for f, k, c in zip(fits, penalised, collapsed) if f.exploitable and not k and f.job_type != "dpo"]
     return round(float(np.mean(free)), 4) if free and any(free) else None
+
+
+def floor_drift(fits) -> float | None:
+    """The share of its drift a collapsed run keeps at its floor (:attr:`LatentModel.collapse_drift`): the robust sd
+    (MAD) of the cliff runs' gold steps at their floor (:attr:`RunFit.floor_steps`) over that of the drift steps of
+    the runs other than DPO (their gold residuals' steps), within [0, 1]; None under :data:`MIN_TASK_RUNS` runs at a
+    floor."""
+    rest = [f for f in fits if f.job_type != "dpo"]
+    at_floor = [f.floor_steps for f in rest if f.floor_steps.size]
+    if len(at_floor) < MIN_TASK_RUNS:
+        return None
+    walk = np.concatenate([f.drift_steps for f in rest])
+    return round(min(float(np.median(np.abs(np.concatenate(at_floor))) / max(np.median(np.abs(walk)), 1e-300)),
+                     1.0), 4)
 
 
 def cliff_floored(floored) -> list:
@@ -348,11 +374,21 @@ def cliff_floored(floored) -> list:
     return [f for f in floored if f.job_type != "dpo"]
 
 
+def average_ranks(values) -> np.ndarray:
+    """Ranks from 0 of ``values``, tied values sharing the mean of the ranks they span, so the ranks do not depend
+    on the order of the input (the fitted ``p`` and ``d*`` come from grids, so ties are common)."""
+    v = np.asarray(values, dtype=float)
+    order = np.argsort(v, kind="stable")
+    _, first, counts = np.unique(v[order], return_index=True, return_counts=True)
+    ranks = np.empty(len(v))
+    ranks[order] = np.repeat(first + (counts - 1) / 2.0, counts)
+    return ranks
+
+
 def spearman(a, b) -> float:
-    """Spearman's rank correlation of two samples (Pearson's on ranks; the fitted values are continuous, so ties
-    do not arise)."""
-    ra, rb = (np.argsort(np.argsort(np.asarray(v, dtype=float))).astype(float) for v in (a, b))
-    return float(np.corrcoef(ra, rb)[0, 1])
+    """Spearman's rank correlation of two samples: Pearson's on average ranks (ties share their mean rank), so
+    reordering the runs leaves it unchanged."""
+    return float(np.corrcoef(average_ranks(a), average_ranks(b))[0, 1])
 
 
 def task_loadings(floored) -> tuple[float, float] | None:
@@ -366,12 +402,25 @@ def task_loadings(floored) -> tuple[float, float] | None:
     return (round(spearman(floor, [f.d_star for f in runs]), 4), round(spearman(floor, [f.gain for f in runs]), 4))
 
 
-def log_noise_spread(fits) -> float | None:
+def growth_loading(growth) -> float | None:
+    """The loading of the KL-growth exponent on the learning rate (:attr:`LatentModel.kl_growth_loading`): the
+    Spearman correlation of ``log g`` and ``p`` over the free runs' ``growth`` pairs ``(g, p)`` (their rise to the
+    ceiling: a run's ``g`` and ``p`` trade off on the evals before it, so they are drawn together); None under
+    :data:`MIN_TASK_RUNS` pairs."""
+    if len(growth) < MIN_TASK_RUNS:
+        return None
+    g, p = np.array(growth, dtype=float).T
+    return round(spearman(np.log(g), p), 4)
+
+
+def log_noise_spread(fits, floorless: bool = False) -> float | None:
     """The spread between runs of their gold noise (:attr:`RunFit.gold_noise`): the IQR / 1.349 of its log (the
     sd of a normal), each run's log taken from its own group's median (DPO, the rest: :func:`median_noise`), so
     the two groups' levels do not count as spread; None under 4 runs. Noise under :data:`NOISE_FLOOR` counts as
     that (a run held at its floor logs hardly any)."""
     logs = []
+    if floorless:
+        fits = [f for f in fits if not math.isfinite(f.floor)]
     for dpo in (False, True):
         group = np.log([max(f.gold_noise, NOISE_FLOOR) for f in fits if (f.job_type == "dpo") == dpo])
         if group.size:
@@ -388,9 +437,10 @@ def solve_drift_spread(cal, fits, share: float, ref_evals: int, seed: int = FIT_
     as the logged runs' does (:func:`log_noise_spread`): sampled and refitted without it, the world's runs already
     spread by the noise estimate's own error and by their trends; the rest, ``sqrt(logged^2 - sampled^2)``, is the
     runs' own levels (log-normal: log variances add). None (the knob off) if the samples spread as much already."""
-    want = log_noise_spread(fits)
+    floorless = cal.curves.collapse_drift is not None   # the floors' own drift is no part of the levels' spread
+    want = log_noise_spread(fits, floorless)
     off = dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, drift_spread=None))
-    got = log_noise_spread(refit_sample(off, fits, share, ref_evals, seed))
+    got = log_noise_spread(refit_sample(off, fits, share, ref_evals, seed), floorless)
     if want is None or got is None or want <= got:
         return off
     return dataclasses.replace(cal, curves=dataclasses.replace(cal.curves,
@@ -406,9 +456,13 @@ def drift_by_type(fits, ref_evals: int) -> tuple[float | None, float, float | No
     return sd, lag, drift_moments(dpo, ref_evals)[0] if dpo else None
 
 
-def median_noise(fits, dpo: bool) -> float | None:
-    """Median gold noise (:attr:`RunFit.gold_noise`) of the DPO runs (``dpo``) or of the others (all if none)."""
+def median_noise(fits, dpo: bool, floorless: bool = False) -> float | None:
+    """Median gold noise (:attr:`RunFit.gold_noise`) of the DPO runs (``dpo``) or of the others (all if none);
+    ``floorless``: of those whose gold met no floor only (where a collapsed run's floor has a drift of its own,
+    :attr:`LatentModel.collapse_drift`, the drift is what the other runs show)."""
     chosen = [f for f in fits if (f.job_type == "dpo") == dpo] or ([] if dpo else list(fits))
+    if floorless:
+        chosen = [f for f in chosen if not math.isfinite(f.floor)] or chosen
     return float(np.median([f.gold_noise for f in chosen])) if chosen else None
 
 
@@ -465,7 +519,8 @@ def debias_drift(cal, fits, measured_lag: float, ref_evals: int, share: float, s
     c = cal.curves
 
     def scaled(sd, dpo: bool):
-        want, got = median_noise(fits, dpo), median_noise(again, dpo)
+        floorless = c.collapse_drift is not None and not dpo   # a DPO run never collapses: all of them
+        want, got = median_noise(fits, dpo, floorless), median_noise(again, dpo, floorless)
         return sd * want / got if sd is not None and want and got else sd
 
     curves = dataclasses.replace(c, drift=scaled(c.drift, False), dpo_drift=scaled(c.dpo_drift, True),
@@ -522,6 +577,9 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     # penalty that saturates early, hardly at all
     free = [f for f, k in zip(fits, penalised) if not k] or list(fits)
     gp = {f.name: f.growth if c else (f.g, f.p) for f, c in zip(fits, collapsed)}
+    if ceiling:   # with a ceiling, a free run's KL growth is its rise to it (growth_loading)
+        free = [f for f in free if f.rise is not None] or free
+        gp.update({f.name: f.rise for f in free if f.rise is not None})
     kl_scale = float(np.exp(np.median(np.log([max(gp[f.name][0], 1e-6) for f in free]))))
     lr_run = np.array([max(gp[f.name][0], 1e-6) / kl_scale if not k or len(free) == len(fits) else 1.0
                        for f, k in zip(fits, penalised)])
@@ -538,6 +596,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     floored = [f for f in fits if math.isfinite(f.floor)]
     floors = [f.floor for f in (cliff_floored(floored) or floored)]
     prox = [f for f in rlhf if math.isfinite(f.slope)]
+    collapses = collapse_share(fits, penalised, collapsed) if len(floors) >= 2 else None
     loss = [(f, lr) for f, lr in zip(fits, lr_run) if f.loss is not None]
     kw = dict(base=span([f.base for f in fits], hi=1.0), lr=span([gp[f.name][0] / kl_scale for f in free], log=True),
               kl_scale=kl_scale,
@@ -563,7 +622,9 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
               gold_floor=(span(floors, hi=1.0) if len(floors) >= 2
                           else keep("curves.gold_floor", "fewer than 2 runs fell to a floor")),
               task_loadings=task_loadings(cliff_floored(floored)),
-              collapse_share=collapse_share(fits, penalised, collapsed) if len(floors) >= 2 else None,
+              kl_growth_loading=growth_loading([gp[f.name] for f in free]) if ceiling else None,
+              collapse_share=collapses,
+              collapse_drift=floor_drift(fits) if collapses is not None else None,
               peak_gain_robust=(span([f.gain for f in rob]) if len(rob) >= 2
                                 else keep("curves.peak_gain_robust", "fewer than 2 robust runs")),
               dpo_exploitable=(exploitable_share(dpo, d_expl) if dpo

@@ -29,8 +29,10 @@ latent (``task_loadings``) puts each run's floor at its task's quantile and ties
 and gain to it (:func:`task_quantile`): runs of one task share where they fall to and from how high. A share
 ``collapse_share`` of exploitable runs **collapse** when their ``d`` meets the ceiling: gold is the floor from
 there, whatever the gain. ``drift_spread`` gives each run its own drift level (log-normal about the fitted
-one). Each of these knobs is off by default and drawn only when set, so a world without them draws what it
-drew before.
+one). ``kl_growth_loading`` draws each run's KL-growth exponent ``p`` with its learning rate (a run reaching a larger
+``d`` by the end starts slower), and ``collapse_drift`` is the share of its drift a collapsed run keeps at its floor
+(a DPO run, its KL held by its beta, never collapses). Each of these knobs is off by default and drawn only when
+set, so a world without them draws what it drew before.
 The true score adds *plateau drift* (``drift``): a random walk whose steps have lag-1
 autocorrelation ``drift_autocorr`` (training stochasticity that persists across checkpoints). A run is
 **hacking** iff its gold and proxy meet the label rule of logged runs (:func:`evalstop_gym.label.overoptimised`:
@@ -151,8 +153,13 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
     rlhf, dpo = job_type == JOB_TYPES.index("rlhf"), job_type == JOB_TYPES.index("dpo")
     share = np.where(rlhf, hacking_fraction, np.where(dpo, model.dpo_exploitable, 0.0))
     exploitable = rng.random(n) < share
-    lr = log_uniform(rng, model.lr, n)
-    p = rng.uniform(*model.kl_exponent, size=n)
+    if model.kl_growth_loading is None:
+        lr = log_uniform(rng, model.lr, n)
+        p = rng.uniform(*model.kl_exponent, size=n)
+    else:   # drawn only then: a world without it keeps every later draw (the same lr, draw for draw)
+        lr_q = rng.random(n)
+        lr = log_uniform(rng, model.lr, n, lr_q)
+        p = at_quantile(model.kl_exponent, task_quantile(rng, lr_q, model.kl_growth_loading))
     penalised = rng.random(n) < (model.penalty_share if model.dpo_penalty_share is None
                                  else np.where(dpo, model.dpo_penalty_share, model.penalty_share))
     kappa = log_uniform(rng, model.kl_coef, n)
@@ -185,15 +192,19 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
         if model.collapse_share is not None:   # drawn only then: a world without it keeps every later draw
             # a policy whose KL has met its ceiling has collapsed onto the answers its exploitable proxy rates
             # highest: they score the task's floor, however little gold Gao's form would have lost by then
-            collapses = exploitable & (rng.random(n) < model.collapse_share)
-            gold = np.where(collapses[:, None] & at_ceiling, low[:, None], gold)
+            # (a DPO run's KL is held by its beta: one that meets the ceiling declines, it does not collapse)
+            collapsed = (exploitable & (rng.random(n) < model.collapse_share) & ~dpo)[:, None] & at_ceiling
+            gold = np.where(collapsed, low[:, None], gold)
     if model.gold_lag is not None:   # drawn only then: a world without the lag keeps every later draw
         gold = base[:, None] + lagged(x, gold - base[:, None], rng.uniform(*model.gold_lag, size=n))
     if model.drift > 0:
         sd = model.drift if model.dpo_drift is None else np.where(dpo, model.dpo_drift, model.drift)[:, None]
         if model.drift_spread is not None:   # drawn only then: a world without it keeps every later draw
             sd = sd * np.exp(model.drift_spread * rng.standard_normal(n))[:, None]
-        gold = gold + drift_walk(rng, n, evals, sd, model.drift_autocorr, model.drift_reversion)
+        walk = drift_walk(rng, n, evals, sd, model.drift_autocorr, model.drift_reversion)
+        if model.collapse_drift is not None:   # a collapsed policy's answers hardly change: it keeps this share
+            walk = np.where(collapsed, model.collapse_drift * walk, walk)
+        gold = gold + walk
     gold = np.clip(gold, 0.0, 1.0)
 
     slope = log_uniform(rng, model.proxy_slope, n)

@@ -33,6 +33,9 @@ FORMAT = "evalstop-gym world 1"
 TOP_KEYS = ("format", "description", "noise", "gpus_per_node", "curves", "world", "provenance")
 WORLD_SUFFIXES = (".yaml", ".yml")
 MAX_WORLD_BYTES = 2**20   # a world file is about 2 KB; its provenance may hold a long command
+# the optional knobs (None: off) that are one number, not a (low, high) pair
+SCALAR_KNOBS = ("dpo_penalty_share", "dpo_drift", "drift_spread", "collapse_share", "kl_growth_loading",
+                "collapse_drift")
 
 
 def is_world_path(value: Any) -> bool:
@@ -79,9 +82,7 @@ def _model(cls, section: str, data: Any):
                 raise ConfigError(name, v, f"must be a list of {len(default)} numbers (lora, dpo, rlhf)")
             kw[key] = tuple(_number(name, x) for x in v)
         elif default is None:   # an optional knob: null leaves it off
-            kw[key] = None if v is None else _number(name, v) if key in ("dpo_penalty_share", "dpo_drift", "drift_spread",
-                                                                                  "collapse_share") \
-                else _pair(name, v)
+            kw[key] = None if v is None else _number(name, v) if key in SCALAR_KNOBS else _pair(name, v)
         elif isinstance(default, tuple):
             kw[key] = _pair(name, v)
         else:

@@ -531,3 +531,13 @@ def test_an_interrupted_selection_says_how_to_resume(tmp_path, capsys, monkeypat
     monkeypatch.setattr(module, "select", interrupted)
     assert main(["targets", "--out", str(tmp_path)]) == 130
     assert "run the same command again to resume" in capsys.readouterr().err
+
+
+def test_a_selection_at_the_default_budget_says_how_many_trials_each_family_got(tmp_path, monkeypatch):
+    import evalstop_gym.bench.tune as tune
+
+    monkeypatch.setattr(tune, "FAMILY_BUDGET", 3)   # the default, read when a tuning starts
+    sel = select(REALISTIC, seeds=2, out=tmp_path, registry=SMALL)
+    trials = {len(best["every_trial"]) for best in sel.tuning["pair"]["families"].values()}
+    assert trials == {3} and sel.budget == 3
+    assert "Every family tuned with 3 trials" in sel.markdown()

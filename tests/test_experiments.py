@@ -24,6 +24,20 @@ def test_summary_is_mean_sample_std_and_t_interval():
     assert s.ci_lo == pytest.approx(2.0 - half) and s.ci_hi == pytest.approx(2.0 + half)
 
 
+def test_t_quantile_is_students_and_asked_of_scipy_once_per_df(monkeypatch):
+    from evalstop_gym.experiments import stats
+
+    stats._t_975.cache_clear()
+    asked = []
+    scipy_stats = stats._scipy_stats
+    monkeypatch.setattr(stats, "_scipy_stats", lambda: asked.append(1) or scipy_stats())
+    # Student's t table, 0.975 quantile, df 1, 2 and 9
+    assert [round(stats._t_975(df), 3) for df in (1, 2, 9)] == [12.706, 4.303, 2.262]
+    summarize([1.0, 2.0, 4.0])      # df 2 again: from the cache
+    assert len(asked) == 3
+    stats._t_975.cache_clear()
+
+
 def test_summary_of_nothing_or_one_value():
     assert summarize([None, None]).mean is None
     one = summarize([5.0])

@@ -202,7 +202,7 @@ def test_driftless_walks_are_labelled_no_more_the_more_checkpoints_they_have():
 
 @pytest.mark.parametrize("evals", [10, 20, 40])
 def test_a_world_without_an_exploitable_proxy_labels_at_most_5_percent(tmp_path, evals):
-    # the grounded world (plateau drift 0.022 a checkpoint, each run's level log-normal about it) with no
+    # the grounded world (plateau drift 0.031 a checkpoint, each run's level log-normal about it) with no
     # exploitable proxy, from a world file:
     # whatever gold does by wander, at most 5% of runs meet the rule (the old gold-only rule labelled 34%, the
     # rule with a noise bar alone 3.4%, 7.0% and 10.4% at 10, 20 and 40 checkpoints: a walk's fall grows with

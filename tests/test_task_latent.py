@@ -134,6 +134,14 @@ FAKE = fit.RunFit("x", "rlhf", 10, 0.5, 1.0, 1.0, math.inf, 1.0, 0.2, 0.0, math.
 def test_the_fit_s_pieces_by_hand():
     # ranks 0 1 2 3 against 0 1 3 2: 1 - 6 x 2 / (4 x 15) = 0.8
     assert fit.spearman([1, 2, 3, 4], [10, 20, 40, 30]) == pytest.approx(0.8)
+    # a tie shares its mean rank: ranks 0.5 0.5 2 3 against 0 1 2 3, centred -1 -1 0.5 1.5 and -1.5 -0.5 0.5 1.5:
+    # 4.5 / sqrt(4.5 x 5); the tied pair in either order gives the same
+    assert fit.spearman([1, 1, 2, 3], [1, 2, 3, 4]) == pytest.approx(4.5 / math.sqrt(4.5 * 5))
+    assert fit.spearman([1, 1, 2, 3], [2, 1, 3, 4]) == pytest.approx(4.5 / math.sqrt(4.5 * 5))
+    # the growth loading's p comes from a grid, so its pairs tie: any order of the runs gives one loading
+    pairs = [(0.1, 0.5), (0.2, 0.5), (0.3, 0.55), (0.15, 0.6), (0.4, 0.6), (0.5, 0.65), (0.05, 0.5)]
+    want = fit.growth_loading(pairs)
+    assert [fit.growth_loading(list(np.random.default_rng(s).permutation(pairs))) for s in range(20)] == [want] * 20
     # loadings: the floor's rank correlation with d* (falling: -1) and with the gain (rising: +1) over the floored
     # runs with an exploitable proxy; a robust one and a DPO run are left out; under 5 runs, none
     floored = [dataclasses.replace(FAKE, floor=f, d_star=5 - 10 * f, gain=f) for f in (0.1, 0.2, 0.3, 0.4, 0.5)]

@@ -92,7 +92,7 @@ def select(base: WorkloadConfig | None = None, *, seeds: int = 10, first_seed: i
            out: str | os.PathLike = "results/targets", workers: int = 1, scheduler: str = DEFAULT_SCHEDULER,
            progress: bool = False, registry=None, budget: int | None = None) -> Selection:
     """Tune (or replay the stored tuning of) every family on the validation seeds; choose the pair and detector."""
-    from evalstop_gym.bench.tune import BUDGET, JCT
+    from evalstop_gym.bench.tune import FAMILY_BUDGET, JCT
     from evalstop_gym.experiments.tables import markdown_table
 
     base = base or WorkloadConfig()
@@ -102,7 +102,7 @@ def select(base: WorkloadConfig | None = None, *, seeds: int = 10, first_seed: i
     _, det_exp, det_rows, det_tuning = best_detectors(base, seeds=seeds, first_seed=first_seed, out=out,
                                                       workers=workers, scheduler=scheduler, progress=progress,
                                                       registry=reg, budget=budget)
-    return Selection(base, seed_list, pair_rows, det_rows, scheduler, BUDGET if budget is None else budget,
+    return Selection(base, seed_list, pair_rows, det_rows, scheduler, FAMILY_BUDGET if budget is None else budget,
                      {"pair": pair_tuning, "detector": det_tuning}, markdown_table(exp, pair_rows),
                      markdown_table(det_exp, det_rows))
 
