@@ -144,7 +144,7 @@ class Simulator:
         # float (int) of the same value
         self._grid = _flat(w.checkpoint_ticks(), "q") if w.ckpt_service_h is not None else None
         self._restart = to_ticks(w.restart_h).tolist() if w.restart_h is not None else None
-        self._overhead = [0] * n    # ticks of resume cost paid so far (shifts the job's checkpoints)
+        self._overhead = [0] * n    # resume cost charged so far, ticks of work (shifts the job's checkpoints)
         self._peak = np.argmax(w.curves.gold, axis=1).tolist()
         self._peak_service = [-1] * n
         self._obs = _flat(w.observed, "d")
