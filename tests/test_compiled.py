@@ -274,6 +274,25 @@ def test_interrupted_resumes_cost_only_what_they_ran_so_every_job_ends():
     assert_same(ref, fast_outcome(w, policy))
 
 
+@pytest.mark.parametrize("cluster", [two_types(3, 8, "spread"), uniform(3, 8, "spread", {"rlhf": 0.5})],
+                         ids=["two-types", "spread-penalty"])
+def test_resumes_cut_short_at_a_rate_play_the_same_compiled(cluster):
+    """On nodes a cut resume is charged the work done at the job's rate (``ticks * num // den``): the kernel
+    charges the same. Tiresias with low thresholds cuts resumes of jobs running below full speed."""
+    w = generate(WorkloadConfig(calibration="realistic", jobs=20, gpus=24, cluster=cluster, seed=0, load=2.0))
+    sim, policy = Simulator(w), Tiresias(thresholds_gpu_h=(0.05, 0.5), promote_knob=0.5)
+    preempt, cuts = sim.preempt, []
+
+    def counted(j):   # the simulator's own record of the run (private): inside its resume, at a rate other than 1
+        cuts.append(sim.cluster.now_ticks < sim.views[j]._restore_until and sim._rate[j] is not None)
+        preempt(j)
+
+    sim.preempt = counted
+    ref = drive(sim, policy)
+    assert sum(cuts) > 10, sum(cuts)
+    assert_same(ref, fast_outcome(w, policy))
+
+
 # -- where the path is taken ---------------------------------------------------------------------------------
 def small():
     return generate(WorkloadConfig(jobs=30, seed=3))
