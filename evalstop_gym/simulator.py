@@ -27,6 +27,10 @@ A preempted job resumes later from where it left off; in the realistic world
 (:class:`~evalstop_gym.config.WorldModel`) the resume costs the job's
 ``restart_h`` of GPU time first, its checkpoints follow the workload's jittered
 grid (``Workload.checkpoint_ticks``), and each includes its eval's GPU time.
+A run preempted or stopped before its resume is over is charged only the part
+of the resume it ran (on nodes, the work done at its rate): a job's progress,
+its service less the resume time charged, never falls below what its last run
+left; on the flat pool the charge is what the view's ``restore_ticks`` counts.
 
 Time is exact: inside the simulator every instant is an integer number of
 ticks (1 ms, :mod:`evalstop_gym.timebase`). A job's ``i``-th checkpoint falls
@@ -140,7 +144,7 @@ class Simulator:
         # float (int) of the same value
         self._grid = _flat(w.checkpoint_ticks(), "q") if w.ckpt_service_h is not None else None
         self._restart = to_ticks(w.restart_h).tolist() if w.restart_h is not None else None
-        self._overhead = [0] * n    # ticks of resume cost paid so far (shifts the job's checkpoints)
+        self._overhead = [0] * n    # resume cost charged so far, ticks of work (shifts the job's checkpoints)
         self._peak = np.argmax(w.curves.gold, axis=1).tolist()
         self._peak_service = [-1] * n
         self._obs = _flat(w.observed, "d")
@@ -348,7 +352,7 @@ class Simulator:
                     self._settle(j, v, c.now_ticks)
                 self._release(v)
             if v._restore_until:
-                v._close_restore(c.now_ticks)
+                self._cut_resume(j, v, c.now_ticks)
             v._service_ticks += c.now_ticks - v._run_since_ticks
             v._run_since_ticks = None
             del c.running[j]
@@ -417,7 +421,7 @@ class Simulator:
                 self._settle(j, v, c.now_ticks)
             self._release(v)
         if v._restore_until:  # only a resume sets it
-            v._close_restore(c.now_ticks)
+            self._cut_resume(j, v, c.now_ticks)
         v._service_ticks += c.now_ticks - v._run_since_ticks
         v._run_since_ticks = None
         self._epoch[j] += 1
@@ -426,6 +430,18 @@ class Simulator:
         c.free_gpus += v.gpus
         self._enqueue(v)
         self._preemptions += 1
+
+    def _cut_resume(self, j: int, v: JobView, now: int) -> None:
+        """The current run ends at ``now`` (a preemption or stop) while it may still be resuming: the job is
+        charged only the part of the resume it ran (work at its rate), so its progress stays where its last
+        run left it; then the view's resume clock is closed."""
+        if now < v._restore_until:
+            ran = now - v._run_since_ticks  # no checkpoint falls inside a resume: the run began it
+            rate = self._rate[j] if self._rated else None
+            if rate is not None:
+                ran = ran * rate[0] // rate[1]  # below the cost: the resume's last tick is not reached
+            self._overhead[j] -= self._restart[j] - ran
+        v._close_restore(now)
 
     def _voided(self) -> None:
         """A running job's pending checkpoint (or the timer) was just voided. Void entries stay in

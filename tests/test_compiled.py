@@ -23,7 +23,8 @@ from evalstop_gym.compiled import ENV, compiled_pairs, fast_outcome, mode, run_e
 from evalstop_gym.config import ConfigError, WorkloadConfig
 from evalstop_gym.metrics import compute_metrics, job_results
 from evalstop_gym.policy import drive
-from evalstop_gym.simulator import Simulator
+from evalstop_gym.simulator import EVAL, Simulator
+from evalstop_gym.timebase import to_ticks
 from evalstop_gym.workload import generate, workload_from_jobs
 
 pytest.importorskip("numba")
@@ -33,10 +34,11 @@ class Endless(Exception):
     """The reference played more events than :data:`MAX_EVENTS` (see :func:`python_outcome`)."""
 
 
-# Tiresias with low thresholds and resumes that cost time can take long or never end (see
-# test_interrupted_resumes_can_starve_every_job). Of 600 cases its property test drew (hypothesis seeds 1, 2),
-# 572 ended within 60,000 events; of seed 1's 300, 297 ended within 400,000 (the longest at 249,616) and 3 went
-# past it. A case past the cap is rejected: a long one is lost to the test, an endless one no longer hangs it.
+# Tiresias with thresholds far below a job's GPU-time can take long: each queue jump is a scheduling point.
+# Of 600 cases its property test drew (hypothesis seeds 1, 2), 576 ended within 60,000 events (advance calls)
+# and 598 within 400,000; the two past it (paper world, no resumes: Tiresias (0.01, 0.1, 1.0) GPU-h under
+# CUSUM on two GPU types) end after 1.52 million events scheduled, 36 s of the reference. A case past the cap
+# is rejected: a long one is lost to the test and does not hold it up (the compiled path cannot be interrupted).
 MAX_EVENTS = 60_000
 
 
@@ -224,8 +226,8 @@ def tiresias_policies(draw):
 def test_tiresias_queues_demotions_promotions_and_resumes(w, policy):
     """Tiresias' lists, its queue jumps and its timer, with resumes that cost time (the realistic world) and on
     nodes: compiled and Python alike, whichever its thresholds and starvation guard. The reference plays first:
-    where it never ends (see test_interrupted_resumes_can_starve_every_job) neither path does, so the case is
-    rejected before the compiled path is asked, which cannot be interrupted."""
+    a case it has not ended within :data:`MAX_EVENTS` is rejected before the compiled path is asked, which
+    cannot be interrupted."""
     try:
         ref = python_outcome(w, policy, MAX_EVENTS)
     except Endless:
@@ -235,20 +237,60 @@ def test_tiresias_queues_demotions_promotions_and_resumes(w, policy):
     assert_same(ref, got)   # drive() resets the policy first
 
 
-@pytest.mark.xfail(strict=True, raises=Endless, reason=(
-    "known defect: a resume is charged its whole cost (Simulator.start adds restart_h to the job's overhead) even "
-    "when the job is preempted before the resume ends, so an interrupted resume takes back training the job had "
-    "done and its progress can fall below zero; Tiresias with thresholds below a resume's cost and a starvation "
-    "guard can preempt jobs mid-resume forever, and the episode never ends (both paths)"))
-def test_interrupted_resumes_can_starve_every_job():
+def test_interrupted_resumes_cost_only_what_they_ran_so_every_job_ends():
     """Three RLHF jobs of 16 GPUs on 24 (one runs at a time) with resumes of 0.05-0.13 h: the two left are
     demoted after 0.05 GPU-h of training and promoted back after waiting half their run, so each preempts the
-    other before its resume ends. Each interruption takes back the part of the resume not yet run: after
-    400,000 events (6,423 simulated hours) their progress stood at -11 h and -1,344 h. With the default
-    thresholds the same jobs end in 34 events; here they are still going after 20,000."""
+    other before its resume ends. Charged a whole resume at each cut, their progress fell without end (after
+    400,000 events -11 h and -1,344 h); charged the part run, a cut resume costs time but takes back no
+    training. Every eval then falls when the job's service less its resume time reaches its grid point, and
+    the episode ends, on both paths alike."""
     w = generate(WorkloadConfig(calibration="realistic", jobs=3, gpus=24, cluster=ClusterSpec.flat(24), seed=9,
                                 evals_per_job=4))
-    python_outcome(w, Tiresias(thresholds_gpu_h=(0.05, 0.5), promote_knob=0.5), max_events=20_000)
+    grid = w.checkpoint_ticks()
+    sim, policy = Simulator(w), Tiresias(thresholds_gpu_h=(0.05, 0.5), promote_knob=0.5)
+    advance, preempt, trained, resumes = sim.advance, sim.preempt, [], [0, 0, 0]
+
+    def watched():   # each eval: (job, eval index, service less resume time, ticks)
+        assert sim.events < 20_000, "no end in sight"   # a failure, not a hang
+        kind = advance()
+        if kind == EVAL:
+            v = sim.decision_job
+            trained.append((v.job_id, len(v.eval_scores) - 1, v.attained_ticks - v.restore_ticks))
+        return kind
+
+    def counted(j):   # every job ends, so each preemption is followed by a resume
+        resumes[j] += 1
+        preempt(j)
+
+    sim.advance, sim.preempt = watched, counted
+    ref = drive(sim, policy)
+    assert not ref.stopped.any() and all(t == grid[j, i] for j, i, t in trained)
+    assert len(trained) == 3 * 3   # every non-final eval of every job
+    whole = to_ticks(w.restart_h) * resumes
+    for j, v in enumerate(sim.views):   # the completion: trained exactly the job's length
+        assert ref.service_ticks[j] - v.restore_ticks == grid[j, -1]
+    cut = [v.restore_ticks < whole[j] for j, v in enumerate(sim.views)]
+    assert cut[1] and cut[2], (resumes, whole)   # the two jobs left did cut resumes short
+    assert_same(ref, fast_outcome(w, policy))
+
+
+@pytest.mark.parametrize("cluster", [two_types(3, 8, "spread"), uniform(3, 8, "spread", {"rlhf": 0.5})],
+                         ids=["two-types", "spread-penalty"])
+def test_resumes_cut_short_at_a_rate_play_the_same_compiled(cluster):
+    """On nodes a cut resume is charged the work done at the job's rate (``ticks * num // den``): the kernel
+    charges the same. Tiresias with low thresholds cuts resumes of jobs running below full speed."""
+    w = generate(WorkloadConfig(calibration="realistic", jobs=20, gpus=24, cluster=cluster, seed=0, load=2.0))
+    sim, policy = Simulator(w), Tiresias(thresholds_gpu_h=(0.05, 0.5), promote_knob=0.5)
+    preempt, cuts = sim.preempt, []
+
+    def counted(j):   # the simulator's own record of the run (private): inside its resume, at a rate other than 1
+        cuts.append(sim.cluster.now_ticks < sim.views[j]._restore_until and sim._rate[j] is not None)
+        preempt(j)
+
+    sim.preempt = counted
+    ref = drive(sim, policy)
+    assert sum(cuts) > 10, sum(cuts)
+    assert_same(ref, fast_outcome(w, policy))
 
 
 # -- where the path is taken ---------------------------------------------------------------------------------

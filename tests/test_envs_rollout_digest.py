@@ -7,8 +7,10 @@ by bytes, floats by their bits, the end-of-episode metrics included). The expect
 running this same file's :func:`rollout_digest` on the code before the speed-up of StopControl-v0's step,
 commit bdbbbfe (``git archive bdbbbfe | tar x -C /tmp/before``, then ``PYTHONPATH=/tmp/before python3
 tests/test_envs_rollout_digest.py``, which prints the table below); they are not this code's own output
-pasted back. Any change to an observation, a reward, a flag, an ``info`` value or a metric
-changes a digest.
+pasted back. The realistic case was recorded again on that same commit with one change, the simulator's rule
+that a resume cut short by a preemption is charged only the part it ran (``evalstop_gym/simulator.py``'s diff
+applied with ``patch``): its episodes preempt jobs mid-resume. Any change to an observation, a reward, a flag,
+an ``info`` value or a metric changes a digest.
 """
 
 import hashlib
@@ -40,7 +42,7 @@ CASES = {
 # recorded on the code before the speed-up (module docstring)
 EXPECTED = {
     'stop default': '53a72d37f166923bb8b7bd77dfe703d38484d7f178a31b0a1143f933d46cac2c',
-    'stop jobs=40 realistic': '324e01b31103d6282fbfd2590854202331f54b2959f07db4cde7fd743c3127bf',
+    'stop jobs=40 realistic': '6fc9ebad5b3e84d8b9d0231e8ba55f792e35982e8c92f5d71ad30f9d6cd3420d',
     'stop nodes8': '9d42f3d220348cabf4a54154e29167b06b461732064e665c20b0de29404738e6',
     'stop hidden terms': '5534cc37d32c4f5d4ff7065c81bc2aabc900c8db98cdaba3286b7872985647e4',
     'stop detect only': 'e80252dee0f14baf135a4f8b18857ef6a0b7df8e3a29bfff6b7793bc759c43cb',

@@ -13,7 +13,9 @@ from evalstop_gym.baselines import make_policy
 from evalstop_gym import WorkloadConfig, generate, run_policy, simulate
 from evalstop_gym.config import CALIBRATIONS, JOB_TYPES, ConfigError, CurveModel, WorldModel
 from evalstop_gym.policy import drive
-from evalstop_gym.simulator import EVAL, SCHEDULE, Simulator
+from evalstop_gym.cluster import ClusterSpec
+from evalstop_gym.simulator import DONE, EVAL, SCHEDULE, Simulator
+from evalstop_gym.timebase import TICKS_PER_HOUR
 from evalstop_gym.workload import workload_from_jobs
 
 # The realistic world with the label-first curves it shipped with before its curves came from latent
@@ -182,6 +184,65 @@ def test_a_resume_costs_its_restart_time_on_the_jobs_gpus():
     sim.advance()
     out = sim.outcome()
     assert out.finish_h[0] == pytest.approx(1.35, abs=1e-9) and out.service_h[0] == pytest.approx(1.1, abs=1e-9)
+
+
+def play(w, script):
+    """Drive ``w`` by hand: at each ``(time h, [(action, job), ...])`` of ``script`` do the actions, in order;
+    after the last, start any waiting job that fits (in job order) at each scheduling point. Return the
+    finished simulator."""
+    sim, todo = Simulator(w), list(script)
+    kind = sim.advance()
+    while kind != DONE:
+        if kind == SCHEDULE:
+            now = sim.cluster.now_h
+            if todo and todo[0][0] == now:
+                for act, j in todo.pop(0)[1]:
+                    getattr(sim, act)(j)
+            if todo:
+                sim.request_wakeup(todo[0][0])
+            else:
+                for j in sorted(sim.cluster.waiting):
+                    if sim.views[j].gpus <= sim.cluster.free_gpus:
+                        sim.start(j)
+        kind = sim.advance()
+    return sim
+
+
+def test_a_resume_cut_short_is_charged_only_the_part_it_ran():
+    # Two 1-GPU jobs of 1 h (evals at 0.5 h and 1 h of training) on 1 GPU, resumes of 0.25 h:
+    # 0      A starts.                         0.25   A is preempted (trained 0.25 h), B starts.
+    # 0.5    B is preempted (trained 0.25 h); A resumes (its resume would end at 0.75).
+    # 0.625  A is preempted 0.125 h into its resume: charged 0.125 h, it has still trained 0.25 h; B resumes.
+    # 0.875  B's resume is over; its evals at 0.875 + 0.25 = 1.125 and 1.625 (completion).
+    # 1.625  A resumes: 1.875 its resume is over, 0.75 h left to train: completion at 2.625 (service 1.375 h:
+    #        1 h of training, 0.125 + 0.25 h of resumes; B's 1.25 h: 1 h of training, 0.25 h of resume).
+    # Charged the whole 0.25 h at the cut, A would have 0.125 h of training left from it and end at 2.75.
+    jobs = [dict(submit_h=0.0, gpus=1, length_h=1.0), dict(submit_h=0.0, gpus=1, length_h=1.0)]
+    w = dataclasses.replace(workload_from_jobs(jobs, total_gpus=1, evals_per_job=2), restart_h=np.full(2, 0.25))
+    sim = play(w, [(0.0, [("start", 0)]), (0.25, [("preempt", 0), ("start", 1)]),
+                   (0.5, [("preempt", 1), ("start", 0)]), (0.625, [("preempt", 0), ("start", 1)])])
+    out = sim.outcome()
+    assert out.finish_h.tolist() == [2.625, 1.625]
+    assert out.service_h.tolist() == [1.375, 1.25] and out.preemptions == 3
+    assert [sim.views[j].restore_ticks / TICKS_PER_HOUR for j in range(2)] == [0.375, 0.25]
+
+
+def test_on_a_slower_gpu_a_cut_resume_is_charged_the_work_it_did():
+    # One 1-GPU job of 1 h of work (evals at 0.5 and 1 h) on a GPU running it at half speed; a resume costs
+    # 0.25 h of work, 0.5 h on this GPU:
+    # 0     starts.                     0.5   preempted (0.25 h of work done).
+    # 1.0   resumes (until 1.5).        1.25  preempted halfway: charged 0.125 h of work, 0.25 h trained.
+    # 1.5   resumes: 2.0 its resume is over; 0.25 h of work to the first eval: 2.5; 0.5 more: 3.5.
+    # Charged the whole resume at the cut it would have trained 0.125 h: first eval 2.75, completion 3.75.
+    slow = ClusterSpec(nodes=1, gpus_per_node=1, node_types=("old",), throughput=(("old", (("rlhf", 0.5),)),))
+    w = workload_from_jobs([dict(submit_h=0.0, gpus=1, length_h=1.0)], total_gpus=1, evals_per_job=2, cluster=slow)
+    w = dataclasses.replace(w, restart_h=np.array([0.25]))
+    sim = play(w, [(0.0, [("start", 0)]), (0.5, [("preempt", 0)]), (1.0, [("start", 0)]), (1.25, [("preempt", 0)]),
+                   (1.5, [("start", 0)])])
+    out = sim.outcome()
+    assert out.finish_h.tolist() == [3.5]
+    assert out.service_h.tolist() == [2.75]   # 1 h of work at half speed, and 0.25 + 0.5 h resuming
+    assert sim.views[0].restore_ticks / TICKS_PER_HOUR == 0.75
 
 
 def test_checkpoints_follow_the_jittered_grid_without_preemption():

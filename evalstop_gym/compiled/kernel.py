@@ -1063,6 +1063,15 @@ def _close_restore(j, now, run_since, r_ticks, r_until):
 
 
 @njit(cache=True)
+def _cut_resume(j, now, run_since, rnum, rden, restart, overhead, r_ticks, r_until):
+    """Simulator._cut_resume at a preemption: a run cut short inside its resume is charged only the part it ran
+    (work at its rate; the rate is 1 off nodes, and on nodes _settle has checked the product)."""
+    if now < r_until[j]:
+        overhead[j] -= restart[j] - (now - run_since[j]) * rnum[j] // rden[j]
+    _close_restore(j, now, run_since, r_ticks, r_until)
+
+
+@njit(cache=True)
 def _t_push_demotion(dh, tc, tj, limits, j, q, now, since, trained, gpus, service, run_since, status, qseq, r_ticks,
                      r_until, row):
     """Tiresias._push_demotion (``since`` -1: a first check)."""
@@ -1625,7 +1634,7 @@ def episode(submit, est, gpus, grid, restart, obs, proxy, loss, peak, rlhf, item
                             preemptions, now, spread_ticks, type_ticks, frag
                     _use(st_free, st_counts, st_tot, REAL, j, pl_off, pl_n, pl_c, pl_m, 1)
                 if r_until[j]:
-                    _close_restore(j, now, run_since, r_ticks, r_until)
+                    _cut_resume(j, now, run_since, rnum, rden, restart, overhead, r_ticks, r_until)
                 if tiresias:
                     changed[tc[TC_CHANGED]] = j
                     tc[TC_CHANGED] += 1
