@@ -355,10 +355,10 @@ def collapse_share(fits, penalised: np.ndarray, collapsed: np.ndarray) -> float 
 
 
 def floor_drift(fits) -> float | None:
-    """The share of its drift a collapsed run keeps at its floor (:attr:`LatentModel.collapse_drift`): the robust sd
-    (MAD) of the cliff runs' gold steps at their floor (:attr:`RunFit.floor_steps`) over that of the drift steps of
-    the runs other than DPO (their gold residuals' steps), within [0, 1]; None under :data:`MIN_TASK_RUNS` runs at a
-    floor."""
+    """The share of its drift a collapsed run keeps at its floor (:attr:`LatentModel.collapse_drift`): the median
+    absolute size of the cliff runs' gold steps at their floor (:attr:`RunFit.floor_steps`) over that of the drift
+    steps of the runs other than DPO (their gold residuals' steps), within [0, 1]; None under :data:`MIN_TASK_RUNS`
+    runs at a floor."""
     rest = [f for f in fits if f.job_type != "dpo"]
     at_floor = [f.floor_steps for f in rest if f.floor_steps.size]
     if len(at_floor) < MIN_TASK_RUNS:
@@ -420,7 +420,7 @@ def log_noise_spread(fits, floorless: bool = False) -> float | None:
     that (a run held at its floor logs hardly any)."""
     logs = []
     if floorless:
-        fits = [f for f in fits if not math.isfinite(f.floor)]
+        fits = without_floor(fits)
     for dpo in (False, True):
         group = np.log([max(f.gold_noise, NOISE_FLOOR) for f in fits if (f.job_type == "dpo") == dpo])
         if group.size:
@@ -456,13 +456,18 @@ def drift_by_type(fits, ref_evals: int) -> tuple[float | None, float, float | No
     return sd, lag, drift_moments(dpo, ref_evals)[0] if dpo else None
 
 
+def without_floor(fits) -> list:
+    """The runs of ``fits`` whose gold met no floor."""
+    return [f for f in fits if not math.isfinite(f.floor)]
+
+
 def median_noise(fits, dpo: bool, floorless: bool = False) -> float | None:
     """Median gold noise (:attr:`RunFit.gold_noise`) of the DPO runs (``dpo``) or of the others (all if none);
     ``floorless``: of those whose gold met no floor only (where a collapsed run's floor has a drift of its own,
     :attr:`LatentModel.collapse_drift`, the drift is what the other runs show)."""
     chosen = [f for f in fits if (f.job_type == "dpo") == dpo] or ([] if dpo else list(fits))
     if floorless:
-        chosen = [f for f in chosen if not math.isfinite(f.floor)] or chosen
+        chosen = without_floor(chosen) or chosen
     return float(np.median([f.gold_noise for f in chosen])) if chosen else None
 
 

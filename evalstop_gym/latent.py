@@ -186,6 +186,7 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
                     rng.uniform(*model.peak_gain_robust, size=n))
     base = rng.uniform(*model.base, size=n)
     gold = gold_of_d(d, base, gain, d_star)
+    collapsed = np.zeros(d.shape, dtype=bool)
     if model.gold_floor is not None:   # drawn only then: a world without a floor keeps every later draw
         low = at_quantile(model.gold_floor, rng.random(n) if task is None else task)   # the task's floor
         gold = np.maximum(gold, low[:, None])

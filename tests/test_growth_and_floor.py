@@ -76,6 +76,14 @@ def test_a_collapsed_run_keeps_its_share_of_the_drift_at_its_floor():
         assert sd == pytest.approx(0.01 * (1.0 if share is None else share), rel=0.06)
 
 
+def test_collapse_drift_without_a_collapse_leaves_every_run_as_it_was():
+    # a model built in code skips validate(): collapse_drift with no collapse_share has no collapsed run to act on
+    plain = dataclasses.replace(CLIFF, collapse_share=None, collapse_drift=None)
+    curves, hacking, _ = curves_of(plain, n=200, evals=12)
+    again, hacking2, _ = curves_of(dataclasses.replace(plain, collapse_drift=0.25), n=200, evals=12)
+    assert np.array_equal(curves.gold, again.gold) and np.array_equal(hacking, hacking2)
+
+
 def test_a_dpo_run_never_collapses():
     # a gain of 0.02: at the ceiling Gao's form keeps gold at 0.4109-0.4610 (tests/test_task_latent.py), far above
     # the floor a collapsed RL run falls to
