@@ -69,6 +69,7 @@ MIN_RUNS = 3         # runs with KL and gold needed to fit anything
 RISE_SHARE = 0.9
 REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
 MIN_SAMPLE = 60      # runs per job type sampled to debias: medians of 60 runs are within about 5%
+SHARE_SAMPLE = 200   # DPO runs per arm sampled to solve DPO's exploitable share (solve_dpo_share): sd about 0.03
 DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorrelation
 REVERSION_GRID = np.linspace(0.0, 1.0, 3)   # drift reversions tried when matching the logged runs' own
 MIN_TASK_RUNS = 5     # runs with a floor and an exploitable proxy needed to fit the task latent's loadings
@@ -324,15 +325,20 @@ def kl_regimes(fits) -> tuple[np.ndarray, np.ndarray]:
     return ~collapsed & ~grows_past, collapsed
 
 
-def exploitable_share(fits, d_star_exploitable: tuple[float, float] | None) -> float:
-    """Share of ``fits`` with an exploitable proxy among those whose largest ``d`` passes :data:`REACH` times
-    the geometric middle of ``d_star_exploitable``: a run held below that by its penalty cannot show its
-    gold's optimum, so its robust fit says nothing of its proxy (all runs where fewer than 2 reach it)."""
-    if not fits:
-        return math.nan
+def told_runs(fits, d_star_exploitable: tuple[float, float] | None) -> list:
+    """The ``fits`` whose largest ``d`` passes :data:`REACH` times the geometric middle of ``d_star_exploitable``:
+    a run held below that by its penalty cannot show its gold's optimum, so its robust fit says nothing of its
+    proxy (all of ``fits`` where fewer than 2 reach it)."""
     told = [f for f in fits if d_star_exploitable is not None
             and f.d_max >= REACH * math.sqrt(d_star_exploitable[0] * d_star_exploitable[1])]
-    return float(np.mean([f.exploitable for f in (told if len(told) >= 2 else fits)]))
+    return told if len(told) >= 2 else list(fits)
+
+
+def exploitable_share(fits, d_star_exploitable: tuple[float, float] | None) -> float:
+    """Share of ``fits`` with an exploitable proxy among those that tell (:func:`told_runs`)."""
+    if not fits:
+        return math.nan
+    return float(np.mean([f.exploitable for f in told_runs(fits, d_star_exploitable)]))
 
 
 def reversion_of(fits) -> float | None:
@@ -430,6 +436,39 @@ def log_noise_spread(fits, floorless: bool = False) -> float | None:
         return None
     q25, q75 = np.quantile(v, [0.25, 0.75])
     return float((q75 - q25) / IQR_TO_SD)
+
+
+def solve_dpo_share(cal, fits, ref_evals: int, seed: int = FIT_SEED):
+    """``cal`` with the DPO exploitable share (:attr:`LatentModel.dpo_exploitable`) whose runs, fitted and classified
+    as the logged ones are (:func:`exploitable_share`), give the logged runs' share: one step of indirect inference.
+    The per-run fit calls a robust DPO run exploitable when a lagged optimum inside its range explains its plateau as
+    well as a far one, so the logged share overstates the world's.
+
+    Two samples of :data:`SHARE_SAMPLE` DPO runs, one with every proxy exploitable and one with none: a run of the
+    world at share ``s`` is exploitable with probability ``s`` whatever its other draws, so the told runs'
+    classified share is ``(s a + (1 - s) c) / (s b + (1 - s) d)``, with ``a``, ``c`` the shares of the two
+    samples' runs fitted, told and classified exploitable and ``b``, ``d`` the shares fitted and told. Solved for
+    the logged share, within [0, 1] (an end where even it misses). Unchanged without DPO runs or a told sampled run."""
+    dpo = [f for f in fits if f.job_type == "dpo"]
+    if not dpo:
+        return cal
+    d_expl = cal.curves.d_star_exploitable
+    want = exploitable_share(dpo, d_expl)
+    evals = int(np.median([f.evals for f in fits]))
+    arms = []
+    for share in (1.0, 0.0):
+        arm = dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, dpo_exploitable=share))
+        sample = sample_runs(at_evals(arm, evals, ref_evals), {"dpo": SHARE_SAMPLE}, evals, seed)
+        refits = [f for f in (fit_run(r) for r in sample.values()) if f is not None]
+        told = {id(f) for f in told_runs(refits, d_expl)} if refits else set()
+        # per run sampled, not per run fitted: the two arms lose different shares to runs the fit refuses
+        arms.append((sum(f.exploitable for f in refits if id(f) in told) / len(sample), len(told) / len(sample)))
+    (a, b), (c, d) = arms
+    if b + d == 0:
+        return cal
+    at0, at1 = c - want * d, a - want * b   # (classified - want x told) at s = 0 and 1: it rises with s
+    s = 1.0 if at1 <= 0 else 0.0 if at0 >= 0 else at0 / (at0 - at1)
+    return dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, dpo_exploitable=round(s, 4)))
 
 
 def solve_drift_spread(cal, fits, share: float, ref_evals: int, seed: int = FIT_SEED):
@@ -688,6 +727,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
     if cal.curves.task_loadings is None:
         notes.append(f"curves.task_loadings: off (fewer than {MIN_TASK_RUNS} runs of a type other than DPO fell to "
                      "a floor with an exploitable proxy)")
+    cal = solve_dpo_share(cal, fits, ref_evals)
     if steps and curves.drift > 0:
         cal = solve_reversion(cal, fits, rev, share, ref_evals)
         cal = solve_drift_spread(cal, fits, share, ref_evals)

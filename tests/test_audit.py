@@ -16,6 +16,10 @@ from evalstop_gym.data import TRL_LIBRARY, TRL_LIBRARY_VARIED, trl_library
 LEAK_CEILING = 0.80       # best early AUC a synthetic world may show, whatever the real runs show
 LIBRARY_MARGIN = 0.05     # ... and at most this much above the real TRL library's (issue 25)
 SEEDS = range(700, 716)   # audit seeds: the package tunes nothing on 700-739
+# the pre-peak figure on all of them: a world's runs that have not peaked by eval 2 hold few hacking runs, and an
+# AUC over 11 of them (grounded's DPO runs on 700-715) has a standard error of about 0.08 (0.727 there, 0.648 on
+# 716-739 with 14); on 700-739 every row has 25 or more, or none
+PRE_PEAK_SEEDS = range(700, 740)
 
 
 # the real runs a world is held to: the library it is fitted to (a world file's provenance.source), the shipped
@@ -121,7 +125,7 @@ def test_no_world_reads_the_label_before_the_peak_better_than_real_runs(calibrat
     # the leak figure: readability among runs that have not peaked yet, against the same figure of real runs
     library = au.best_pre_peak_auc(library_rows(reference(calibration)))
     assert np.isfinite(library), au.table(library_rows(reference(calibration)))
-    rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), SEEDS), classifier=False)
+    rows = au.audit(au.world_runs(WorkloadConfig(calibration=calibration), PRE_PEAK_SEEDS), classifier=False)
     assert au.best_pre_peak_auc(rows) <= min(LEAK_CEILING, library + LIBRARY_MARGIN), (library, au.table(rows))
 
 

