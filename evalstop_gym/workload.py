@@ -208,7 +208,9 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
     Curves come from latent causes (a :class:`LatentModel`, every named calibration; the label
     emerges from gold), drawn from a stream seeded with ``(seed, 2)``, or from ``rng`` for the
     label-first :class:`CurveModel` family (the label drawn, then a curve per class). The world's eval sizes, costs and speed, and the label-first
-    ``realistic`` form's curves, come from a second stream seeded with ``(seed, 1)``. Returns
+    ``realistic`` form's curves, come from a second stream seeded with ``(seed, 1)``, and a latent world's binomial
+    eval errors from a third, ``(seed, 3)``, so a latent world's curve parameters move nothing but its curves and
+    their scores (the jobs, their speeds and costs stay draw for draw). Returns
     :class:`Workload` keyword arguments (``length_h`` is the true length: the nominal one
     stretched by stragglers and jitter, plus eval time).
     """
@@ -240,7 +242,10 @@ def hidden_truth(cfg: WorkloadConfig, rng: np.random.Generator, job_type: np.nda
         if isinstance(model, LatentModel):
             from .latent import binomial_z
 
-            out.update(curves=dataclasses.replace(curves, eval_z=binomial_z(extra, curves.gold, items)))
+            # their own stream: a binomial draw takes as many of a stream's numbers as its p asks for, so drawn from
+            # ``extra`` they would move every later draw (speeds, eval and restart costs) with the curves
+            out.update(curves=dataclasses.replace(
+                curves, eval_z=binomial_z(np.random.default_rng([cfg.seed, 3]), curves.gold, items)))
     else:
         items = np.zeros(n, dtype=np.int64)
     # speed: segment i takes length / E * straggler * jitter_i, then its eval

@@ -9,7 +9,9 @@ commit bdbbbfe (``git archive bdbbbfe | tar x -C /tmp/before``, then ``PYTHONPAT
 tests/test_envs_rollout_digest.py``, which prints the table below); they are not this code's own output
 pasted back. The realistic case was recorded again on that same commit with one change, the simulator's rule
 that a resume cut short by a preemption is charged only the part it ran (``evalstop_gym/simulator.py``'s diff
-applied with ``patch``): its episodes preempt jobs mid-resume. Any change to an observation, a reward, a flag,
+applied with ``patch``): its episodes preempt jobs mid-resume; and again with a second one, a latent world's
+binomial eval errors drawn from their own stream (``evalstop_gym/workload.py``'s diff), which moves the jobs'
+speeds and costs the old shared stream drew after them. Any change to an observation, a reward, a flag,
 an ``info`` value or a metric changes a digest.
 """
 
@@ -42,7 +44,7 @@ CASES = {
 # recorded on the code before the speed-up (module docstring)
 EXPECTED = {
     'stop default': '53a72d37f166923bb8b7bd77dfe703d38484d7f178a31b0a1143f933d46cac2c',
-    'stop jobs=40 realistic': '6fc9ebad5b3e84d8b9d0231e8ba55f792e35982e8c92f5d71ad30f9d6cd3420d',
+    'stop jobs=40 realistic': '9c1ec721dc8108d0d0485f6ff56bbebe0992b104c39d39b44c1c4abaa29afdc4',
     'stop nodes8': '9d42f3d220348cabf4a54154e29167b06b461732064e665c20b0de29404738e6',
     'stop hidden terms': '5534cc37d32c4f5d4ff7065c81bc2aabc900c8db98cdaba3286b7872985647e4',
     'stop detect only': 'e80252dee0f14baf135a4f8b18857ef6a0b7df8e3a29bfff6b7793bc759c43cb',

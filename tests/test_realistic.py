@@ -370,3 +370,17 @@ def test_healthy_kl_growth_changes_only_the_proxy_of_healthy_rlhf_runs():
     late = slice(5, 10)
     assert np.mean(np.diff(calm.curves.proxy[changed][:, late], axis=1)) < 0.02
     assert np.mean(np.diff(drifting.curves.proxy[changed][:, late], axis=1)) > 0.05
+
+
+@pytest.mark.parametrize("calibration", ["realistic", "grounded"])
+def test_a_world_s_curve_knobs_move_its_curves_and_nothing_of_its_jobs(calibration):
+    # a binomial eval error takes as many of its stream's numbers as its p asks for: drawn from the stream of the
+    # jobs' speeds and costs, a curve knob would change every job's true length, eval and restart cost (E10's
+    # perturbed worlds and the no-exploit world would run other jobs than the world they perturb)
+    cfg = WorkloadConfig(calibration=calibration, seed=3)
+    base = generate(cfg)
+    for knob in ({"dpo_exploitable": 0.2}, {"drift": 2 * cfg.curves.drift}, {"base": (0.3, 0.4)}):
+        other = generate(dataclasses.replace(cfg, curves=dataclasses.replace(cfg.curves, **knob)))
+        for field in ("submit_h", "gpus", "length_h", "restart_h", "eval_h", "ckpt_service_h", "eval_items"):
+            assert np.array_equal(getattr(base, field), getattr(other, field)), (knob, field)
+        assert not np.array_equal(base.curves.gold, other.curves.gold), knob
