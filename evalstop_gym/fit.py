@@ -459,10 +459,9 @@ def solve_dpo_share(cal, fits, ref_evals: int, seed: int = FIT_SEED):
     for share in (1.0, 0.0):
         arm = dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, dpo_exploitable=share))
         sample = sample_runs(at_evals(arm, evals, ref_evals), {"dpo": SHARE_SAMPLE}, evals, seed)
-        refits = [f for f in (fit_run(r) for r in sample.values()) if f is not None]
-        told = {id(f) for f in told_runs(refits, d_expl)} if refits else set()
+        told = told_runs([f for f in (fit_run(r) for r in sample.values()) if f is not None], d_expl)
         # per run sampled, not per run fitted: the two arms lose different shares to runs the fit refuses
-        arms.append((sum(f.exploitable for f in refits if id(f) in told) / len(sample), len(told) / len(sample)))
+        arms.append((sum(f.exploitable for f in told) / len(sample), len(told) / len(sample)))
     (a, b), (c, d) = arms
     if b + d == 0:
         return cal
