@@ -105,3 +105,22 @@ def test_calibrate_prints_the_report_and_draws_it(tmp_path, capsys):
     assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.yaml"), "--seed",
                  str(fit.FIT_SEED)]) == 2
     assert "held out" in capsys.readouterr().err
+
+
+def test_the_report_holds_the_world_to_every_run_the_fit_refuses_too(tmp_path, capsys):
+    # a run that falls to its floor by the first eval leaves fewer than 3 of its points off the floor: the per-run
+    # fit refuses it, but it is still one of the runs the world must look like
+    runs = fit.sample_runs(CALIBRATIONS["realistic"], {"dpo": 15, "rlhf": 15}, 10, 5, 0.6)
+    gold = np.r_[0.6, 0.3, np.full(9, 0.24)]
+    kl = np.r_[0.0, 6.0, np.full(9, 9.0)]
+    proxy = np.r_[np.nan, np.linspace(0.5, 1.5, 10)]
+    cliff = LoggedRun("rlhf-cliff", np.arange(11) * 8.0, gold, np.full(11, np.nan), proxy, {"gold": gold, "kl": kl})
+    assert fit.skip_reason(cliff) is None and fit.fit_run(cliff) is None
+    runs["rlhf-cliff"] = cliff
+    log = tmp_path / "runs.csv"
+    write_curve_log(log, fit.log_rows(runs))
+    assert main(["calibrate", "--curves", str(log), "--out", str(tmp_path / "w.yaml"), "--samples", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "Fitted 30 of 31 runs" in out
+    # 15 sampled RLHF runs and the cliff; its peak is the start, so every row of the type counts 16 runs
+    assert "| RLHF | peak index |" in out and out.count("| 16 / 30 |") >= 4, out
