@@ -174,3 +174,21 @@ def test_the_multi_tenant_env_credits_stops_as_the_gym_envs_do():
         assert abs(fresh.sum() - best.sum()) > 0.1   # the credit is not the best observed score
         errs += list(fresh - w.curves.gold[stopped, d[stopped]])
     assert abs(np.mean(errs)) < 4 * 0.05 / math.sqrt(len(errs))
+
+
+@pytest.mark.parametrize("calibration", sorted(CALIBRATIONS))
+def test_the_credit_stream_is_none_of_the_workload_s(calibration, monkeypatch):
+    """The credit's draws come from a stream no workload draws from: a shared stream hands the credit numbers
+    that also decide the curves (which runs' proxies are exploitable), so its errors would go with the label."""
+    from evalstop_gym.envs.base import CREDIT_STREAM
+
+    seen, real = [], np.random.default_rng
+
+    def spy(seed=None):
+        seen.append(tuple(np.atleast_1d(seed).tolist()) if seed is not None else None)
+        return real(seed)
+
+    monkeypatch.setattr(np.random, "default_rng", spy)
+    generate(WorkloadConfig(jobs=20, seed=11, calibration=calibration))
+    assert (11, 2) in seen   # the spy sees the workload's streams (every named world is latent)
+    assert (11, CREDIT_STREAM) not in seen, seen

@@ -52,8 +52,9 @@ DEFAULT_REWARD_WEIGHTS = {"jct_h": -1.0, "waste_gpu_h": 0.0, "quality": 100.0, "
 TERMS = ("jct_h", "waste_gpu_h", "quality", "preempt_gpu_h", "queue_h", "stops",
          *HIDDEN_TERMS)  # accumulated terms; "invalid" is per step
 # the stream of the fresh eval draws that credit stopped jobs: (episode seed, CREDIT_STREAM); the workload
-# generator uses (seed) and (seed, 1), so these draws are independent of every score the agent saw
-CREDIT_STREAM = 2
+# generator uses (seed), (seed, 1), (seed, 2) for a latent world's curves and (seed, 3) for its binomial eval
+# errors, so these draws are independent of every score the agent saw and of the hidden label
+CREDIT_STREAM = 4
 # a step's info["reward_terms"] with no hidden-truth term weighted and every term 0 (copied, then filled in)
 _PUBLIC_PARTS = dict.fromkeys([k for k in TERMS if k not in HIDDEN_TERMS] + ["invalid"], 0.0)
 _hidden_weights = itemgetter(*HIDDEN_TERMS)  # the hidden-truth terms' weights from reward_weights
