@@ -11,7 +11,9 @@ pasted back. The realistic case was recorded again on that same commit with one 
 that a resume cut short by a preemption is charged only the part it ran (``evalstop_gym/simulator.py``'s diff
 applied with ``patch``): its episodes preempt jobs mid-resume; and again with a second one, a latent world's
 binomial eval errors drawn from their own stream (``evalstop_gym/workload.py``'s diff), which moves the jobs'
-speeds and costs the old shared stream drew after them. Any change to an observation, a reward, a flag,
+speeds and costs the old shared stream drew after them. Every case was then recorded again on that commit with
+those two changes and a third, the fresh-eval credit's own stream (``CREDIT_STREAM`` 2 -> 4 in
+``evalstop_gym/envs/base.py``): with the first two alone it gives back every digest recorded before. Any change to an observation, a reward, a flag,
 an ``info`` value or a metric changes a digest.
 """
 
@@ -43,17 +45,17 @@ CASES = {
 }
 # recorded on the code before the speed-up (module docstring)
 EXPECTED = {
-    'stop default': '53a72d37f166923bb8b7bd77dfe703d38484d7f178a31b0a1143f933d46cac2c',
-    'stop jobs=40 realistic': '9c1ec721dc8108d0d0485f6ff56bbebe0992b104c39d39b44c1c4abaa29afdc4',
-    'stop nodes8': '9d42f3d220348cabf4a54154e29167b06b461732064e665c20b0de29404738e6',
-    'stop hidden terms': '5534cc37d32c4f5d4ff7065c81bc2aabc900c8db98cdaba3286b7872985647e4',
-    'stop detect only': 'e80252dee0f14baf135a4f8b18857ef6a0b7df8e3a29bfff6b7793bc759c43cb',
-    'stop queue load, fifo': 'ad1b7cf90dbf3164258c30cc96cbbca60b4c6f116deaacd7a39a35f1c94ed61d',
-    'stop lean': '2e1891229ebf496a4fabe2bc1d072d65bfdd813fc2cd60a2bfdc6bb365380505',
-    'stop none, max_steps': '7c1bec008b4b46b8d09f755a97b2b6d9fc05303ff37f39d96887c7ce090fde4c',
-    'stop max_steps, full': 'f5ede325880d666876e24c25f1ca0309c24186ca71c56c9deaf6ae1d40068e6c',
-    'cluster default': 'b4c5ba34f4804888ba49924ddf37fbcd7b5cfa85e6822102eeeaf397f838ec2e',
-    'cluster lean, nodes8': 'e7a1009f1ade0c25d34b151e23d6bafe7e1932fa29d6e6a1f26f371a37d22caf',
+    'stop default': 'd100549d37a3d69d98c00ca836f7f8869c53d75c4b6495214c76d0b5bdc5c00c',
+    'stop jobs=40 realistic': 'e26d8b2b3898a18e83724208bc5e4b9056246bb056d21f6af23ba8d0c199ca6e',
+    'stop nodes8': '160161b4cac847857c3e7ed332653ca25233ca200ece945af955d5f24f3e4a98',
+    'stop hidden terms': 'a7aec3c4be7a396c37debda99f625e651fc60e0816dca22b458fa53de7c2fdb0',
+    'stop detect only': 'a56b56730c94d307b891478a204f9ab528ca0a689f2f7b645447ae7de0a9f6b6',
+    'stop queue load, fifo': 'aab6c6b012a4196073e67bd82bf10042ab2dc4857558667f483426e270e94918',
+    'stop lean': 'e463fa0737c37ef148b19e6df7f50afbeaa71481f258809bf3a6527e9b173251',
+    'stop none, max_steps': '1e3d1456a36211482ca19253003be451324c4f388453099dc1908041e651e21d',
+    'stop max_steps, full': '2c2a25eec2ad23fa80297e57ea6111c03d1a98b7ed7f3f3d98f614caa0a4090e',
+    'cluster default': 'aa09c993bebbc8be645bd9a01ad1ddc0ddf16d94dd79619db7c7d809c1e5f3c3',
+    'cluster lean, nodes8': 'a4a7b23758abd1c301487a072d1f7ec9094d0cf3abb9554ff4e87cdcddc96268',
 }
 
 
