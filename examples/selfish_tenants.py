@@ -13,7 +13,7 @@ tenants' JCT change against the all-cooperative scenario (paired, with the
 Wilcoxon p-value); the cluster's compute waste (GPU-hours past each job's true
 best checkpoint) and the hidden delivered quality of each group.
 
-    python examples/selfish_tenants.py               # 10 seeds, about a minute on 2 cores
+    python examples/selfish_tenants.py               # 10 seeds, about half a minute on 2 cores
     python examples/selfish_tenants.py --seeds 3     # a quick look
 
 Writes ``selfish_tenants.md``, ``.csv`` and ``.png`` to ``--out``
