@@ -180,21 +180,23 @@ def test_a_saved_stop_policy_answers_cluster_checkpoints_as_it_does_in_its_own_e
     recipe = Path(__file__).resolve().parents[1] / "evalstop_gym" / "agents" / "hyperparams" / "ppo-realistic.yml"
     train(STOP_CONTROL_ID, "ppo", out=tmp_path / "stop", timesteps=128, overrides=tiny, hyperparams=str(recipe),
           n_envs=1, progress=False, echo=lambda s: None)
-    # the trained weights, and the same network made to stop every job (action 1 dominates)
+    # the trained weights, and the same network made to stop every job (action 1 dominates) and to stop none: the
+    # two forced ones tell the decisions apart whatever a 128-step training happened to learn
     from stable_baselines3 import PPO
 
-    model = PPO.load(tmp_path / "stop" / "model.zip", device="cpu")
-    with th.no_grad():
-        model.policy.action_net.bias.copy_(th.tensor([0.0, 50.0]))
-    (tmp_path / "always").mkdir()
-    model.save(tmp_path / "always" / "model.zip")
-    (tmp_path / "always" / "config.json").write_text((tmp_path / "stop" / "config.json").read_text())
+    for name, bias in (("always", [0.0, 50.0]), ("never", [50.0, 0.0])):
+        model = PPO.load(tmp_path / "stop" / "model.zip", device="cpu")
+        with th.no_grad():
+            model.policy.action_net.bias.copy_(th.tensor(bias))
+        (tmp_path / name).mkdir()
+        model.save(tmp_path / name / "model.zip")
+        (tmp_path / name / "config.json").write_text((tmp_path / "stop" / "config.json").read_text())
     stopped = []
-    for path in (tmp_path / "stop", tmp_path / "always"):
+    for path in (tmp_path / "stop", tmp_path / "always", tmp_path / "never"):
         direct = LearnedPolicy.load(path).run(5, scheduler="srtf-est", jobs=30)
         env = make_env(CLUSTER_ID, {"slots": 30}, {"jobs": 30, "calibration": "realistic"},
                        [("HandCodedStops", {"stop_model": str(path)})])
         out = rollout(env, PolicyAgent(make_policy("srtf-est"), env), seed=5)
         assert out["metrics"] == direct
         stopped.append(direct["jobs_stopped"])
-    assert stopped[1] == 30 and stopped[0] < 30
+    assert stopped[1] == 30 and stopped[2] == 0
