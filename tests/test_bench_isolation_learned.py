@@ -176,4 +176,6 @@ def test_the_same_cheat_erases_the_labels_in_process_so_the_test_above_can_fail(
     cheat = _in_process(twin)
     evaluate._LOADED.clear()
     assert any(f != "nothing" for _, f in _findings(report))
-    assert honest["false_negatives"] > 0 and cheat["false_negatives"] == 0   # its misses no longer count
+    # the labels gone, the row has no hacking job left to catch or miss (honestly: its 3)
+    hacking = ("true_positives", "false_negatives")
+    assert sum(honest[k] for k in hacking) == 3 and sum(cheat[k] for k in hacking) == 0
