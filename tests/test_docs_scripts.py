@@ -1,0 +1,97 @@
+"""The scripts behind docs/mdp.md's and docs/multiagent.md's weight tables play what their docstrings say:
+a rule's summed reward terms are the simulator's own metrics of the same policy and seed, the return the
+script re-weights is the one the env paid, and bad flags end in one line."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalstop_gym import simulate
+from evalstop_gym.baselines import make_policy
+
+pytest.importorskip("pettingzoo")
+from evalstop_gym.multiagent.rules import EvalStopRule, never_stop  # noqa: E402
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+JOBS = 30
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, DOCS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def reward_weights():
+    return load("reward_weights")
+
+
+@pytest.fixture(scope="module")
+def tenant_weights():
+    return load("tenant_weights")
+
+
+@pytest.mark.parametrize("stopper", ["none", "evalstop"])
+def test_a_stop_control_episode_sums_to_the_simulators_metrics(reward_weights, stopper):
+    terms, metrics = reward_weights.episode(make_policy("fifo", stopper), "fifo", JOBS, seed=1)
+    direct = simulate("fifo", stopper, jobs=JOBS, seed=1)
+    assert terms["jct_h"] == pytest.approx(direct["avg_jct_h"], rel=1e-9)   # the jct_h term sums to mean JCT
+    assert metrics == direct
+
+
+def test_the_weight_100_column_is_the_return_the_env_paid(reward_weights):
+    import gymnasium as gym
+
+    from evalstop_gym.envs.adapter import STOP_CONTROL_ID, PolicyAgent
+
+    env = gym.make(STOP_CONTROL_ID, scheduler="fifo", jobs=JOBS)
+    agent = PolicyAgent(make_policy("fifo", "evalstop"), env)
+    obs, _ = env.reset(seed=2)
+    agent.reset()
+    paid, done = 0.0, False
+    while not done:
+        obs, r, done, _, _ = env.step(agent(obs))
+        paid += r
+    terms, _ = reward_weights.episode(make_policy("fifo", "evalstop"), "fifo", JOBS, seed=2)
+    assert reward_weights.reweighted(terms, 100.0) == pytest.approx(paid, rel=1e-9)
+    # weight 50 takes off half the quality credit and nothing else
+    assert reward_weights.reweighted(terms, 50.0) == pytest.approx(paid - 50.0 * terms["quality"], rel=1e-9)
+
+
+def test_stop_everything_stops_every_job(reward_weights):
+    _, metrics = reward_weights.episode(reward_weights.StopEverything(make_policy("fifo")), "fifo", JOBS, seed=1)
+    assert metrics["jobs_stopped"] == JOBS
+
+
+def test_gaps_by_hand(reward_weights):
+    # means 0.51 against 0.50: 2%; the episodes 1.02 against 1.00 (2%) and 0 against 0 (no gap)
+    assert reward_weights.gaps([1.02, 0.0], [1.0, 0.0]) == ("2.00%", "2.00%")
+    assert reward_weights.gaps([0.0, 0.0], [0.0, 0.0]) == ("-", "-")
+    assert reward_weights.gaps([0.1, 1.0], [0.0, 1.0])[1] == "inf%"
+
+
+@pytest.mark.parametrize("rule, stopper", [(never_stop, "none"), (EvalStopRule(2), "evalstop")])
+def test_a_tenants_episode_sums_to_the_simulators_metrics(tenant_weights, rule, stopper):
+    terms, total = tenant_weights.episode(rule, "srtf-est", JOBS, seed=3)
+    direct = simulate("srtf-est", stopper, jobs=JOBS, seed=3)
+    assert terms["jct_h"] == pytest.approx(direct["avg_jct_h"], rel=1e-9)
+    assert terms["gpu_h"] == pytest.approx(direct["gpu_hours"] / JOBS, rel=1e-9)
+    weights = {"jct_h": -1.0, "quality": 100.0, "gpu_h": -0.05}   # the page's default weights
+    assert total == pytest.approx(sum(w * terms[k] for k, w in weights.items()), rel=1e-9)
+
+
+@pytest.mark.parametrize("script, argv, says", [
+    ("reward_weights", ["--weights", "100,x"], "--weights='100,x' must be numbers"),
+    ("reward_weights", ["--seeds", "100-101"], "were tuned on seeds 100-110"),
+    ("tenant_weights", ["--seeds", "900000"], "are not test seeds"),
+])
+def test_bad_flags_end_in_one_line(request, monkeypatch, script, argv, says):
+    module = request.getfixturevalue(script)
+    monkeypatch.setattr(sys, "argv", [script, *argv])
+    with pytest.raises(SystemExit) as e:
+        module.main()
+    assert says in str(e.value) and "\n" not in str(e.value)
