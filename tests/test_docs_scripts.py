@@ -1,6 +1,7 @@
-"""The scripts behind docs/mdp.md's and docs/multiagent.md's weight tables play what their docstrings say:
-a rule's summed reward terms are the simulator's own metrics of the same policy and seed, the return the
-script re-weights is the one the env paid, and bad flags end in one line."""
+"""The scripts behind docs/mdp.md's and docs/multiagent.md's tables play what their docstrings say: a rule's
+summed reward terms are the simulator's own metrics of the same policy and seed, the return the script
+re-weights is the one the env paid, episode lengths count what the envs define as a step, and bad flags
+end in one line."""
 
 import importlib.util
 import sys
@@ -95,3 +96,28 @@ def test_bad_flags_end_in_one_line(request, monkeypatch, script, argv, says):
     with pytest.raises(SystemExit) as e:
         module.main()
     assert says in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def episode_lengths():
+    return load("episode_lengths")
+
+
+def test_stop_control_steps_once_per_checkpoint_but_the_last(episode_lengths):
+    from evalstop_gym.envs.adapter import STOP_CONTROL_ID
+
+    # no stopper: each of the 20 jobs reaches its 10 evals, the tenth being its completion (no decision)
+    run = episode_lengths.hand_coded(STOP_CONTROL_ID, "fifo", "none", 1, jobs=20)
+    assert run["steps"] == 20 * (10 - 1)
+
+
+def test_the_window_counts_and_the_random_agents(episode_lengths):
+    from evalstop_gym.envs.adapter import CLUSTER_ID
+
+    small = episode_lengths.hand_coded(CLUSTER_ID, "fifo", "none", 1, jobs=20, slots=2)
+    large = episode_lengths.hand_coded(CLUSTER_ID, "fifo", "none", 1, jobs=20, slots=20)
+    assert small["most_active"] == large["most_active"] > 2   # the window's size changes nothing simulated
+    assert small["shown"] <= 2 < large["shown"]
+    masked = episode_lengths.random_agent(1, 0, True, jobs=20)
+    unmasked = episode_lengths.random_agent(1, 0, False, jobs=20)
+    assert masked["invalid"] == 0 < unmasked["invalid"]
