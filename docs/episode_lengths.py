@@ -109,7 +109,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="0-0", help="test seeds A-B (default 0-0)")
     ap.add_argument("--jobs", type=int, default=200, help="jobs per episode (default 200, the default workload's)")
-    ap.add_argument("--slots", type=int, default=32, help="the window the policies must fit in (default 32, Cluster-v0's)")
+    ap.add_argument("--slots", type=int, default=32,
+                    help="the window the policies must fit in (default 32, Cluster-v0's)")
     ap.add_argument("--agent-seed", type=int, default=0, help="the random agents' draws (default 0)")
     args = ap.parse_args()
     try:

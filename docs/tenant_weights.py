@@ -58,7 +58,8 @@ def episode(rule, scheduler: str, jobs: int, seed: int) -> tuple[dict[str, float
 
 
 def report(scheduler: str, jobs: int, seeds: list[int]) -> None:
-    """Print the weights table over ``seeds`` and the `gpu_h` weight at which stopping everything ties never stopping."""
+    """Print the weights table over ``seeds`` and the `gpu_h` weight at which stopping everything ties never
+    stopping."""
     means = {}
     for name, rule in RULES:
         runs = [episode(rule, scheduler, jobs, s) for s in seeds]
@@ -74,8 +75,9 @@ def report(scheduler: str, jobs: int, seeds: list[int]) -> None:
         return sum(w * m[k] for k, w in DEFAULT_REWARD_WEIGHTS.items() if k != "gpu_h")
 
     saved = never["gpu_h"] - stop["gpu_h"]
+    tie = -(without_gpu_h(never) - without_gpu_h(stop)) / saved
     print(f"\nstopping every job at its first checkpoint saves {saved:.1f} GPU-hours per job against never "
-          f"stopping; the returns are equal at a gpu_h weight of {-(without_gpu_h(never) - without_gpu_h(stop)) / saved:.3f}")
+          f"stopping; the returns are equal at a gpu_h weight of {tie:.3f}")
 
 
 def main() -> None:

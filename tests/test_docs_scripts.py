@@ -1,22 +1,39 @@
 """The scripts behind docs/mdp.md's and docs/multiagent.md's tables play what their docstrings say: a rule's
 summed reward terms are the simulator's own metrics of the same policy and seed, the return the script
-re-weights is the one the env paid, episode lengths count what the envs define as a step, and bad flags
-end in one line."""
+re-weights is the one the env paid, episode lengths count what the envs define as a step, the credit-bias
+script credits a stop what the env credits it, and bad flags end in one line."""
 
 import importlib.util
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
-from evalstop_gym import simulate
+from evalstop_gym import WorkloadConfig, simulate
 from evalstop_gym.baselines import make_policy
-
-pytest.importorskip("pettingzoo")
-from evalstop_gym.multiagent.rules import EvalStopRule, never_stop  # noqa: E402
+from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID, PolicyAgent
+from evalstop_gym.policy import drive
+from evalstop_gym.simulator import Simulator
+from evalstop_gym.workload import generate
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 JOBS = 30
+
+
+def paid(policy, seed, **kwargs):
+    """The return a StopControl-v0 episode of ``policy`` paid, and its reward terms, each summed over its steps."""
+    env = gym.make(STOP_CONTROL_ID, jobs=JOBS, **kwargs)
+    agent = PolicyAgent(policy, env)
+    obs, _ = env.reset(seed=seed)
+    agent.reset()
+    total, terms, done = 0.0, {}, False
+    while not done:
+        obs, r, done, _, info = env.step(agent(obs))
+        total += r
+        for k, v in info["reward_terms"].items():
+            terms[k] = terms.get(k, 0.0) + v
+    return total, terms
 
 
 def load(name):
@@ -33,6 +50,7 @@ def reward_weights():
 
 @pytest.fixture(scope="module")
 def tenant_weights():
+    pytest.importorskip("pettingzoo")   # the multiagent extra
     return load("tenant_weights")
 
 
@@ -45,22 +63,11 @@ def test_a_stop_control_episode_sums_to_the_simulators_metrics(reward_weights, s
 
 
 def test_the_weight_100_column_is_the_return_the_env_paid(reward_weights):
-    import gymnasium as gym
-
-    from evalstop_gym.envs.adapter import STOP_CONTROL_ID, PolicyAgent
-
-    env = gym.make(STOP_CONTROL_ID, scheduler="fifo", jobs=JOBS)
-    agent = PolicyAgent(make_policy("fifo", "evalstop"), env)
-    obs, _ = env.reset(seed=2)
-    agent.reset()
-    paid, done = 0.0, False
-    while not done:
-        obs, r, done, _, _ = env.step(agent(obs))
-        paid += r
+    total, _ = paid(make_policy("fifo", "evalstop"), 2, scheduler="fifo")
     terms, _ = reward_weights.episode(make_policy("fifo", "evalstop"), "fifo", JOBS, seed=2)
-    assert reward_weights.reweighted(terms, 100.0) == pytest.approx(paid, rel=1e-9)
+    assert reward_weights.reweighted(terms, 100.0) == pytest.approx(total, rel=1e-9)
     # weight 50 takes off half the quality credit and nothing else
-    assert reward_weights.reweighted(terms, 50.0) == pytest.approx(paid - 50.0 * terms["quality"], rel=1e-9)
+    assert reward_weights.reweighted(terms, 50.0) == pytest.approx(total - 50.0 * terms["quality"], rel=1e-9)
 
 
 def test_stop_everything_stops_every_job(reward_weights):
@@ -75,8 +82,9 @@ def test_gaps_by_hand(reward_weights):
     assert reward_weights.gaps([0.1, 1.0], [0.0, 1.0])[1] == "inf%"
 
 
-@pytest.mark.parametrize("rule, stopper", [(never_stop, "none"), (EvalStopRule(2), "evalstop")])
-def test_a_tenants_episode_sums_to_the_simulators_metrics(tenant_weights, rule, stopper):
+@pytest.mark.parametrize("stopper", ["none", "evalstop"])
+def test_a_tenants_episode_sums_to_the_simulators_metrics(tenant_weights, stopper):
+    rule = tenant_weights.never_stop if stopper == "none" else tenant_weights.EvalStopRule(2)
     terms, total = tenant_weights.episode(rule, "srtf-est", JOBS, seed=3)
     direct = simulate("srtf-est", stopper, jobs=JOBS, seed=3)
     assert terms["jct_h"] == pytest.approx(direct["avg_jct_h"], rel=1e-9)
@@ -104,16 +112,12 @@ def episode_lengths():
 
 
 def test_stop_control_steps_once_per_checkpoint_but_the_last(episode_lengths):
-    from evalstop_gym.envs.adapter import STOP_CONTROL_ID
-
     # no stopper: each of the 20 jobs reaches its 10 evals, the tenth being its completion (no decision)
     run = episode_lengths.hand_coded(STOP_CONTROL_ID, "fifo", "none", 1, jobs=20)
     assert run["steps"] == 20 * (10 - 1)
 
 
 def test_the_window_counts_and_the_random_agents(episode_lengths):
-    from evalstop_gym.envs.adapter import CLUSTER_ID
-
     small = episode_lengths.hand_coded(CLUSTER_ID, "fifo", "none", 1, jobs=20, slots=2)
     large = episode_lengths.hand_coded(CLUSTER_ID, "fifo", "none", 1, jobs=20, slots=20)
     assert small["most_active"] == large["most_active"] > 2   # the window's size changes nothing simulated
@@ -121,3 +125,19 @@ def test_the_window_counts_and_the_random_agents(episode_lengths):
     masked = episode_lengths.random_agent(1, 0, True, jobs=20)
     unmasked = episode_lengths.random_agent(1, 0, False, jobs=20)
     assert masked["invalid"] == 0 < unmasked["invalid"]
+
+
+def test_the_credit_bias_script_credits_what_the_env_credits():
+    bias = load("credit_bias")
+    config = WorkloadConfig(jobs=JOBS, noise=0.05, seed=4)
+    best, fresh = bias.stop_errors(config)
+    stops = simulate("srtf-est", "evalstop", jobs=JOBS, noise=0.05, seed=4)["jobs_stopped"]
+    assert len(best) == len(fresh) == stops > 0
+    # the env's quality term is the stopped jobs' credits plus the completed jobs' final observed scores, / n:
+    # the stops' true scores plus the script's fresh errors, plus the completed jobs' scores, give the same sum
+    w = generate(config)
+    out = drive(Simulator(w), make_policy("srtf-est", "evalstop"))
+    true = sum(w.curves.gold[j, out.delivered_ckpt[j]] for j in out.stopped.nonzero()[0])
+    completed = sum(w.observed[j, -1] for j in (~out.stopped).nonzero()[0])
+    _, terms = paid(make_policy("srtf-est", "evalstop"), 4, noise=0.05)
+    assert terms["quality"] * JOBS == pytest.approx(true + sum(fresh) + completed, rel=1e-9)
