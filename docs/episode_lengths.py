@@ -25,8 +25,10 @@ import statistics
 
 import gymnasium as gym
 
+from evalstop_gym import WorkloadConfig
 from evalstop_gym.baselines import SCHEDULERS, STOPPERS, make_policy  # importing the package registers the envs
 from evalstop_gym.checks import ConfigError
+from evalstop_gym.config import check_range
 from evalstop_gym.commands.common import seed_range
 from evalstop_gym.envs.adapter import CLUSTER_ID, STOP_CONTROL_ID, PolicyAgent
 from evalstop_gym.seeds import check_seeds
@@ -102,7 +104,7 @@ def report(seeds: list[int], jobs: int, slots: int, agent_seed: int) -> None:
     top = max(most.values())
     over = [f"{sch} + {st} ({n})" for (sch, st), n in most.items() if n > slots]
     print(f"\nthe most: {top} ({', '.join(f'{a} + {b}' for (a, b), n in most.items() if n == top)}); "
-          f"more than {slots} slots hold: {', '.join(over) or 'none'}")
+          f"more active jobs than {slots} slots: {', '.join(over) or 'none'}")
 
 
 def main() -> None:
@@ -114,7 +116,11 @@ def main() -> None:
     ap.add_argument("--agent-seed", type=int, default=0, help="the random agents' draws (default 0)")
     args = ap.parse_args()
     try:
-        report(check_seeds("test", seed_range(args.seeds)), args.jobs, args.slots, args.agent_seed)
+        seeds = check_seeds("test", seed_range(args.seeds))
+        WorkloadConfig(jobs=args.jobs)           # refuses a bad job count before any table is printed
+        check_range("slots", args.slots, 1, integer=True)
+        check_range("agent_seed", args.agent_seed, 0, integer=True)   # action_space.seed takes seeds >= 0
+        report(seeds, args.jobs, args.slots, args.agent_seed)
     except ConfigError as e:   # one line naming the bad value, not a traceback
         raise SystemExit(f"error: {e}") from None
 
