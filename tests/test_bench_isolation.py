@@ -11,7 +11,10 @@ from evalstop_gym.bench.arms import NO_STOPPER
 from evalstop_gym.bench.run import run_bench
 from evalstop_gym.bench.suite import Row, suite_hash
 
-TOY = (Row("toy-paper", jobs=40, gpus=16, seeds=(1000, 1001)),)
+# every decision of an isolated policy is a round trip to its process, which a loaded machine makes slow: one
+# small workload (about 800 round trips; 40 jobs on two seeds took 3300), on which the cheats, run in-process,
+# do beat their honest twin (the second test): on seeds 1000-1005 at 16 or 20 jobs only 1003 is such a one
+TOY = (Row("toy-paper", jobs=20, gpus=16, seeds=(1003,)),)
 
 HONEST = """
 from evalstop_gym.policy import Stopper
