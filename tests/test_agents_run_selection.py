@@ -68,6 +68,19 @@ TINY = {"n_steps": 64, "batch_size": 32, "n_epochs": 1, "n_envs": 1, "eval_freq"
         "eval_workload": VALIDATION, "run_seeds": 3, "select_seeds": 3, "policy_kwargs": {"net_arch": [8]}}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def few_trials():
+    """Each recipe here tunes the hand-coded detectors it is held to (``best_detector``) at the bench's default
+    budget (``FAMILY_BUDGET``, read when a tuning starts): at 100 trials a family the TPE sampler took more time than
+    the three tiny trainings. The tests check which run the rule keeps against whichever detector the tuning
+    chose, and that it is the detector the targets protocol's selection chooses at the same budget: 3 trials."""
+    import evalstop_gym.bench.tune as tune
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tune, "FAMILY_BUDGET", 3)
+        yield
+
+
 def tiny_train(out, **kw):
     messages = []
     config = train(STOP_CONTROL_ID, "ppo", out=out, hyperparams=DETECT, timesteps=256, seed=kw.pop("seed", 4),
