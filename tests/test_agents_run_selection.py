@@ -71,9 +71,10 @@ TINY = {"n_steps": 64, "batch_size": 32, "n_epochs": 1, "n_envs": 1, "eval_freq"
 @pytest.fixture(scope="module", autouse=True)
 def few_trials():
     """Each recipe here tunes the hand-coded detectors it is held to (``best_detector``) at the bench's default
-    budget (``FAMILY_BUDGET``, read when a tuning starts): at 100 trials a family the TPE sampler took more time than
-    the three tiny trainings. The tests check which run the rule keeps against whichever detector the tuning
-    chose, and that it is the detector the targets protocol's selection chooses at the same budget: 3 trials."""
+    budget (``FAMILY_BUDGET``, read when a tuning starts): at 100 trials a family that tuning (about half of it TPE
+    sampling, the rest the trials' plays) took longer than the three tiny trainings, 6.7 against 4.5 s. The tests
+    check which run the rule keeps against whichever detector the tuning chose, and that it is the detector the
+    targets protocol's selection chooses at the same budget: 3 trials."""
     import evalstop_gym.bench.tune as tune
 
     with pytest.MonkeyPatch.context() as mp:
