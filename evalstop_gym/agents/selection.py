@@ -6,7 +6,7 @@
 
 Every policy family (each registered stopper, ``none`` included) gets the
 bench tuner's budget (:func:`evalstop_gym.bench.tune.tune_families`:
-:data:`~evalstop_gym.bench.tune.BUDGET` trials of TPE, seed 0, over the
+:data:`~evalstop_gym.bench.tune.FAMILY_BUDGET` trials of TPE, seed 0, over the
 family's parameters in :data:`~evalstop_gym.bench.tune.SPACES`) on the same
 validation workloads (seeds ``VALIDATION_FIRST ..``,
 :mod:`evalstop_gym.agents.seeds`; test seeds are refused), by a rule fixed in

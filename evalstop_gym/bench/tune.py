@@ -49,8 +49,8 @@ from .suite import Row
 # benchmarks/bench_tune_cpu.py --new-budget 100; docs/bench.md, *Fair comparators*). 16 was the smallest budget
 # at which the joint search found srtf-progress + cusum (drift 0.3, threshold 1.0) on suite v2.
 FAMILY_BUDGET = 100
-# Trials of a learned family (each a training run, about 4 min) and of ``targets``' selection
-# (evalstop_gym.agents.selection), whose published figures were tuned with it.
+# Trials of a learned family (each a training run, about 4 min), whose published figures were tuned with it
+# (``targets``' selection, evalstop_gym.agents.selection, tunes each hand-coded family with FAMILY_BUDGET)
 BUDGET = 12
 VALIDATION_SEEDS = 2       # validation workloads per row
 RULE = ("lowest mean ratio of average JCT to SRTF-Est without a stopper, per validation workload, among trials "
