@@ -181,6 +181,10 @@ class LatentModel:
     # penalty holds fixed, a run's answers still improve for a while (the TRL runs' gold climbs for 2-4 evals after
     # their KL has levelled off). None: gold is Gao's form of the current d
     gold_lag: tuple[float, float] | None = None
+    # if set (with gold_lag), a run whose KL a penalty holds, DPO's aside, lags by tau ~ U(held_gold_lag) instead, at
+    # the same draw: the TRL runs held by a KL penalty reach their plateau within 2 evals, where the unpenalised
+    # runs' fall is spread over several. None: gold_lag for every run
+    held_gold_lag: tuple[float, float] | None = None
     # if set, gold's fall past d* stops at a floor ~ U(gold_floor) (score): the score of the answers a collapsed
     # policy gives (the TRL runs without a KL penalty stay at 0.08-0.2). None: Gao's form falls on, clipped at 0
     gold_floor: tuple[float, float] | None = None
@@ -224,7 +228,7 @@ class LatentModel:
     _LOG_PAIRS = ("lr", "kl_coef", "dpo_kl_coef", "kl_ceiling", "d_star_exploitable", "d_star_robust", "proxy_slope")
     _FRACTIONS = ("penalty_share", "dpo_penalty_share", "dpo_exploitable", "drift_reversion", "collapse_share",
                   "collapse_drift")
-    _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "dpo_kl_coef", "gold_lag", "gold_floor",
+    _OPTIONAL = ("hack_peak", "kl_ceiling", "dpo_penalty_share", "dpo_kl_coef", "gold_lag", "held_gold_lag", "gold_floor",
                  "dpo_drift", "proxy_exponent", "task_loadings", "drift_spread",
                  "collapse_share", "kl_growth_loading", "collapse_drift")   # None: the knob off
     # Every number's allowed [low, high] (a pair: both ends). Far outside any fitted or named world (the TRL
@@ -235,7 +239,7 @@ class LatentModel:
               "penalty_share": (0.0, 1.0), "dpo_penalty_share": (0.0, 1.0), "kl_coef": (1e-6, 1e3),
               "dpo_kl_coef": (1e-6, 1e3), "kl_saturation": (1e-6, 1e3), "kl_ceiling": (1e-6, 1e3),
               "d_star_exploitable": (1e-6, 1e4), "d_star_robust": (1e-6, 1e4), "hack_peak": (0.0, 1.0),
-              "gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
+              "gold_lag": (0.0, 10.0), "held_gold_lag": (0.0, 10.0), "gold_floor": (0.0, 1.0), "peak_gain_exploitable": (0.0, 10.0),
               "peak_gain_robust": (0.0, 10.0), "dpo_exploitable": (0.0, 1.0), "drift": (0.0, 1.0),
               "dpo_drift": (0.0, 1.0), "drift_spread": (0.0, 3.0), "task_loadings": (-1.0, 1.0),
               "collapse_share": (0.0, 1.0), "kl_growth_loading": (-1.0, 1.0), "collapse_drift": (0.0, 1.0),
@@ -275,6 +279,9 @@ class LatentModel:
         if self.collapse_drift is not None and self.collapse_share is None:
             raise ConfigError("curves.collapse_drift", self.collapse_drift,
                               "needs curves.collapse_share: it is the drift a collapsed run keeps")
+        if self.held_gold_lag is not None and self.gold_lag is None:
+            raise ConfigError("curves.held_gold_lag", self.held_gold_lag,
+                              "needs curves.gold_lag: it replaces that lag for the runs a KL penalty holds")
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,8 @@ RISE_SHARE = 0.9
 REACH = 2.0          # a run tells an exploitable proxy from a robust one when its d passes this many times d*
 MIN_SAMPLE = 60      # runs per job type sampled to debias: medians of 60 runs are within about 5%
 SHARE_SAMPLE = 200   # DPO runs per arm sampled to solve DPO's exploitable share (solve_dpo_share): sd about 0.03
+HELD_SAMPLE = 400    # runs per job type sampled at each scale to solve the held runs' gold lag (solve_held_lag)
+HELD_SCALES = np.linspace(0.0, 1.5, 7)   # scales of the held runs' logged lag range tried by solve_held_lag
 DEBIAS_STEPS = 2     # indirect-inference steps for the drift's sd and autocorrelation
 REVERSION_GRID = np.linspace(0.0, 1.0, 3)   # drift reversions tried when matching the logged runs' own
 MIN_TASK_RUNS = 5     # runs with a floor and an exploitable proxy needed to fit the task latent's loadings
@@ -79,7 +81,7 @@ FIT_SEED = 0         # the fit's own samples (debias_drift); a report samples th
 FITTED = ("curves.base", "curves.lr", "curves.kl_scale", "curves.kl_exponent", "curves.penalty_share",
           "curves.dpo_penalty_share", "curves.kl_coef", "curves.dpo_kl_coef", "curves.kl_ceiling",
           "curves.d_star_exploitable", "curves.d_star_robust", "curves.peak_gain_exploitable",
-          "curves.peak_gain_robust", "curves.gold_lag", "curves.gold_floor", "curves.dpo_exploitable",
+          "curves.peak_gain_robust", "curves.gold_lag", "curves.held_gold_lag", "curves.gold_floor", "curves.dpo_exploitable",
           "curves.task_loadings", "curves.collapse_share", "curves.collapse_drift",
           "curves.kl_growth_loading", "curves.drift", "curves.dpo_drift", "curves.drift_spread",
           "curves.drift_autocorr", "curves.drift_reversion",
@@ -470,6 +472,46 @@ def solve_dpo_share(cal, fits, ref_evals: int, seed: int = FIT_SEED):
     return dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, dpo_exploitable=round(s, 4)))
 
 
+def held_lags(fits) -> list[float]:
+    """The fitted gold lags (:attr:`RunFit.lag`) of the runs of ``fits`` other than DPO whose KL a penalty holds
+    (:func:`kl_regimes`)."""
+    penalised, _ = kl_regimes(fits)
+    return [f.lag for f, k in zip(fits, penalised) if k and f.job_type != "dpo"]
+
+
+def solve_held_lag(cal, fits, share: float, ref_evals: int, seed: int = FIT_SEED):
+    """``cal`` with the gold lag of the runs a KL penalty holds (:attr:`LatentModel.held_gold_lag`) whose samples,
+    refitted, show the logged held runs' median lag: one step of indirect inference. The per-run fit finds a lag
+    in a run with none (a lag smooths the drift's wiggles as well as a slow rise: sampled with no lag, the
+    grounded world's held runs refit to a median of 0.014), so the logged lags overstate the world's; and where
+    the world's penalty holds ``d`` later than the logged runs' does, its gold rises late already. The held runs'
+    logged range (:func:`span`) scaled by one factor, tried on :data:`HELD_SCALES` (a sample of
+    :data:`HELD_SAMPLE` runs a type at each, classified by the same rule as the log) and interpolated where the
+    refitted median crosses the logged one (the grid's end nearest to it if it never does). Unchanged without a
+    lag or with fewer than :data:`MIN_TASK_RUNS` held runs."""
+    want = held_lags(fits)
+    if cal.curves.gold_lag is None or len(want) < MIN_TASK_RUNS:
+        return cal
+    start = span(want)
+    evals = int(np.median([f.evals for f in fits]))
+    counts = {t: HELD_SAMPLE for t in sorted({f.job_type for f in fits})}
+    got = []
+    for k in HELD_SCALES:
+        trial = dataclasses.replace(cal, curves=dataclasses.replace(
+            cal.curves, held_gold_lag=tuple(float(v * k) for v in start)))
+        sample = sample_runs(at_evals(trial, evals, ref_evals), counts, evals, seed, share if share == share else 0.6)
+        lags = held_lags([f for f in (fit_run(r) for r in sample.values()) if f is not None])
+        got.append(float(np.median(lags)) if lags else np.nan)
+    got = np.array(got)
+    ok = np.isfinite(got)
+    if ok.sum() < 2:
+        return cal
+    order = np.argsort(got[ok], kind="stable")
+    scale = float(np.interp(np.median(want), got[ok][order], HELD_SCALES[ok][order]))
+    held = tuple(round(v * scale, 6) for v in start)
+    return dataclasses.replace(cal, curves=dataclasses.replace(cal.curves, held_gold_lag=held))
+
+
 def solve_drift_spread(cal, fits, share: float, ref_evals: int, seed: int = FIT_SEED):
     """``cal`` with the per-run drift spread (:attr:`LatentModel.drift_spread`) whose samples' gold noise spreads
     as the logged runs' does (:func:`log_noise_spread`): sampled and refitted without it, the world's runs already
@@ -727,6 +769,7 @@ def fit_world(runs: dict, base, description: str | None = None, ref_evals: int =
         notes.append(f"curves.task_loadings: off (fewer than {MIN_TASK_RUNS} runs of a type other than DPO fell to "
                      "a floor with an exploitable proxy)")
     cal = solve_dpo_share(cal, fits, ref_evals)
+    cal = solve_held_lag(cal, fits, share, ref_evals)
     if steps and curves.drift > 0:
         cal = solve_reversion(cal, fits, rev, share, ref_evals)
         cal = solve_drift_spread(cal, fits, share, ref_evals)

@@ -23,7 +23,7 @@ Gold follows Gao et al.'s RL form ``R(d) = d (alpha - beta ln d)`` with ``beta =
 an unpenalised run's ``d`` runs past an exploitable proxy's ``d*`` to the ceiling: gold peaks, falls to its
 floor (``gold_floor``) and stays, while the proxy holds at its top (the cliff); a penalty holds ``d`` near
 or short of ``d*`` and gold climbs and levels off (the plateau). Gold may lag Gao's form (``gold_lag``,
-:func:`lagged`), the proxy may bend in ``d`` (``proxy_exponent``: ``slope d**q``), and DPO may have its
+:func:`lagged`; a run a penalty holds by its own ``held_gold_lag``), the proxy may bend in ``d`` (``proxy_exponent``: ``slope d**q``), and DPO may have its
 own penalty share, coefficient and drift (``dpo_penalty_share``, ``dpo_kl_coef``, ``dpo_drift``). A **task**
 latent (``task_loadings``) puts each run's floor at its task's quantile and ties an exploitable proxy's ``d*``
 and gain to it (:func:`task_quantile`): runs of one task share where they fall to and from how high. A share
@@ -197,7 +197,11 @@ def latent_curves(rng: np.random.Generator, model: LatentModel, evals: int, job_
             collapsed = (exploitable & (rng.random(n) < model.collapse_share) & ~dpo)[:, None] & at_ceiling
             gold = np.where(collapsed, low[:, None], gold)
     if model.gold_lag is not None:   # drawn only then: a world without the lag keeps every later draw
-        gold = base[:, None] + lagged(x, gold - base[:, None], rng.uniform(*model.gold_lag, size=n))
+        q = rng.random(n)   # rng.uniform(*gold_lag) draw for draw (at_quantile); a held run's own range at it
+        tau = at_quantile(model.gold_lag, q)
+        if model.held_gold_lag is not None:
+            tau = np.where(penalised & ~dpo, at_quantile(model.held_gold_lag, q), tau)
+        gold = base[:, None] + lagged(x, gold - base[:, None], tau)
     if model.drift > 0:
         sd = model.drift if model.dpo_drift is None else np.where(dpo, model.dpo_drift, model.drift)[:, None]
         if model.drift_spread is not None:   # drawn only then: a world without it keeps every later draw

@@ -10,10 +10,10 @@ from evalstop_gym.experiments.spec import build_suite, misspecified
 
 @pytest.mark.parametrize("calibration,drift,dpo_drift,noise", [
     ("realistic", 0.016, None, (2.0, 4.0)),
-    ("grounded", 2 * 0.0310433, 2 * 0.0382054, (2 * 0.363817, 2 * 0.641727))])
+    ("grounded", 2 * 0.0310444, 2 * 0.0381643, (2 * 0.363817, 2 * 0.641727))])
 def test_x2_is_twice_the_calibrated_value(calibration, drift, dpo_drift, noise):
-    # by hand: realistic's drift 0.008 and seed noise factor 1-2; grounded's fitted drift 0.0310433 (DPO's own
-    # 0.0382054) and factor 0.363817-0.641727 (evalstop_gym/data/grounded.yaml)
+    # by hand: realistic's drift 0.008 and seed noise factor 1-2; grounded's fitted drift 0.0310444 (DPO's own
+    # 0.0381643) and factor 0.363817-0.641727 (evalstop_gym/data/grounded.yaml)
     worlds = dict(misspecified(WorkloadConfig(calibration=calibration)))
     assert worlds["plateau drift x2"]["curves.drift"] == pytest.approx(drift)
     assert worlds["plateau drift x2"].get("curves.dpo_drift") == (None if dpo_drift is None

@@ -88,15 +88,34 @@ def test_gold_lag_by_hand():
     np.testing.assert_allclose(got, [[1 - e, e * (1 - e) + (1 - e)], [1.0, 1.0]])
 
 
+def test_a_held_run_lags_by_its_own_range_and_no_other_run_moves():
+    # the same world with and without the held runs' own lag: every run a penalty holds (DPO aside) follows its
+    # gold with the held range's lag (here none), every other run is unchanged draw for draw
+    model = dataclasses.replace(CLIFF, gold_lag=(0.3, 0.3), dpo_drift=0.0, drift=0.0)
+    jt = np.concatenate([np.full(300, RLHF), np.full(100, DPO)])
+    base, _, _ = latent_curves(np.random.default_rng(5), model, 12, jt, 1.0)
+    held, _, _ = latent_curves(np.random.default_rng(5), dataclasses.replace(model, held_gold_lag=(0.0, 0.0)), 12,
+                               jt, 1.0)
+    nolag, _, _ = latent_curves(np.random.default_rng(5), dataclasses.replace(model, gold_lag=(0.0, 0.0)), 12, jt, 1.0)
+    pen = (base.setup["kl_coef"] > 0) & (jt == RLHF)
+    assert 50 < pen.sum() < 250 and ((base.setup["kl_coef"] > 0) & (jt == DPO)).any()
+    np.testing.assert_array_equal(held.gold[~pen], base.gold[~pen])
+    np.testing.assert_array_equal(held.gold[pen], nolag.gold[pen])
+    assert np.abs(held.gold[pen] - base.gold[pen]).max() > 0.01   # the lag mattered to the held runs
+    with pytest.raises(ConfigError, match="curves.held_gold_lag.*needs curves.gold_lag"):
+        WorkloadConfig(curves=dataclasses.replace(CLIFF, held_gold_lag=(0.0, 0.1)))
+
+
 def test_every_knob_off_by_default_keeps_the_named_worlds():
     for name in ("paper", "realistic"):
         c = CALIBRATIONS[name].curves
-        assert (c.kl_ceiling, c.gold_floor, c.gold_lag, c.dpo_drift, c.dpo_penalty_share, c.dpo_kl_coef,
-                c.proxy_exponent) == (None,) * 7
+        assert (c.kl_ceiling, c.gold_floor, c.gold_lag, c.held_gold_lag, c.dpo_drift, c.dpo_penalty_share,
+                c.dpo_kl_coef, c.proxy_exponent) == (None,) * 8
 
 
 @pytest.mark.parametrize("field,value", [("kl_ceiling", (4.0, 3.0)), ("kl_ceiling", (0.0, 3.0)),
                                          ("gold_floor", (0.1, 1.5)), ("gold_lag", (-0.1, 0.2)),
+                                         ("held_gold_lag", (0.2, 0.1)),
                                          ("dpo_penalty_share", 1.5), ("dpo_drift", -0.1), ("dpo_kl_coef", (0.0, 1.0)),
                                          ("proxy_exponent", (0.0, 1.0)), ("drift_reversion", 1.5)])
 def test_bad_regime_values_name_the_field(field, value):
