@@ -141,3 +141,34 @@ def test_the_credit_bias_script_credits_what_the_env_credits():
     completed = sum(w.observed[j, -1] for j in (~out.stopped).nonzero()[0])
     _, terms = paid(make_policy("srtf-est", "evalstop"), 4, noise=0.05)
     assert terms["quality"] * JOBS == pytest.approx(true + sum(fresh) + completed, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def regime_shapes():
+    return load("regime_shapes")
+
+
+def test_regimes_sort_the_library_and_a_world_by_one_rule(regime_shapes):
+    from evalstop_gym import fit
+    from evalstop_gym.data import TRL_LIBRARY_VARIED, trl_library
+
+    library = trl_library(TRL_LIBRARY_VARIED)
+    split = regime_shapes.regimes(library)
+    fitted = [f for n, r in library.items() if fit.job_type_of(n) == "rlhf" for f in [fit.fit_run(r)] if f is not None]
+    assert len(split["held"]) + len(split["free"]) == len(fitted) and split["held"] and split["free"]
+    # the library against itself: the same runs on both sides, every row identical, every KS p 1
+    rows = regime_shapes.rows(library, library)
+    assert {r["regime"] for r in rows} == {"held", "free"}
+    assert all(r["library"] == r["world"] and r["runs"][0] == r["runs"][1] > 0 for r in rows)
+    assert all(r["ks_p"] == pytest.approx(1.0) for r in rows if not r["statistic"].startswith("peaked"))
+    shares = [r for r in rows if r["statistic"].startswith("peaked")]
+    assert all(list(r["library"]) == sorted(r["library"]) for r in shares)   # cumulative shares never fall
+    assert "| held | peak index |" in regime_shapes.table(rows)
+
+
+@pytest.mark.parametrize("argv, says", [(["--runs", "5"], "runs"), (["--seed", "0"], "seed")])
+def test_regime_shapes_bad_flags_end_in_one_line(regime_shapes, monkeypatch, argv, says):
+    monkeypatch.setattr(sys, "argv", ["regime_shapes", *argv])
+    with pytest.raises(SystemExit) as e:
+        regime_shapes.main()
+    assert "regime_shapes.py: error:" in str(e.value) and says in str(e.value) and "\n" not in str(e.value)
