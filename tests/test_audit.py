@@ -17,9 +17,9 @@ LEAK_CEILING = 0.80       # best early AUC a synthetic world may show, whatever 
 LIBRARY_MARGIN = 0.05     # ... and at most this much above the real TRL library's (issue 25)
 SEEDS = range(700, 716)   # audit seeds: the package tunes nothing on 700-739
 # the pre-peak figure on all of them: a world's runs that have not peaked by eval 2 hold few hacking runs, and an
-# AUC over 11 of them (grounded's DPO runs on 700-715) has a standard error of about 0.08 (0.744 there, 0.614 on
+# AUC over 11 of them (grounded's DPO runs on 700-715) has a standard error of about 0.08 (0.730 there, 0.614 on
 # 716-739 with 14); on 700-739 every grounded row but DPO eval 3 (10 hacking runs, 0.642) has 25 or more, and the
-# best, 0.667, is RLHF eval 3's over 33
+# best, 0.685, is RLHF eval 3's over 29 (grounded as refitted at 1aefe96, held_gold_lag)
 PRE_PEAK_SEEDS = range(700, 740)
 
 
