@@ -62,11 +62,9 @@ def rows(library: dict, world: dict) -> list[dict]:
             out.append({"regime": regime, "statistic": name, "runs": (va.size, vb.size), "library": q(va),
                         "world": q(vb), "ks_p": p})
         peaks = (values(a, "peak index"), values(b, "peak index"))
+        early = [tuple(float(np.mean(v <= i)) if v.size else math.nan for i in range(EARLY)) for v in peaks]
         out.append({"regime": regime, "statistic": "peaked by checkpoint 0 / 1 / 2 / 3",
-                    "runs": tuple(v.size for v in peaks),
-                    "library": tuple(float(np.mean(peaks[0] <= i)) if peaks[0].size else math.nan for i in range(EARLY)),
-                    "world": tuple(float(np.mean(peaks[1] <= i)) if peaks[1].size else math.nan for i in range(EARLY)),
-                    "ks_p": math.nan})
+                    "runs": tuple(v.size for v in peaks), "library": early[0], "world": early[1], "ks_p": math.nan})
     return out
 
 

@@ -109,3 +109,18 @@ def cli_error(capsys):
         return err
 
     return run
+
+
+@pytest.fixture
+def quick_held_lag(request, monkeypatch):
+    """The held runs' lag solved on 100 runs a type at 4 scales instead of calibrate's 400 at 7
+    (`fit.solve_held_lag` costs about 25 CPU s at full size), for the modules that fit worlds in default tests and
+    assert nothing about that lag's value; a test marked slow (the grounded round trip, the byte-for-byte
+    regeneration of grounded.yaml) keeps the full solve."""
+    if request.node.get_closest_marker("slow") is None:
+        import numpy as np
+
+        from evalstop_gym import fit
+
+        monkeypatch.setattr(fit, "HELD_SAMPLE", 100)
+        monkeypatch.setattr(fit, "HELD_SCALES", np.linspace(0.0, 1.5, 4))

@@ -18,6 +18,9 @@ from evalstop_gym.config import CALIBRATIONS, GROUNDED_WORLD, ConfigError, Workl
 from evalstop_gym.curvelog import read_curve_log, write_curve_log
 from evalstop_gym.worldfile import dump_world, world_key
 
+
+pytestmark = pytest.mark.usefixtures("quick_held_lag")   # tests/conftest.py
+
 RUNS_PER_TYPE = 120   # x 2 job types: quartiles of 240 draws, sd about 0.03 of a range's width
 LIBRARY_EVALS = 18    # evals after the start of each run of the varied TRL library, grounded's source
 

@@ -17,6 +17,9 @@ from evalstop_gym.curvelog import LoggedRun, write_curve_log
 from evalstop_gym.data import TRL_LIBRARY, trl_library
 from evalstop_gym.label import curve_wander
 
+
+pytestmark = pytest.mark.usefixtures("quick_held_lag")   # tests/conftest.py
+
 pytest.importorskip("scipy")
 
 
